@@ -1,0 +1,751 @@
+// One row per op: name, category, arity, attributes, shape inference, pointwise math.
+#include "engine/op_table.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <numeric>
+
+#include "engine/check.hpp"
+
+namespace kiln {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+using Ints = std::vector<int64_t>;
+
+// ---------------------------------------------------------------- helpers for inference
+const TensorDesc& in(const InferArgs& a, size_t i) {
+  return a.in[i]->desc;
+}
+const std::string& in_name(const InferArgs& a, size_t i) {
+  return a.in[i]->name;
+}
+
+Layout out_layout(const TensorDesc& d) {
+  return d.layout == Layout::Strided ? Layout::NCHW : d.layout;
+}
+
+void require_same_dtype(const InferArgs& a) {
+  for (size_t i = 1; i < a.in.size(); ++i)
+    KILN_CHECK(in(a, i).dtype == in(a, 0).dtype,
+               "{}: dtype mismatch: input {} ('{}') is {} but input 0 ('{}') is {}", a.where, i,
+               in_name(a, i), dtype_name(in(a, i).dtype), in_name(a, 0),
+               dtype_name(in(a, 0).dtype));
+}
+
+void require_rank(const InferArgs& a, size_t i, int lo, int hi, const char* what) {
+  int r = in(a, i).rank();
+  KILN_CHECK(r >= lo && r <= hi, "{}: input {} ('{}') must be {} (rank {}{}), found {}", a.where, i,
+             in_name(a, i), what, lo, hi != lo ? fmt::format("..{}", hi) : "", in(a, i).str());
+}
+
+int64_t norm_axis(const InferArgs& a, int64_t axis, int rank, const char* attr) {
+  KILN_CHECK(axis >= -rank && axis < rank, "{}.{}: axis {} out of range for rank {}", a.where, attr,
+             axis, rank);
+  return axis < 0 ? axis + rank : axis;
+}
+
+// A per-channel parameter input (shape [C]) where C is `c`.
+void require_vec(const InferArgs& a, size_t i, const Dim& c, const char* what) {
+  const TensorDesc& d = in(a, i);
+  KILN_CHECK(d.rank() == 1 && d.shape[0] == c,
+             "{}: input {} ('{}', {}) must have shape [{}], found {}", a.where, i, in_name(a, i),
+             what, c.str(), shape_str(d.shape));
+}
+
+void require_shape(const InferArgs& a, size_t i, const Shape& s, const char* what) {
+  KILN_CHECK(in(a, i).shape == s, "{}: input {} ('{}', {}) must have shape {}, found {}", a.where,
+             i, in_name(a, i), what, shape_str(s), shape_str(in(a, i).shape));
+}
+
+void require_static(const InferArgs& a, const Dim& d, const char* what) {
+  KILN_CHECK(d.is_static(), "{}: {} must be a static size, found symbolic '{}'", a.where, what,
+             d.str());
+}
+
+TensorDesc like(const TensorDesc& d, Shape shape, Layout layout) {
+  TensorDesc o;
+  o.dtype = d.dtype;
+  o.shape = std::move(shape);
+  o.layout = (layout == Layout::NHWC && o.shape.size() != 4) ? Layout::NCHW : layout;
+  return o;
+}
+
+// [top, left, bottom, right] from [ph, pw] or 4 values.
+std::array<int64_t, 4> padding4(const InferArgs& a, const Ints& p) {
+  KILN_CHECK(p.size() == 2 || p.size() == 4,
+             "{}.padding: expected 2 or 4 non-negative integers, found {} values", a.where,
+             p.size());
+  for (int64_t v : p)
+    KILN_CHECK(v >= 0, "{}.padding: expected non-negative integers, found {}", a.where, v);
+  if (p.size() == 2) return {p[0], p[1], p[0], p[1]};
+  return {p[0], p[1], p[2], p[3]};
+}
+
+Ints pair_attr(const InferArgs& a, const char* name, int64_t min_value) {
+  const Ints& v = a.node.attr_ints(name);
+  KILN_CHECK(v.size() == 2, "{}.{}: expected 2 integers, found {} values", a.where, name, v.size());
+  for (int64_t x : v)
+    KILN_CHECK(x >= min_value, "{}.{}: expected integers >= {}, found {}", a.where, name, min_value,
+               x);
+  return v;
+}
+
+// out = (in + pads - dil*(k-1) - 1) / stride + 1, checked positive when static.
+Dim window_out(const InferArgs& a, const Dim& size, int64_t pad_total, int64_t k, int64_t stride,
+               int64_t dil, const char* axis) {
+  int64_t span = dil * (k - 1) + 1;
+  Dim out = (size + Dim(pad_total - span)) / Dim(stride) + Dim(1);
+  if (size.is_static())
+    KILN_CHECK(size.value() + pad_total >= span,
+               "{}: window of {} (kernel {}, dilation {}) does not fit input {} {} with padding {}",
+               a.where, span, k, dil, axis, size.value(), pad_total);
+  return out;
+}
+
+// ---------------------------------------------------------------- inference per op
+std::vector<TensorDesc> infer_unary(const InferArgs& a) {
+  TensorDesc o = like(in(a, 0), in(a, 0).shape, out_layout(in(a, 0)));
+  if (a.node.op == OpKind::Cast) parse_dtype(a.node.attr_str("dtype"), &o.dtype);
+  if (a.node.op == OpKind::Clamp)
+    KILN_CHECK(a.node.attr_float("min") <= a.node.attr_float("max"),
+               "{}.min: min {} is greater than max {}", a.where, a.node.attr_float("min"),
+               a.node.attr_float("max"));
+  return {o};
+}
+
+std::vector<TensorDesc> infer_binary(const InferArgs& a) {
+  require_same_dtype(a);
+  Shape s = broadcast_shapes(in(a, 0).shape, in(a, 1).shape, a.where);
+  Layout l = Layout::NCHW;
+  if (s == in(a, 0).shape)
+    l = out_layout(in(a, 0));
+  else if (s == in(a, 1).shape)
+    l = out_layout(in(a, 1));
+  return {like(in(a, 0), s, l)};
+}
+
+std::vector<TensorDesc> infer_conv2d(const InferArgs& a) {
+  require_same_dtype(a);
+  require_rank(a, 0, 4, 4, "an activation [N, C, H, W]");
+  require_rank(a, 1, 4, 4, "a filter [K, C/groups, R, S]");
+  const Shape& x = in(a, 0).shape;
+  const Shape& w = in(a, 1).shape;
+  for (int i = 0; i < 4; ++i) require_static(a, w[i], "every filter dim");
+  require_static(a, x[1], "the input channel count C");
+  int64_t groups = a.node.attr_int("groups");
+  KILN_CHECK(groups >= 1, "{}.groups: expected a positive integer, found {}", a.where, groups);
+  int64_t c = x[1].value(), k = w[0].value(), cg = w[1].value();
+  KILN_CHECK(c % groups == 0, "{}.groups: groups {} does not divide the {} input channels", a.where,
+             groups, c);
+  KILN_CHECK(k % groups == 0, "{}.groups: groups {} does not divide the {} output channels",
+             a.where, groups, k);
+  KILN_CHECK(cg * groups == c,
+             "{}: filter '{}' has {} channels per group but input '{}' has {} channels / {} groups "
+             "= {}",
+             a.where, in_name(a, 1), cg, in_name(a, 0), c, groups, c / groups);
+  if (a.in.size() == 3) require_vec(a, 2, w[0], "bias");
+  Ints stride = pair_attr(a, "stride", 1), dil = pair_attr(a, "dilation", 1);
+  auto pad = padding4(a, a.node.attr_ints("padding"));
+  Dim oh = window_out(a, x[2], pad[0] + pad[2], w[2].value(), stride[0], dil[0], "height");
+  Dim ow = window_out(a, x[3], pad[1] + pad[3], w[3].value(), stride[1], dil[1], "width");
+  return {like(in(a, 0), {x[0], w[0], oh, ow}, out_layout(in(a, 0)))};
+}
+
+std::vector<TensorDesc> infer_matmul(const InferArgs& a) {
+  require_same_dtype(a);
+  require_rank(a, 0, 2, 8, "a matrix [..., M, K]");
+  require_rank(a, 1, 2, 8, "a matrix [..., K, N]");
+  Shape sa = in(a, 0).shape, sb = in(a, 1).shape;
+  bool ta = a.node.attr_int("transpose_a") != 0, tb = a.node.attr_int("transpose_b") != 0;
+  size_t ra = sa.size(), rb = sb.size();
+  Dim m = ta ? sa[ra - 1] : sa[ra - 2], ka = ta ? sa[ra - 2] : sa[ra - 1];
+  Dim kb = tb ? sb[rb - 1] : sb[rb - 2], n = tb ? sb[rb - 2] : sb[rb - 1];
+  KILN_CHECK(ka == kb, "{}: inner dims differ: '{}' gives K={} but '{}' gives K={}", a.where,
+             in_name(a, 0), ka.str(), in_name(a, 1), kb.str());
+  Shape ba(sa.begin(), sa.end() - 2), bb(sb.begin(), sb.end() - 2);
+  Shape out = broadcast_shapes(ba, bb, a.where + " (batch dims)");
+  out.push_back(m);
+  out.push_back(n);
+  if (a.in.size() == 3) require_vec(a, 2, n, "bias");
+  return {like(in(a, 0), out, Layout::NCHW)};
+}
+
+std::vector<TensorDesc> infer_batchnorm(const InferArgs& a) {
+  require_same_dtype(a);
+  require_rank(a, 0, 2, 8, "an activation [N, C, ...]");
+  const char* names[] = {"", "scale", "bias", "mean", "var"};
+  for (size_t i = 1; i < 5; ++i) require_vec(a, i, in(a, 0).shape[1], names[i]);
+  KILN_CHECK(a.node.attr_float("eps") >= 0, "{}.eps: expected >= 0, found {}", a.where,
+             a.node.attr_float("eps"));
+  return {like(in(a, 0), in(a, 0).shape, out_layout(in(a, 0)))};
+}
+
+// layernorm / rmsnorm: normalize over dims [axis, rank); scale/bias have that trailing shape.
+std::vector<TensorDesc> infer_lastdims_norm(const InferArgs& a) {
+  require_same_dtype(a);
+  require_rank(a, 0, 1, 8, "a tensor");
+  int r = in(a, 0).rank();
+  int64_t axis = norm_axis(a, a.node.attr_int("axis"), r, "axis");
+  Shape tail(in(a, 0).shape.begin() + axis, in(a, 0).shape.end());
+  for (size_t i = 1; i < a.in.size(); ++i) require_shape(a, i, tail, i == 1 ? "scale" : "bias");
+  KILN_CHECK(a.node.attr_float("eps") >= 0, "{}.eps: expected >= 0, found {}", a.where,
+             a.node.attr_float("eps"));
+  return {like(in(a, 0), in(a, 0).shape, out_layout(in(a, 0)))};
+}
+
+// groupnorm / instancenorm: statistics per (n, group) over channels of the group and all spatial.
+std::vector<TensorDesc> infer_channel_norm(const InferArgs& a) {
+  require_same_dtype(a);
+  require_rank(a, 0, 3, 8, "an activation [N, C, ...]");
+  const Dim& c = in(a, 0).shape[1];
+  require_static(a, c, "the channel count C");
+  if (a.node.op == OpKind::Groupnorm) {
+    int64_t g = a.node.attr_int("groups");
+    KILN_CHECK(g >= 1 && c.value() % g == 0,
+               "{}.groups: expected a positive divisor of the {} channels, found {}", a.where,
+               c.value(), g);
+  }
+  for (size_t i = 1; i < a.in.size(); ++i) require_vec(a, i, c, i == 1 ? "scale" : "bias");
+  KILN_CHECK(a.node.attr_float("eps") >= 0, "{}.eps: expected >= 0, found {}", a.where,
+             a.node.attr_float("eps"));
+  return {like(in(a, 0), in(a, 0).shape, out_layout(in(a, 0)))};
+}
+
+std::vector<TensorDesc> infer_softmax(const InferArgs& a) {
+  require_rank(a, 0, 1, 8, "a tensor");
+  norm_axis(a, a.node.attr_int("axis"), in(a, 0).rank(), "axis");
+  return {like(in(a, 0), in(a, 0).shape, out_layout(in(a, 0)))};
+}
+
+std::vector<TensorDesc> infer_reduce(const InferArgs& a) {
+  int r = in(a, 0).rank();
+  std::vector<bool> reduced(r, false);
+  const Ints& axes = a.node.attr_ints("axes");
+  for (int64_t ax : axes) {
+    int64_t n = norm_axis(a, ax, r, "axes");
+    KILN_CHECK(!reduced[n], "{}.axes: axis {} listed twice", a.where, ax);
+    reduced[n] = true;
+  }
+  if (axes.empty()) reduced.assign(r, true);
+  bool keep = a.node.attr_int("keepdims") != 0;
+  Shape out;
+  for (int i = 0; i < r; ++i) {
+    if (!reduced[i])
+      out.push_back(in(a, 0).shape[i]);
+    else if (keep)
+      out.push_back(Dim(1));
+  }
+  return {like(in(a, 0), out, keep ? out_layout(in(a, 0)) : Layout::NCHW)};
+}
+
+std::vector<TensorDesc> infer_pool(const InferArgs& a) {
+  require_rank(a, 0, 4, 4, "an activation [N, C, H, W]");
+  Ints k = pair_attr(a, "kernel", 1);
+  Ints s = a.node.attr_ints("stride");
+  if (s.empty()) s = k;
+  KILN_CHECK(s.size() == 2 && s[0] >= 1 && s[1] >= 1,
+             "{}.stride: expected 2 positive integers (or [] for the kernel size)", a.where);
+  auto pad = padding4(a, a.node.attr_ints("padding"));
+  KILN_CHECK(pad[0] < k[0] && pad[2] < k[0] && pad[1] < k[1] && pad[3] < k[1],
+             "{}.padding: padding must be smaller than the kernel", a.where);
+  const Shape& x = in(a, 0).shape;
+  Dim oh = window_out(a, x[2], pad[0] + pad[2], k[0], s[0], 1, "height");
+  Dim ow = window_out(a, x[3], pad[1] + pad[3], k[1], s[1], 1, "width");
+  return {like(in(a, 0), {x[0], x[1], oh, ow}, out_layout(in(a, 0)))};
+}
+
+std::vector<TensorDesc> infer_global_pool(const InferArgs& a) {
+  require_rank(a, 0, 3, 8, "an activation [N, C, ...]");
+  Shape out = in(a, 0).shape;
+  for (size_t i = 2; i < out.size(); ++i) out[i] = Dim(1);
+  return {like(in(a, 0), out, out_layout(in(a, 0)))};
+}
+
+// A numel split into a constant and a sorted multiset of symbolic factors, so that reshape can
+// check and infer sizes through symbols (N*64*56*56 -> [N, -1]).
+struct Factored {
+  int64_t c = 1;
+  std::vector<std::string> syms;
+};
+Factored factor(const Shape& s) {
+  Factored f;
+  for (const Dim& d : s) {
+    if (d.is_static())
+      f.c *= d.value();
+    else
+      f.syms.push_back(d.str());
+  }
+  std::sort(f.syms.begin(), f.syms.end());
+  return f;
+}
+
+std::vector<TensorDesc> infer_reshape(const InferArgs& a) {
+  const Shape& x = in(a, 0).shape;
+  Shape out = a.node.attr_dims("shape");
+  int infer_at = -1;
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (!out[i].is_static()) continue;
+    int64_t v = out[i].value();
+    if (v == -1) {
+      KILN_CHECK(infer_at < 0, "{}.shape: more than one -1", a.where);
+      infer_at = static_cast<int>(i);
+    } else if (v == 0) {
+      KILN_CHECK(i < x.size(), "{}.shape: 0 (copy) at position {} but the input has rank {}",
+                 a.where, i, x.size());
+      out[i] = x[i];
+    } else {
+      KILN_CHECK(v > 0, "{}.shape: expected positive sizes, -1 or 0, found {}", a.where, v);
+    }
+  }
+  Factored fin = factor(x);
+  Shape known;
+  for (size_t i = 0; i < out.size(); ++i)
+    if (static_cast<int>(i) != infer_at) known.push_back(out[i]);
+  Factored fout = factor(known);
+  auto mismatch = [&] {
+    return fmt::format("{}.shape: cannot reshape {} ({} elements) to {}", a.where, shape_str(x),
+                       shape_numel(x).str(), shape_str(a.node.attr_dims("shape")));
+  };
+  if (infer_at >= 0) {
+    // Remaining symbols: those of the input not consumed by the known output dims.
+    std::vector<std::string> rest;
+    std::set_difference(fin.syms.begin(), fin.syms.end(), fout.syms.begin(), fout.syms.end(),
+                        std::back_inserter(rest));
+    KILN_CHECK(rest.size() + fout.syms.size() == fin.syms.size(), "{}", mismatch());
+    KILN_CHECK(fout.c != 0 && fin.c % fout.c == 0, "{}", mismatch());
+    Dim d(fin.c / fout.c);
+    for (const std::string& s : rest) {
+      // Rebuild the symbolic factor from the input dim that printed as s.
+      for (const Dim& xd : x)
+        if (!xd.is_static() && xd.str() == s) {
+          d = d * xd;
+          break;
+        }
+    }
+    out[infer_at] = d;
+  } else {
+    KILN_CHECK(fin.c == fout.c && fin.syms == fout.syms, "{}", mismatch());
+  }
+  return {like(in(a, 0), out, Layout::NCHW)};
+}
+
+std::vector<TensorDesc> infer_transpose(const InferArgs& a) {
+  const Shape& x = in(a, 0).shape;
+  const Ints& perm = a.node.attr_ints("perm");
+  KILN_CHECK(perm.size() == x.size(), "{}.perm: expected {} entries for rank {}, found {}", a.where,
+             x.size(), x.size(), perm.size());
+  std::vector<bool> seen(x.size(), false);
+  Shape out;
+  for (int64_t p : perm) {
+    KILN_CHECK(p >= 0 && p < static_cast<int64_t>(x.size()) && !seen[p],
+               "{}.perm: expected a permutation of 0..{}, found {}", a.where, x.size() - 1, p);
+    seen[p] = true;
+    out.push_back(x[p]);
+  }
+  return {like(in(a, 0), out, Layout::NCHW)};
+}
+
+// ---------------------------------------------------------------- pointwise math
+double gelu_ref(double x, bool tanh_approx) {
+  if (tanh_approx) {
+    const double k = std::sqrt(2.0 / M_PI);
+    return 0.5 * x * (1.0 + std::tanh(k * (x + 0.044715 * x * x * x)));
+  }
+  return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)));
+}
+double sigmoid_ref(double x) {
+  return 1.0 / (1.0 + std::exp(-x));
+}
+
+std::string call(const char* f, const std::vector<std::string>& x) {
+  return fmt::format("{}({})", f, x[0]);
+}
+
+#define UNARY(E, n, ref_expr, cuda_expr, ...)                                   \
+  OpInfo {                                                                      \
+    OpKind::E, #n, OpCategory::Pointwise, 1, 1, {__VA_ARGS__}, infer_unary,     \
+        [](const double* x, const double* p) -> double {                        \
+          (void)p;                                                              \
+          return ref_expr;                                                      \
+        },                                                                      \
+        [](const std::vector<std::string>& x, const double* p) -> std::string { \
+          (void)p;                                                              \
+          return cuda_expr;                                                     \
+        }                                                                       \
+  }
+#define BINARY(E, n, ref_expr, cuda_expr)                                       \
+  OpInfo {                                                                      \
+    OpKind::E, #n, OpCategory::Pointwise, 2, 2, {}, infer_binary,               \
+        [](const double* x, const double* p) -> double {                        \
+          (void)p;                                                              \
+          return ref_expr;                                                      \
+        },                                                                      \
+        [](const std::vector<std::string>& x, const double* p) -> std::string { \
+          (void)p;                                                              \
+          return cuda_expr;                                                     \
+        }                                                                       \
+  }
+
+AttrSpec f_attr(const char* n, double d) {
+  return {n, AttrKind::Float, AttrValue(d)};
+}
+AttrSpec i_attr(const char* n, int64_t d) {
+  return {n, AttrKind::Int, AttrValue(d)};
+}
+AttrSpec ints_attr(const char* n, Ints d) {
+  return {n, AttrKind::Ints, AttrValue(std::move(d))};
+}
+AttrSpec req_ints(const char* n) {
+  return {n, AttrKind::Ints, std::nullopt};
+}
+
+std::vector<OpInfo> build_table() {
+  using F = std::string;
+  std::vector<OpInfo> t = {
+      // clang-format off
+      UNARY(Relu, relu, std::max(x[0], 0.0), F("fmaxf(" + x[0] + ", 0.0f)")),
+      UNARY(LeakyRelu, leaky_relu, x[0] > 0 ? x[0] : p[0] * x[0],
+            fmt::format("({0} > 0.0f ? {0} : {1} * {0})", x[0], cuda_float(p[0])),
+            f_attr("alpha", 0.01)),
+      UNARY(Elu, elu, x[0] > 0 ? x[0] : p[0] * std::expm1(x[0]),
+            fmt::format("({0} > 0.0f ? {0} : {1} * expm1f({0}))", x[0], cuda_float(p[0])),
+            f_attr("alpha", 1.0)),
+      UNARY(Gelu, gelu, gelu_ref(x[0], p[0] != 0),
+            call(p[0] != 0 ? "kiln_gelu_tanh" : "kiln_gelu_erf", x),
+            AttrSpec{"approximate", AttrKind::Enum, AttrValue(std::string("none")), "none|tanh"}),
+      UNARY(Silu, silu, x[0] * sigmoid_ref(x[0]), call("kiln_silu", x)),
+      UNARY(Sigmoid, sigmoid, sigmoid_ref(x[0]), call("kiln_sigmoid", x)),
+      UNARY(Tanh, tanh, std::tanh(x[0]), call("tanhf", x)),
+      UNARY(Softplus, softplus, x[0] > 20 ? x[0] : std::log1p(std::exp(x[0])),
+            call("kiln_softplus", x)),
+      UNARY(Clamp, clamp, std::min(std::max(x[0], p[0]), p[1]),
+            fmt::format("fminf(fmaxf({}, {}), {})", x[0], cuda_float(p[0]), cuda_float(p[1])),
+            f_attr("min", -kInf), f_attr("max", kInf)),
+      UNARY(Exp, exp, std::exp(x[0]), call("expf", x)),
+      UNARY(Log, log, std::log(x[0]), call("logf", x)),
+      UNARY(Sqrt, sqrt, std::sqrt(x[0]), call("sqrtf", x)),
+      UNARY(Rsqrt, rsqrt, 1.0 / std::sqrt(x[0]), call("rsqrtf", x)),
+      UNARY(Abs, abs, std::fabs(x[0]), call("fabsf", x)),
+      UNARY(Neg, neg, -x[0], F("(-" + x[0] + ")")),
+      UNARY(Reciprocal, reciprocal, 1.0 / x[0], F("(1.0f / " + x[0] + ")")),
+      UNARY(Erf, erf, std::erf(x[0]), call("erff", x)),
+      UNARY(Identity, identity, x[0], x[0]),
+      UNARY(Cast, cast, x[0], x[0],
+            AttrSpec{"dtype", AttrKind::Enum, std::nullopt, "f32|f16|bf16"}),
+      BINARY(Add, add, x[0] + x[1], F("(" + x[0] + " + " + x[1] + ")")),
+      BINARY(Sub, sub, x[0] - x[1], F("(" + x[0] + " - " + x[1] + ")")),
+      BINARY(Mul, mul, x[0] * x[1], F("(" + x[0] + " * " + x[1] + ")")),
+      BINARY(Div, div, x[0] / x[1], F("(" + x[0] + " / " + x[1] + ")")),
+      BINARY(Max, max, std::max(x[0], x[1]), F("fmaxf(" + x[0] + ", " + x[1] + ")")),
+      BINARY(Min, min, std::min(x[0], x[1]), F("fminf(" + x[0] + ", " + x[1] + ")")),
+      BINARY(Pow, pow, std::pow(x[0], x[1]), F("powf(" + x[0] + ", " + x[1] + ")")),
+      // clang-format on
+      {OpKind::Conv2d,
+       "conv2d",
+       OpCategory::Contraction,
+       2,
+       3,
+       {ints_attr("stride", {1, 1}), ints_attr("padding", {0, 0}), ints_attr("dilation", {1, 1}),
+        i_attr("groups", 1)},
+       infer_conv2d},
+      {OpKind::Matmul,
+       "matmul",
+       OpCategory::Contraction,
+       2,
+       3,
+       {i_attr("transpose_a", 0), i_attr("transpose_b", 0)},
+       infer_matmul},
+      {OpKind::Batchnorm,
+       "batchnorm",
+       OpCategory::Normalization,
+       5,
+       5,
+       {f_attr("eps", 1e-5)},
+       infer_batchnorm},
+      {OpKind::Layernorm,
+       "layernorm",
+       OpCategory::Normalization,
+       1,
+       3,
+       {i_attr("axis", -1), f_attr("eps", 1e-5)},
+       infer_lastdims_norm},
+      {OpKind::Rmsnorm,
+       "rmsnorm",
+       OpCategory::Normalization,
+       1,
+       2,
+       {i_attr("axis", -1), f_attr("eps", 1e-6)},
+       infer_lastdims_norm},
+      {OpKind::Groupnorm,
+       "groupnorm",
+       OpCategory::Normalization,
+       1,
+       3,
+       {{"groups", AttrKind::Int, std::nullopt}, f_attr("eps", 1e-5)},
+       infer_channel_norm},
+      {OpKind::Instancenorm,
+       "instancenorm",
+       OpCategory::Normalization,
+       1,
+       3,
+       {f_attr("eps", 1e-5)},
+       infer_channel_norm},
+      {OpKind::Softmax,
+       "softmax",
+       OpCategory::Normalization,
+       1,
+       1,
+       {i_attr("axis", -1)},
+       infer_softmax},
+      {OpKind::ReduceSum,
+       "reduce_sum",
+       OpCategory::Reduction,
+       1,
+       1,
+       {ints_attr("axes", {}), i_attr("keepdims", 0)},
+       infer_reduce},
+      {OpKind::ReduceMean,
+       "reduce_mean",
+       OpCategory::Reduction,
+       1,
+       1,
+       {ints_attr("axes", {}), i_attr("keepdims", 0)},
+       infer_reduce},
+      {OpKind::ReduceMax,
+       "reduce_max",
+       OpCategory::Reduction,
+       1,
+       1,
+       {ints_attr("axes", {}), i_attr("keepdims", 0)},
+       infer_reduce},
+      {OpKind::ReduceMin,
+       "reduce_min",
+       OpCategory::Reduction,
+       1,
+       1,
+       {ints_attr("axes", {}), i_attr("keepdims", 0)},
+       infer_reduce},
+      {OpKind::Maxpool2d,
+       "maxpool2d",
+       OpCategory::Window,
+       1,
+       1,
+       {req_ints("kernel"), ints_attr("stride", {}), ints_attr("padding", {0, 0})},
+       infer_pool},
+      {OpKind::Avgpool2d,
+       "avgpool2d",
+       OpCategory::Window,
+       1,
+       1,
+       {req_ints("kernel"), ints_attr("stride", {}), ints_attr("padding", {0, 0}),
+        i_attr("count_include_pad", 0)},
+       infer_pool},
+      {OpKind::GlobalAvgpool, "global_avgpool", OpCategory::Window, 1, 1, {}, infer_global_pool},
+      {OpKind::Reshape,
+       "reshape",
+       OpCategory::Movement,
+       1,
+       1,
+       {{"shape", AttrKind::Dims, std::nullopt}},
+       infer_reshape},
+      {OpKind::Transpose,
+       "transpose",
+       OpCategory::Movement,
+       1,
+       1,
+       {req_ints("perm")},
+       infer_transpose},
+  };
+  // Index by kind; every kind must have exactly one row.
+  std::vector<OpInfo> by_kind(static_cast<size_t>(OpKind::Count), t[0]);
+  std::vector<bool> seen(by_kind.size(), false);
+  for (OpInfo& row : t) {
+    size_t k = static_cast<size_t>(row.kind);
+    KILN_ASSERT(!seen[k], "two op table rows for {}", row.name);
+    KILN_ASSERT(std::string(row.name) == op_name(row.kind), "row {} has the wrong kind", row.name);
+    seen[k] = true;
+    by_kind[k] = std::move(row);
+  }
+  for (size_t k = 0; k < seen.size(); ++k)
+    KILN_ASSERT(seen[k], "op {} has no op table row", op_name(static_cast<OpKind>(k)));
+  return by_kind;
+}
+#undef UNARY
+#undef BINARY
+
+const std::vector<OpInfo>& table() {
+  static const std::vector<OpInfo> t = build_table();
+  return t;
+}
+
+}  // namespace
+
+const char* op_name(OpKind k) {
+  static const char* names[] = {
+#define KILN_X(E, n) #n,
+      KILN_ALL_OPS(KILN_X)
+#undef KILN_X
+  };
+  return names[static_cast<size_t>(k)];
+}
+
+const char* category_name(OpCategory c) {
+  switch (c) {
+    case OpCategory::Pointwise:
+      return "pointwise";
+    case OpCategory::Reduction:
+      return "reduction";
+    case OpCategory::Normalization:
+      return "normalization";
+    case OpCategory::Contraction:
+      return "contraction";
+    case OpCategory::Window:
+      return "window";
+    case OpCategory::Movement:
+      return "movement";
+  }
+  return "?";
+}
+
+const OpInfo& op_info(OpKind k) {
+  return table().at(static_cast<size_t>(k));
+}
+
+const OpInfo* find_op(const std::string& name) {
+  for (const OpInfo& o : table())
+    if (name == o.name) return &o;
+  return nullptr;
+}
+
+std::string all_op_names() {
+  std::string s;
+  for (const OpInfo& o : table()) s += (s.empty() ? "" : ", ") + std::string(o.name);
+  return s;
+}
+
+int enum_index(const AttrSpec& spec, const std::string& value) {
+  std::string choices = spec.choices ? spec.choices : "";
+  int idx = 0;
+  size_t start = 0;
+  while (start <= choices.size()) {
+    size_t bar = choices.find('|', start);
+    if (bar == std::string::npos) bar = choices.size();
+    if (choices.substr(start, bar - start) == value) return idx;
+    ++idx;
+    start = bar + 1;
+  }
+  return -1;
+}
+
+std::vector<double> op_params(const Node& n) {
+  std::vector<double> p;
+  for (const AttrSpec& s : op_info(n.op).attrs) {
+    if (s.kind == AttrKind::Int)
+      p.push_back(static_cast<double>(n.attr_int(s.name)));
+    else if (s.kind == AttrKind::Float)
+      p.push_back(n.attr_float(s.name));
+    else if (s.kind == AttrKind::Enum)
+      p.push_back(enum_index(s, n.attr_str(s.name)));
+  }
+  return p;
+}
+
+Attrs normalize_attrs(const OpInfo& info, const Attrs& given, const std::string& where) {
+  Attrs out;
+  for (const auto& [k, v] : given) {
+    bool known = false;
+    for (const AttrSpec& s : info.attrs) known |= (k == s.name);
+    if (!known) {
+      std::string valid;
+      for (const AttrSpec& s : info.attrs)
+        valid += (valid.empty() ? "" : ", ") + std::string(s.name);
+      KILN_FAIL("{}: unknown attribute '{}' for op {} (valid: {})", where, k, info.name,
+                valid.empty() ? "none" : valid);
+    }
+  }
+  for (const AttrSpec& s : info.attrs) {
+    auto it = given.find(s.name);
+    if (it == given.end()) {
+      KILN_CHECK(s.def.has_value(), "{}: missing required attribute '{}' of op {}", where, s.name,
+                 info.name);
+      out[s.name] = *s.def;
+      continue;
+    }
+    const AttrValue& v = it->second;
+    std::string at = fmt::format("{}.{}", where, s.name);
+    switch (s.kind) {
+      case AttrKind::Int:
+        KILN_CHECK(std::holds_alternative<int64_t>(v), "{}: expected an integer", at);
+        out[s.name] = v;
+        break;
+      case AttrKind::Float:
+        if (std::holds_alternative<int64_t>(v))
+          out[s.name] = static_cast<double>(std::get<int64_t>(v));
+        else {
+          KILN_CHECK(std::holds_alternative<double>(v), "{}: expected a number", at);
+          KILN_CHECK(!std::isnan(std::get<double>(v)), "{}: expected a number, found NaN", at);
+          out[s.name] = v;
+        }
+        break;
+      case AttrKind::Enum:
+        KILN_CHECK(
+            std::holds_alternative<std::string>(v) && enum_index(s, std::get<std::string>(v)) >= 0,
+            "{}: expected one of {}", at, s.choices);
+        out[s.name] = v;
+        break;
+      case AttrKind::Ints:
+        KILN_CHECK(std::holds_alternative<std::vector<int64_t>>(v),
+                   "{}: expected a list of integers", at);
+        out[s.name] = v;
+        break;
+      case AttrKind::Dims:
+        if (std::holds_alternative<std::vector<int64_t>>(v)) {
+          const auto& iv = std::get<std::vector<int64_t>>(v);
+          out[s.name] = std::vector<Dim>(iv.begin(), iv.end());
+        } else {
+          KILN_CHECK(std::holds_alternative<std::vector<Dim>>(v),
+                     "{}: expected a list of sizes (integers or symbol names)", at);
+          out[s.name] = v;
+        }
+        break;
+    }
+  }
+  return out;
+}
+
+std::string cuda_float(double v) {
+  if (std::isinf(v)) return v > 0 ? "KILN_INF" : "(-KILN_INF)";
+  std::string s = fmt::format("{:.9g}", v);
+  if (s.find_first_of(".e") == std::string::npos) s += ".0";
+  return s + "f";
+}
+
+Shape broadcast_shapes(const Shape& a, const Shape& b, const std::string& where) {
+  size_t r = std::max(a.size(), b.size());
+  Shape out(r);
+  for (size_t i = 0; i < r; ++i) {
+    const Dim* da = i + a.size() >= r ? &a[i + a.size() - r] : nullptr;
+    const Dim* db = i + b.size() >= r ? &b[i + b.size() - r] : nullptr;
+    if (!da) {
+      out[i] = *db;
+    } else if (!db) {
+      out[i] = *da;
+    } else if (*da == *db) {
+      out[i] = *da;
+    } else if (da->is_static() && da->value() == 1) {
+      out[i] = *db;
+    } else if (db->is_static() && db->value() == 1) {
+      out[i] = *da;
+    } else {
+      KILN_FAIL("{}: shapes {} and {} do not broadcast (dim {} of the result: {} vs {})", where,
+                shape_str(a), shape_str(b), i, da->str(), db->str());
+    }
+  }
+  return out;
+}
+
+}  // namespace kiln

@@ -1,0 +1,201 @@
+// The op graph: tensors, nodes, constants, and the builder API that checks and infers shapes as
+// nodes are added.
+#pragma once
+
+#include <array>
+#include <map>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "kiln/host_tensor.hpp"
+#include "kiln/op_list.hpp"
+#include "kiln/types.hpp"
+
+namespace kiln {
+
+// Attribute values as they appear in graph files. Floats accept integers; "dtype" attributes are
+// strings; reshape's shape is a list of dims (ints, -1, or symbols).
+using AttrValue =
+    std::variant<int64_t, double, std::string, std::vector<int64_t>, std::vector<Dim>>;
+using Attrs = std::map<std::string, AttrValue>;
+
+// A handle to a tensor of one graph (an index into Graph::tensors()).
+struct Tensor {
+  int id = -1;
+  bool valid() const { return id >= 0; }
+  friend bool operator==(Tensor a, Tensor b) { return a.id == b.id; }
+};
+
+// Where a constant's data came from, kept so that saving a graph writes the same source back.
+struct ConstantSource {
+  enum class Kind { Data, File, Init } kind = Kind::Data;
+  std::string file;  // as written in the graph file (relative to it)
+  std::string key;   // safetensors key; empty = the tensor's name
+  // Init: "normal" (a = mean, b = std) or "uniform" (a = low, b = high), seeded.
+  std::string dist;
+  double a = 0.0, b = 1.0;
+  uint64_t seed = 0;
+};
+
+enum class TensorRole { Input, Constant, Intermediate };
+
+struct TensorInfo {
+  std::string name;
+  TensorDesc desc;
+  TensorRole role = TensorRole::Intermediate;
+  int producer = -1;  // node index for intermediates
+  // Constants only: logical row-major data in desc.dtype, and where it came from.
+  std::optional<HostTensor> data;
+  ConstantSource source;
+};
+
+struct Node {
+  OpKind op;
+  std::string name;  // user-given or generated; used in messages and kernel names
+  std::vector<int> inputs;
+  std::vector<int> outputs;
+  Attrs attrs;  // every attribute of the op, defaults filled in
+
+  int64_t attr_int(const std::string& k) const;
+  double attr_float(const std::string& k) const;
+  const std::string& attr_str(const std::string& k) const;
+  const std::vector<int64_t>& attr_ints(const std::string& k) const;
+  const std::vector<Dim>& attr_dims(const std::string& k) const;
+};
+
+struct Conv2dOptions {
+  std::array<int64_t, 2> stride{1, 1};
+  std::vector<int64_t> padding{0, 0};  // [ph, pw] or [top, left, bottom, right]
+  std::array<int64_t, 2> dilation{1, 1};
+  int64_t groups = 1;
+};
+
+struct Pool2dOptions {
+  std::array<int64_t, 2> kernel{2, 2};
+  std::array<int64_t, 2> stride{0, 0};  // 0 = the kernel size
+  std::vector<int64_t> padding{0, 0};
+};
+
+enum class GeluApprox { None, Tanh };
+
+class Graph {
+ public:
+  explicit Graph(std::string name = "graph") : name_(std::move(name)) {}
+
+  const std::string& name() const { return name_; }
+  void set_name(std::string n) { name_ = std::move(n); }
+
+  // ---- building ----
+  Tensor input(const std::string& name, DType dtype, Shape shape, Layout layout = Layout::NCHW);
+  Tensor input(const std::string& name, const TensorDesc& desc);
+  // A constant with its data (logical shape must match desc.shape; data is converted to
+  // desc.dtype).
+  Tensor constant(const std::string& name, const TensorDesc& desc, HostTensor data,
+                  ConstantSource source = {});
+  // A constant filled with seeded random values (normal or uniform).
+  Tensor constant_random(const std::string& name, const TensorDesc& desc, const std::string& dist,
+                         double a, double b, uint64_t seed);
+  void output(Tensor t);
+
+  // Adds a node of op `op` (its graph-file name). Checks arity, attributes and shapes; returns the
+  // outputs. `where` prefixes every error message (the graph file passes "file: nodes[3] (conv1)").
+  std::vector<Tensor> add_node(const std::string& op, const std::vector<Tensor>& inputs,
+                               const Attrs& attrs = {}, const std::string& name = {},
+                               const std::vector<std::string>& output_names = {},
+                               const std::string& where = {});
+  Tensor add_node1(const std::string& op, const std::vector<Tensor>& inputs,
+                   const Attrs& attrs = {}, const std::string& name = {});
+
+  Tensor conv2d(Tensor x, Tensor w, Tensor bias = {}, const Conv2dOptions& o = {});
+  Tensor matmul(Tensor a, Tensor b, Tensor bias = {}, bool transpose_a = false,
+                bool transpose_b = false);
+#define KILN_X(E, n)                            \
+  Tensor n(Tensor x, const Attrs& attrs = {}) { \
+    return add_node1(#n, {x}, attrs);           \
+  }
+  KILN_UNARY_OPS(KILN_X)
+#undef KILN_X
+#define KILN_X(E, n)              \
+  Tensor n(Tensor a, Tensor b) {  \
+    return add_node1(#n, {a, b}); \
+  }
+  KILN_BINARY_OPS(KILN_X)
+#undef KILN_X
+  Tensor gelu(Tensor x, GeluApprox approx);
+  Tensor leaky_relu(Tensor x, double alpha);
+  Tensor clamp(Tensor x, double lo, double hi);
+  Tensor cast(Tensor x, DType dtype);
+  Tensor batchnorm(Tensor x, Tensor scale, Tensor bias, Tensor mean, Tensor var, double eps = 1e-5);
+  Tensor layernorm(Tensor x, Tensor scale = {}, Tensor bias = {}, int64_t axis = -1,
+                   double eps = 1e-5);
+  Tensor rmsnorm(Tensor x, Tensor scale = {}, int64_t axis = -1, double eps = 1e-6);
+  Tensor groupnorm(Tensor x, int64_t groups, Tensor scale = {}, Tensor bias = {},
+                   double eps = 1e-5);
+  Tensor instancenorm(Tensor x, Tensor scale = {}, Tensor bias = {}, double eps = 1e-5);
+  Tensor softmax(Tensor x, int64_t axis = -1);
+  Tensor reduce(const std::string& op, Tensor x, std::vector<int64_t> axes, bool keepdims = false);
+  Tensor maxpool2d(Tensor x, const Pool2dOptions& o);
+  Tensor avgpool2d(Tensor x, const Pool2dOptions& o);
+  Tensor global_avgpool(Tensor x);
+  Tensor reshape(Tensor x, std::vector<Dim> shape);
+  Tensor transpose(Tensor x, std::vector<int64_t> perm);
+
+  // ---- inspection ----
+  const std::vector<TensorInfo>& tensors() const {
+    return tensors_;
+  }
+  const std::vector<Node>& nodes() const {
+    return nodes_;
+  }
+  const std::vector<int>& inputs() const {
+    return inputs_;
+  }
+  const std::vector<int>& outputs() const {
+    return outputs_;
+  }
+  const TensorInfo& tensor(int id) const {
+    return tensors_.at(id);
+  }
+  const TensorInfo& tensor(Tensor t) const {
+    return tensors_.at(t.id);
+  }
+  const TensorDesc& desc(Tensor t) const {
+    return tensors_.at(t.id).desc;
+  }
+  // Tensor id by name, or -1.
+  int find(const std::string& name) const;
+  // Every symbol used by any tensor shape, sorted.
+  std::vector<std::string> symbols() const;
+  // Binds every symbol from concrete input shapes (plus `extra`); a symbol seen with two sizes or
+  // left unbound is a user error naming the input and dim.
+  Bindings bind(const std::map<std::string, std::vector<int64_t>>& input_shapes,
+                const Bindings& extra = {}) const;
+
+  // ---- passes ----
+  // Drops nodes, constants and inputs' uses not reachable from the outputs (inputs stay declared).
+  void prune();
+  // Mutable access for graph passes (engine/); callers keep the graph valid.
+  std::vector<TensorInfo>& mutable_tensors() {
+    return tensors_;
+  }
+  std::vector<Node>& mutable_nodes() {
+    return nodes_;
+  }
+
+ private:
+  int new_tensor(const std::string& name, const TensorDesc& desc, TensorRole role,
+                 const std::string& where);
+  std::string unique_name(const std::string& base);
+
+  std::string name_;
+  std::vector<TensorInfo> tensors_;
+  std::vector<Node> nodes_;
+  std::vector<int> inputs_;
+  std::vector<int> outputs_;
+  std::map<std::string, int> by_name_;
+  int auto_id_ = 0;
+};
+
+}  // namespace kiln
