@@ -1,0 +1,46 @@
+// What codegen hands the runtime for one fusion group: CUDA source, kernel parameters and launch
+// geometry as expressions over the graph's symbols, so that a new batch size only re-evaluates
+// them and never recompiles.
+#pragma once
+
+#include <array>
+#include <string>
+#include <vector>
+
+#include "engine/plan.hpp"
+#include "kiln/types.hpp"
+
+namespace kiln {
+
+struct KernelArg {
+  enum class Kind { Tensor, Int } kind = Kind::Tensor;
+  int tensor = -1;  // Tensor: graph tensor id (device pointer passed)
+  Dim value;        // Int: passed as long long, evaluated from the bindings at launch
+};
+
+struct KernelSpec {
+  std::string name;  // readable and unique within the plan: "rownorm_bf16_c4096_add_layernorm_gelu"
+  std::string entry;            // the __global__ function name (extern "C")
+  std::string source;           // complete CUDA source, prelude included, no toolkit headers
+  std::vector<KernelArg> args;  // in parameter order
+  std::array<Dim, 3> grid{Dim(1), Dim(1), Dim(1)};
+  std::array<int, 3> block{1, 1, 1};
+  int smem_bytes = 0;  // dynamic shared memory
+  Dim bytes_moved;     // minimum DRAM bytes (each input read once, each output written once)
+  Dim flops;
+  int group = -1;  // the FusionGroup id it implements
+};
+
+struct CodegenOptions {
+  int sm = 90;  // target arch (80, 86, 89, 90): picks vector widths and paths
+};
+
+// One kernel per group. Throws a user error for a combination codegen does not support, naming
+// the group and its nodes.
+std::vector<KernelSpec> generate_kernels(const Graph& g, const Plan& p,
+                                         const CodegenOptions& opts = {});
+
+// The device prelude (codegen/device/*.cuh, embedded at build time) by file name.
+const std::string& device_file(const std::string& name);
+
+}  // namespace kiln

@@ -1,0 +1,109 @@
+// The Engine facade: plan -> codegen -> NVRTC -> cache -> run on the GPU.
+//
+// Thread safety: an Engine may be used from several threads at once (compiles share the kernel
+// cache). A CompiledGraph is immutable after compile(); run() may be called concurrently from
+// several threads provided each call uses its own stream and its own workspace.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kiln/graph.hpp"
+
+namespace kiln {
+
+struct EngineOptions {
+  std::string arch;        // "sm_90", "sm_80"...; empty = the device's own (sm_90 with no device)
+  bool fusion = true;      // false: one kernel per op (also KILN_DISABLE=fusion)
+  bool disk_cache = true;  // also KILN_DISABLE=disk_cache
+  std::string cache_dir;   // empty: $KILN_CACHE_DIR, else $XDG_CACHE_HOME/kiln, else ~/.cache/kiln
+  bool load_kernels = true;  // false: compile to cubin only (no GPU needed)
+};
+
+// Counters of one Engine (kiln run --stats).
+struct EngineStats {
+  int64_t plans = 0;
+  int64_t nvrtc_compiles = 0;
+  int64_t memory_cache_hits = 0;
+  int64_t disk_cache_hits = 0;
+  double nvrtc_ms = 0;  // total wall time in NVRTC
+};
+
+// A device buffer of the caller: pointer plus concrete logical shape (its layout is the one the
+// graph declares for that tensor).
+struct DeviceTensor {
+  uint64_t ptr = 0;  // CUdeviceptr
+  std::vector<int64_t> shape;
+};
+
+struct KernelInfo {
+  std::string name;
+  int group = -1;
+  std::vector<std::string> nodes;
+  double compile_ms = 0;    // 0 when it came from a cache
+  std::string cache;        // "nvrtc", "memory", "disk"
+  int64_t bytes_moved = 0;  // for the last bound shapes
+  int64_t flops = 0;
+};
+
+class CompiledGraphImpl;
+
+class CompiledGraph {
+ public:
+  CompiledGraph();
+  ~CompiledGraph();
+  CompiledGraph(CompiledGraph&&) noexcept;
+  CompiledGraph& operator=(CompiledGraph&&) noexcept;
+
+  const Graph& graph() const;
+  const std::vector<KernelInfo>& kernels() const;
+  // Concrete output shapes for these bindings (bind() from the input shapes first).
+  std::map<std::string, std::vector<int64_t>> output_shapes(const Bindings& b) const;
+  // Bytes of device workspace needed for these bindings (the intermediate arena).
+  int64_t workspace_size(const Bindings& b) const;
+  // Sum of every intermediate's size (what the arena saves against).
+  int64_t intermediates_total(const Bindings& b) const;
+
+  // Runs on `stream` (a CUstream; 0 = the legacy default stream). Inputs and outputs by name;
+  // outputs must be allocated by the caller with output_shapes(). `workspace` (workspace_size
+  // bytes) may be 0: then an internal arena is used (not thread-safe across concurrent runs).
+  void run(const std::map<std::string, DeviceTensor>& inputs,
+           const std::map<std::string, DeviceTensor>& outputs, void* stream = nullptr,
+           uint64_t workspace = 0) const;
+
+  // Per-kernel launch list for the last run (for kiln bench): kernel index -> launches.
+  // Times each kernel separately with CUDA events: median over `iters` after `warmup`.
+  std::vector<double> time_kernels(const std::map<std::string, DeviceTensor>& inputs,
+                                   const std::map<std::string, DeviceTensor>& outputs, int warmup,
+                                   int iters) const;
+
+ private:
+  friend class Engine;
+  std::unique_ptr<CompiledGraphImpl> impl_;
+};
+
+class EngineImpl;
+
+class Engine {
+ public:
+  explicit Engine(EngineOptions opts = {});
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Plans, generates and compiles (or loads from cache) every kernel of the graph.
+  CompiledGraph compile(const Graph& g);
+  EngineStats stats() const;
+  // True when a CUDA driver and a device were found (kernels can run).
+  bool has_device() const;
+  // The target arch in use ("sm_90").
+  std::string arch() const;
+
+ private:
+  std::unique_ptr<EngineImpl> impl_;
+};
+
+}  // namespace kiln
