@@ -1,0 +1,22 @@
+// Per-group-kind kernel emitters, dispatched by generate_kernels (codegen/generate.cpp).
+#pragma once
+
+#include "codegen/kernel_spec.hpp"
+
+namespace kiln {
+
+struct EmitContext {
+  const Graph& graph;
+  const CodegenOptions& opts;
+};
+
+KernelSpec emit_pointwise(const EmitContext& cx, const FusionGroup& g);
+KernelSpec emit_rownorm(const EmitContext& cx, const FusionGroup& g);
+KernelSpec emit_channelnorm(const EmitContext& cx, const FusionGroup& g);
+KernelSpec emit_reduction(const EmitContext& cx, const FusionGroup& g);
+KernelSpec emit_window(const EmitContext& cx, const FusionGroup& g);
+KernelSpec emit_copy(const EmitContext& cx, const FusionGroup& g);
+// conv2d / matmul anchor + fused epilogue (codegen/emit_contraction*.cpp).
+KernelSpec emit_contraction(const EmitContext& cx, const FusionGroup& g);
+
+}  // namespace kiln
