@@ -1,0 +1,361 @@
+// The CPU reference executor: binds symbols, evaluates nodes in order in f64 on logical row-major
+// arrays, rounds every stored tensor to its dtype, frees intermediates after their last use.
+// Pointwise ops, movement and reductions live here; the other kernels in reference_conv.cpp and
+// reference_norm.cpp.
+#include "kiln/reference.hpp"
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <limits>
+#include <memory>
+
+#include "engine/check.hpp"
+#include "engine/half.hpp"
+#include "engine/op_table.hpp"
+#include "runtime/reference_ops.hpp"
+#include "runtime/thread_pool.hpp"
+
+namespace kiln {
+namespace ref {
+
+void pointwise(const NodeArgs& a) {
+  const OpInfo& info = op_info(a.node.op);
+  KILN_ASSERT(info.ref != nullptr, "{}: pointwise op without reference math", a.where);
+  const std::vector<double> params = op_params(a.node);
+  const double* p = params.data();
+  const RefFn fn = info.ref;
+  const size_t k = a.in.size();
+  KILN_ASSERT(k >= 1 && k <= 4, "{}: {} operands", a.where, k);
+  const int64_t n = numel(a.out_shape);
+  constexpr int64_t kGrain = 1 << 14;
+
+  bool same = true;
+  for (size_t j = 0; j < k; ++j) same &= numel(a.in_shapes[j]) == n;
+  if (same) {  // every operand has the output's shape (up to leading 1s): flat indexing
+    int64_t blocks = (n + kGrain - 1) / kGrain;
+    parallel_for(blocks, a.threads, [&](int64_t b) {
+      double x[4];
+      int64_t e = std::min(n, (b + 1) * kGrain);
+      for (int64_t i = b * kGrain; i < e; ++i) {
+        for (size_t j = 0; j < k; ++j) x[j] = a.in[j][i];
+        a.out[i] = fn(x, p);
+      }
+    });
+    return;
+  }
+
+  // General broadcasting: rows along the last output dim, each row's operand offsets from its
+  // multi-index over the leading dims.
+  const Dims& os = a.out_shape;
+  const size_t r = os.size();
+  KILN_ASSERT(r >= 1, "{}: broadcasting a scalar output", a.where);
+  std::vector<Dims> st(k);
+  for (size_t j = 0; j < k; ++j) st[j] = broadcast_strides(a.in_shapes[j], os);
+  const int64_t inner = os[r - 1];
+  const int64_t rows = n / inner;
+  const int64_t grain = std::max<int64_t>(1, kGrain / inner);
+  parallel_for(
+      rows, a.threads,
+      [&](int64_t row) {
+        int64_t off[4] = {0, 0, 0, 0};
+        int64_t q = row;
+        for (int d = static_cast<int>(r) - 2; d >= 0; --d) {
+          int64_t idx = q % os[d];
+          q /= os[d];
+          for (size_t j = 0; j < k; ++j) off[j] += idx * st[j][d];
+        }
+        double x[4];
+        double* o = a.out + row * inner;
+        for (int64_t i = 0; i < inner; ++i) {
+          for (size_t j = 0; j < k; ++j) x[j] = a.in[j][off[j] + i * st[j][r - 1]];
+          o[i] = fn(x, p);
+        }
+      },
+      grain);
+}
+
+void reshape(const NodeArgs& a) {
+  int64_t n = numel(a.out_shape);
+  KILN_ASSERT(n == numel(a.in_shapes[0]), "{}: reshape of {} elements to {}", a.where,
+              numel(a.in_shapes[0]), n);
+  std::copy(a.in[0], a.in[0] + n, a.out);
+}
+
+void transpose(const NodeArgs& a) {
+  const Dims& is = a.in_shapes[0];
+  const std::vector<int64_t>& perm = a.node.attr_ints("perm");
+  const size_t r = is.size();
+  Dims ist = row_major_strides(is);
+  // Strides into the input for each output dim.
+  Dims st(r);
+  for (size_t i = 0; i < r; ++i) st[i] = ist[perm[i]];
+  const Dims& os = a.out_shape;
+  int64_t n = numel(os);
+  if (r == 0) {
+    a.out[0] = a.in[0][0];
+    return;
+  }
+  int64_t inner = os[r - 1];
+  int64_t rows = n / inner;
+  parallel_for(
+      rows, a.threads,
+      [&](int64_t row) {
+        int64_t off = 0, q = row;
+        for (int d = static_cast<int>(r) - 2; d >= 0; --d) {
+          off += (q % os[d]) * st[d];
+          q /= os[d];
+        }
+        double* o = a.out + row * inner;
+        for (int64_t i = 0; i < inner; ++i) o[i] = a.in[0][off + i * st[r - 1]];
+      },
+      std::max<int64_t>(1, 4096 / inner));
+}
+
+void reduce(const NodeArgs& a) {
+  const Dims& is = a.in_shapes[0];
+  const int r = static_cast<int>(is.size());
+  std::vector<bool> red(r, false);
+  const std::vector<int64_t>& axes = a.node.attr_ints("axes");
+  for (int64_t ax : axes) red[ax < 0 ? ax + r : ax] = true;
+  if (axes.empty()) red.assign(r, true);
+  // The output as the input's shape with reduced dims set to 1 (same element order as keepdims
+  // or not): its strides, 0 along reduced dims.
+  Dims kept(is);
+  for (int d = 0; d < r; ++d)
+    if (red[d]) kept[d] = 1;
+  Dims ost = broadcast_strides(kept, is);
+  for (int d = 0; d < r; ++d)
+    if (red[d]) ost[d] = 0;
+  const int64_t on = numel(kept), in_n = numel(is);
+  KILN_ASSERT(on == numel(a.out_shape), "{}: reduction output size", a.where);
+  const int64_t count = on > 0 ? in_n / on : 1;
+  const OpKind op = a.node.op;
+  const double init = op == OpKind::ReduceMax   ? -std::numeric_limits<double>::infinity()
+                      : op == OpKind::ReduceMin ? std::numeric_limits<double>::infinity()
+                                                : 0.0;
+  std::fill(a.out, a.out + on, init);
+  Dims idx(r, 0);
+  int64_t off = 0;
+  const double* x = a.in[0];
+  for (int64_t i = 0; i < in_n; ++i) {
+    double v = x[i];
+    double& o = a.out[off];
+    if (op == OpKind::ReduceMax)
+      o = (v > o || std::isnan(v)) ? v : o;
+    else if (op == OpKind::ReduceMin)
+      o = (v < o || std::isnan(v)) ? v : o;
+    else
+      o += v;
+    for (int d = r - 1; d >= 0; --d) {
+      if (++idx[d] < is[d]) {
+        off += ost[d];
+        break;
+      }
+      off -= ost[d] * (is[d] - 1);
+      idx[d] = 0;
+    }
+  }
+  if (op == OpKind::ReduceMean)
+    for (int64_t i = 0; i < on; ++i) a.out[i] /= static_cast<double>(count);
+}
+
+}  // namespace ref
+
+namespace {
+
+using ref::Dims;
+
+// Rounds values in place to what storing them in `t` keeps.
+void round_all(std::vector<double>& v, DType t, int threads) {
+  constexpr int64_t kGrain = 1 << 15;
+  int64_t n = static_cast<int64_t>(v.size());
+  parallel_for((n + kGrain - 1) / kGrain, threads, [&](int64_t b) {
+    int64_t e = std::min(n, (b + 1) * kGrain);
+    switch (t) {
+      case DType::F32:
+        for (int64_t i = b * kGrain; i < e; ++i) v[i] = static_cast<float>(v[i]);
+        break;
+      case DType::F16:
+        for (int64_t i = b * kGrain; i < e; ++i)
+          v[i] = f16_bits_to_f32(f32_to_f16_bits(static_cast<float>(v[i])));
+        break;
+      case DType::BF16:
+        for (int64_t i = b * kGrain; i < e; ++i)
+          v[i] = bf16_bits_to_f32(f32_to_bf16_bits(static_cast<float>(v[i])));
+        break;
+    }
+  });
+}
+
+// A caller's host tensor must describe memory it really has.
+void check_storage(const HostTensor& t, const std::string& where) {
+  KILN_CHECK(t.strides.size() == t.shape.size(),
+             "{}: tensor has {} strides for rank {} (a malformed HostTensor)", where,
+             t.strides.size(), t.shape.size());
+  int64_t max_off = 0;
+  for (size_t i = 0; i < t.shape.size(); ++i) {
+    KILN_CHECK(t.shape[i] > 0, "{}: dim {} is {}, expected a positive size", where, i, t.shape[i]);
+    KILN_CHECK(t.strides[i] >= 0, "{}: stride {} is {}, expected >= 0", where, i, t.strides[i]);
+    max_off += (t.shape[i] - 1) * t.strides[i];
+  }
+  int64_t need = (max_off + 1) * static_cast<int64_t>(dtype_size(t.dtype));
+  KILN_CHECK(static_cast<int64_t>(t.data.size()) >= need,
+             "{}: shape and strides reach {} bytes but the tensor holds {} bytes", where, need,
+             t.data.size());
+}
+
+HostTensor to_host(const TensorInfo& t, const Dims& shape, const std::vector<double>& v) {
+  if (t.desc.layout != Layout::Strided)
+    return HostTensor::from_f64(t.desc.dtype, shape, v, t.desc.layout);
+  HostTensor h;
+  h.dtype = t.desc.dtype;
+  h.shape = shape;
+  h.strides = t.desc.strides;
+  int64_t max_off = 0;
+  for (size_t i = 0; i < shape.size(); ++i) max_off += (shape[i] - 1) * h.strides[i];
+  size_t es = dtype_size(h.dtype);
+  h.data.assign(static_cast<size_t>(max_off + 1) * es, std::byte{0});
+  Dims idx(shape.size(), 0);
+  for (size_t i = 0; i < v.size(); ++i) {
+    int64_t off = 0;
+    for (size_t d = 0; d < shape.size(); ++d) off += idx[d] * h.strides[d];
+    store_element(h.dtype, h.data.data() + off * static_cast<int64_t>(es), v[i]);
+    for (int d = static_cast<int>(shape.size()) - 1; d >= 0; --d) {
+      if (++idx[d] < shape[d]) break;
+      idx[d] = 0;
+    }
+  }
+  return h;
+}
+
+void run_node(const Node& node, const std::string& where, ref::NodeArgs& args) {
+  const OpInfo& info = op_info(node.op);
+  if (info.category == OpCategory::Pointwise) return ref::pointwise(args);
+  switch (node.op) {
+    case OpKind::Conv2d:
+      return ref::conv2d(args);
+    case OpKind::Matmul:
+      return ref::matmul(args);
+    case OpKind::Batchnorm:
+      return ref::batchnorm(args);
+    case OpKind::Layernorm:
+    case OpKind::Rmsnorm:
+      return ref::lastdims_norm(args);
+    case OpKind::Groupnorm:
+    case OpKind::Instancenorm:
+      return ref::channel_norm(args);
+    case OpKind::Softmax:
+      return ref::softmax(args);
+    case OpKind::ReduceSum:
+    case OpKind::ReduceMean:
+    case OpKind::ReduceMax:
+    case OpKind::ReduceMin:
+      return ref::reduce(args);
+    case OpKind::Maxpool2d:
+    case OpKind::Avgpool2d:
+      return ref::pool2d(args);
+    case OpKind::GlobalAvgpool:
+      return ref::global_avgpool(args);
+    case OpKind::Reshape:
+      return ref::reshape(args);
+    case OpKind::Transpose:
+      return ref::transpose(args);
+    default:
+      break;
+  }
+  KILN_ASSERT(false, "{}: the CPU reference has no kernel for op {}", where, info.name);
+}
+
+}  // namespace
+
+std::map<std::string, HostTensor> run_reference(const Graph& g,
+                                                const std::map<std::string, HostTensor>& inputs,
+                                                const ReferenceOptions& opts) {
+  const std::string where = fmt::format("run_reference (graph '{}')", g.name());
+  const int threads = resolve_threads(opts.threads);
+  const std::vector<TensorInfo>& tensors = g.tensors();
+
+  // ---- inputs: every one given, nothing else, declared dtype, sound storage
+  auto input_list = [&] {
+    std::string s;
+    for (int id : g.inputs()) s += (s.empty() ? "" : ", ") + tensors[id].name;
+    return s.empty() ? std::string("none") : s;
+  };
+  for (const auto& [name, t] : inputs) {
+    int id = g.find(name);
+    KILN_CHECK(id >= 0 && tensors[id].role == TensorRole::Input,
+               "{}: '{}' is not an input of the graph (inputs: {})", where, name, input_list());
+  }
+  std::map<std::string, std::vector<int64_t>> shapes;
+  for (int id : g.inputs()) {
+    const TensorInfo& t = tensors[id];
+    auto it = inputs.find(t.name);
+    KILN_CHECK(it != inputs.end(), "{}: input '{}' ({}) was not given", where, t.name,
+               t.desc.str());
+    const HostTensor& h = it->second;
+    std::string at = fmt::format("{}: input '{}'", where, t.name);
+    KILN_CHECK(h.dtype == t.desc.dtype, "{}: expected dtype {} ({}), found {}", at,
+               dtype_name(t.desc.dtype), t.desc.str(), dtype_name(h.dtype));
+    check_storage(h, at);
+    shapes[t.name] = h.shape;
+  }
+  const Bindings b = g.bind(shapes, opts.bindings);
+
+  // ---- lifetimes: the last node reading each tensor; outputs live to the end
+  const int n_nodes = static_cast<int>(g.nodes().size());
+  std::vector<int> last_use(tensors.size(), -1);
+  for (int i = 0; i < n_nodes; ++i)
+    for (int id : g.nodes()[i].inputs) last_use[id] = i;
+  for (int id : g.outputs()) last_use[id] = INT_MAX;
+
+  std::vector<std::unique_ptr<std::vector<double>>> values(tensors.size());
+  std::vector<Dims> concrete(tensors.size());
+  for (size_t i = 0; i < tensors.size(); ++i) concrete[i] = eval_shape(tensors[i].desc.shape, b);
+
+  // Inputs and constants are converted when first needed.
+  auto value_of = [&](int id) -> const std::vector<double>& {
+    if (!values[id]) {
+      const TensorInfo& t = tensors[id];
+      if (t.role == TensorRole::Input) {
+        values[id] = std::make_unique<std::vector<double>>(inputs.at(t.name).to_f64());
+      } else {
+        KILN_ASSERT(t.role == TensorRole::Constant && t.data.has_value(),
+                    "tensor '{}' is read before it is computed", t.name);
+        values[id] = std::make_unique<std::vector<double>>(t.data->to_f64());
+      }
+      KILN_ASSERT(static_cast<int64_t>(values[id]->size()) == ref::numel(concrete[id]),
+                  "tensor '{}': {} values for shape of {} elements", t.name, values[id]->size(),
+                  ref::numel(concrete[id]));
+    }
+    return *values[id];
+  };
+
+  for (int i = 0; i < n_nodes; ++i) {
+    const Node& node = g.nodes()[i];
+    const std::string node_where =
+        fmt::format("{}: node '{}' ({})", where, node.name, op_name(node.op));
+    KILN_ASSERT(node.outputs.size() == 1, "{}: {} outputs", node_where, node.outputs.size());
+    int out_id = node.outputs[0];
+    auto out = std::make_unique<std::vector<double>>(
+        static_cast<size_t>(ref::numel(concrete[out_id])), 0.0);
+    ref::NodeArgs args{node, node_where, {}, {}, out->data(), concrete[out_id], threads};
+    for (int id : node.inputs) {
+      args.in.push_back(value_of(id).data());
+      args.in_shapes.push_back(concrete[id]);
+    }
+    run_node(node, node_where, args);
+    round_all(*out, tensors[out_id].desc.dtype, threads);
+    values[out_id] = std::move(out);
+    if (last_use[out_id] < 0) values[out_id].reset();  // dead: nothing reads it
+    for (int id : node.inputs)
+      if (last_use[id] == i) values[id].reset();
+  }
+
+  std::map<std::string, HostTensor> result;
+  for (int id : g.outputs())
+    result[tensors[id].name] = to_host(tensors[id], concrete[id], value_of(id));
+  return result;
+}
+
+}  // namespace kiln

@@ -1,0 +1,73 @@
+// The CPU reference's per-op kernels (runtime/reference_*.cpp). Every tensor is a logical
+// row-major f64 array with a concrete shape; the executor (runtime/reference.cpp) rounds each
+// output to its dtype after the kernel ran.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kiln/graph.hpp"
+
+namespace kiln::ref {
+
+using Dims = std::vector<int64_t>;
+
+// One node's evaluation. `out` holds numel(out_shape) values, zero-filled on entry.
+struct NodeArgs {
+  const Node& node;
+  const std::string& where;  // "node 'conv1' (conv2d)" for messages
+  std::vector<const double*> in;
+  std::vector<Dims> in_shapes;
+  double* out;
+  Dims out_shape;
+  int threads;  // already resolved (>= 1)
+};
+
+inline int64_t numel(const Dims& s) {
+  int64_t n = 1;
+  for (int64_t d : s) n *= d;
+  return n;
+}
+// Product of s[b, e).
+inline int64_t span_numel(const Dims& s, size_t b, size_t e) {
+  int64_t n = 1;
+  for (size_t i = b; i < e && i < s.size(); ++i) n *= s[i];
+  return n;
+}
+
+// Row-major element strides of a concrete shape.
+inline Dims row_major_strides(const Dims& s) {
+  Dims st(s.size(), 1);
+  for (int i = static_cast<int>(s.size()) - 2; i >= 0; --i) st[i] = st[i + 1] * s[i + 1];
+  return st;
+}
+
+// Strides of `in` (row-major) seen through numpy broadcasting to `out` (same or higher rank,
+// aligned right): 0 where `in` has size 1 or no dim at all.
+inline Dims broadcast_strides(const Dims& in, const Dims& out) {
+  Dims st(out.size(), 0);
+  Dims rs = row_major_strides(in);
+  size_t off = out.size() - in.size();
+  for (size_t i = 0; i < in.size(); ++i) st[off + i] = in[i] == 1 ? 0 : rs[i];
+  return st;
+}
+
+// Pointwise ops, from the op table's f64 math with numpy broadcasting (reference.cpp).
+void pointwise(const NodeArgs& a);
+// Movement and reductions (reference.cpp).
+void reshape(const NodeArgs& a);
+void transpose(const NodeArgs& a);
+void reduce(const NodeArgs& a);
+// Contractions and windows (reference_conv.cpp).
+void conv2d(const NodeArgs& a);
+void matmul(const NodeArgs& a);
+void pool2d(const NodeArgs& a);  // maxpool2d, avgpool2d
+void global_avgpool(const NodeArgs& a);
+// Normalizations (reference_norm.cpp).
+void batchnorm(const NodeArgs& a);
+void lastdims_norm(const NodeArgs& a);  // layernorm, rmsnorm
+void channel_norm(const NodeArgs& a);   // groupnorm, instancenorm
+void softmax(const NodeArgs& a);
+
+}  // namespace kiln::ref
