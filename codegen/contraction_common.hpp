@@ -1,0 +1,86 @@
+// Shared pieces of the conv2d / matmul emitters: the problem description taken from a
+// Contraction group, symbolic kernel arguments, tensor addressing, and the fused epilogue.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "codegen/kernel_spec.hpp"
+#include "kiln/graph.hpp"
+
+namespace kiln::contraction {
+
+// The conv2d problem, logical x [N, C, H, W], w [K, C/groups, R, S], y [N, K, OH, OW].
+struct ConvProblem {
+  Dim n, h, w, oh, ow;  // possibly symbolic
+  int64_t c = 0, k = 0, r = 0, s = 0, groups = 1;
+  int64_t stride_h = 1, stride_w = 1, pad_t = 0, pad_l = 0, dil_h = 1, dil_w = 1;
+};
+
+// The matmul problem: y[b..., M, N] = op(A)[b..., M, K] op(B)[b..., K, N] (+ bias[N]).
+struct MatmulProblem {
+  Dim m, n, k;
+  Shape batch;  // broadcast batch dims of the output
+  bool ta = false, tb = false;
+};
+
+struct Problem {
+  const Graph* graph = nullptr;
+  const FusionGroup* group = nullptr;
+  const Node* anchor = nullptr;
+  bool is_conv = false;
+  DType dtype = DType::F32;               // of the anchor's inputs
+  int x = -1, w = -1, bias = -1, y = -1;  // tensor ids (x = A, w = B for matmul)
+  ConvProblem conv;
+  MatmulProblem mm;
+  std::string where;  // "group 3 (conv1 relu)" for messages
+};
+
+Problem describe(const Graph& g, const FusionGroup& grp);
+
+// Kernel arguments: tensors (by graph id) and symbolic ints; static dims become literals.
+class ArgList {
+ public:
+  // The C++ parameter name of tensor `id`, registered on first use.
+  std::string tensor(const Graph& g, int id, bool is_const);
+  // A literal for a static dim, else the name of a `long long` parameter carrying it.
+  std::string dim(const Dim& d);
+  std::string params() const;  // "const float* __restrict__ t3, long long s0, ..."
+  const std::vector<KernelArg>& args() const { return args_; }
+
+ private:
+  std::vector<KernelArg> args_;
+  std::vector<std::string> decls_;
+  std::map<int, std::string> tensors_;
+  std::map<std::string, std::string> dims_;
+};
+
+// Element strides of a tensor as code (literals or parameters).
+std::vector<std::string> stride_code(ArgList& a, const TensorDesc& d);
+// The storage type name in generated code: float / unsigned short.
+const char* storage_type(DType t);
+// Load / store helper names: kc_ld_f16, kc_st_bf16 ...
+std::string load_fn(DType t);
+std::string store_fn(DType t);
+
+// The pointwise epilogue after the anchor. `coords` are code expressions of the anchor output's
+// logical coordinates (one per dim); `acc` names the f32 anchor result (bias not yet applied).
+// Returns lines of code that compute every epilogue value and store every group output.
+struct EpilogueCode {
+  std::vector<std::string> lines;
+  std::vector<std::string> ops;  // op names for the kernel name ("bias", "relu", ...)
+};
+EpilogueCode epilogue(const Problem& p, ArgList& args, const std::vector<std::string>& coords,
+                      const std::string& acc, const std::string& indent);
+
+// Names of the epilogue ops for kernel names ("bias_relu").
+std::string epilogue_suffix(const Problem& p);
+
+// The device helper text every contraction kernel starts with (prelude + dtype helpers).
+std::string device_preamble();
+
+Dim bytes_moved(const Problem& p);
+Dim flops(const Problem& p);
+
+}  // namespace kiln::contraction

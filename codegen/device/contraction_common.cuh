@@ -1,0 +1,37 @@
+// kiln contraction helpers: dtype conversion for conv2d / matmul kernels (no toolkit headers).
+// f16 and bf16 values are carried as their 16-bit patterns (unsigned short).
+#pragma once
+
+__device__ __forceinline__ float kc_ld_f32(const float* p) { return *p; }
+__device__ __forceinline__ float kc_ld_f16(const unsigned short* p) {
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(*p));
+  return f;
+}
+__device__ __forceinline__ float kc_ld_bf16(const unsigned short* p) {
+  return __uint_as_float(((unsigned)*p) << 16);
+}
+__device__ __forceinline__ unsigned short kc_f32_to_f16(float f) {
+  unsigned short h;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+  return h;
+}
+__device__ __forceinline__ unsigned short kc_f32_to_bf16(float f) {
+  unsigned short h;
+  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(f));
+  return h;
+}
+__device__ __forceinline__ float kc_f16_to_f32(unsigned short h) {
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+  return f;
+}
+__device__ __forceinline__ float kc_bf16_to_f32(unsigned short h) {
+  return __uint_as_float(((unsigned)h) << 16);
+}
+__device__ __forceinline__ void kc_st_f32(float* p, float v) { *p = v; }
+__device__ __forceinline__ void kc_st_f16(unsigned short* p, float v) { *p = kc_f32_to_f16(v); }
+__device__ __forceinline__ void kc_st_bf16(unsigned short* p, float v) { *p = kc_f32_to_bf16(v); }
+// Rounds an f32 value through a 16-bit type (what a cast node does).
+__device__ __forceinline__ float kc_round_f16(float v) { return kc_f16_to_f32(kc_f32_to_f16(v)); }
+__device__ __forceinline__ float kc_round_bf16(float v) { return kc_bf16_to_f32(kc_f32_to_bf16(v)); }
