@@ -1,0 +1,345 @@
+#include "runtime/cuda_driver.hpp"
+
+// Types, enums and prototypes only: libcuda is never linked, every function is called through
+// the table below.
+#include <cuda.h>
+#include <dlfcn.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <mutex>
+
+#include "engine/check.hpp"
+
+namespace kiln::cuda {
+
+namespace {
+
+#define KILN_STR2(x) #x
+#define KILN_STR(x) KILN_STR2(x)
+
+// Every entry point kiln uses. Many names are macros in cuda.h (cuMemAlloc -> cuMemAlloc_v2):
+// decltype(&::name) then gives the versioned prototype, #name the base name cuGetProcAddress
+// wants, and KILN_STR(name) the versioned symbol for the dlsym fallback.
+#define KILN_CU_FUNCS(X)                                                                         \
+  X(cuInit)                                                                                      \
+  X(cuDeviceGet)                                                                                 \
+  X(cuDeviceGetCount) X(cuDeviceGetName) X(cuDeviceGetAttribute) X(cuDevicePrimaryCtxRetain)     \
+      X(cuCtxSetCurrent) X(cuCtxGetCurrent) X(cuCtxSynchronize) X(cuModuleLoadData)              \
+          X(cuModuleUnload) X(cuModuleGetFunction) X(cuFuncSetAttribute) X(cuLaunchKernel)       \
+              X(cuMemAlloc) X(cuMemFree) X(cuMemcpyHtoD) X(cuMemcpyDtoH) X(cuMemsetD8)           \
+                  X(cuMemsetD8Async) X(cuStreamCreate) X(cuStreamDestroy) X(cuStreamSynchronize) \
+                      X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord) X(cuEventSynchronize)  \
+                          X(cuEventElapsedTime) X(cuGetErrorName) X(cuGetErrorString)
+
+struct Api {
+#define KILN_X(name) decltype(&::name) name = nullptr;
+  KILN_CU_FUNCS(KILN_X)
+#undef KILN_X
+};
+
+using GetProcV2 = CUresult (*)(const char*, void**, int, cuuint64_t,
+                               CUdriverProcAddressQueryResult*);
+using GetProcV1 = CUresult (*)(const char*, void**, int, cuuint64_t);
+using DriverGetVersion = CUresult (*)(int*);
+
+struct State {
+  void* lib = nullptr;
+  Api api;
+  int version = 0;
+  bool ok = false;
+  std::string reason;
+  CUcontext ctx = nullptr;
+};
+
+std::string error_text(const Api& api, CUresult r) {
+  const char* name = nullptr;
+  const char* str = nullptr;
+  if (api.cuGetErrorName) api.cuGetErrorName(r, &name);
+  if (api.cuGetErrorString) api.cuGetErrorString(r, &str);
+  return fmt::format("{} ({}): {}", name ? name : "CUDA_ERROR_UNKNOWN", static_cast<int>(r),
+                     str ? str : "unknown error");
+}
+
+void load(State* s) {
+  s->lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!s->lib) {
+    const char* e = dlerror();
+    s->reason = fmt::format("the CUDA driver library libcuda.so.1 could not be loaded ({})",
+                            e ? e : "not found");
+    return;
+  }
+  auto get_version = reinterpret_cast<DriverGetVersion>(dlsym(s->lib, "cuDriverGetVersion"));
+  if (get_version) get_version(&s->version);
+  // cuGetProcAddress gives the entry point matching the ABI of the header we were built with
+  // (or the newest the driver has, when it is older).
+  int want = s->version > 0 ? std::min(s->version, CUDA_VERSION) : CUDA_VERSION;
+  auto gp2 = reinterpret_cast<GetProcV2>(dlsym(s->lib, "cuGetProcAddress_v2"));
+  auto gp1 = reinterpret_cast<GetProcV1>(dlsym(s->lib, "cuGetProcAddress"));
+  auto resolve = [&](const char* base, const char* versioned) -> void* {
+    void* fn = nullptr;
+    if (gp2) {
+      CUdriverProcAddressQueryResult status{};
+      if (gp2(base, &fn, want, CU_GET_PROC_ADDRESS_DEFAULT, &status) == CUDA_SUCCESS &&
+          status == CU_GET_PROC_ADDRESS_SUCCESS && fn)
+        return fn;
+      fn = nullptr;
+    } else if (gp1) {
+      if (gp1(base, &fn, want, CU_GET_PROC_ADDRESS_DEFAULT) == CUDA_SUCCESS && fn) return fn;
+      fn = nullptr;
+    }
+    fn = dlsym(s->lib, versioned);
+    if (!fn) fn = dlsym(s->lib, base);
+    return fn;
+  };
+#define KILN_X(name)                                                                     \
+  s->api.name = reinterpret_cast<decltype(s->api.name)>(resolve(#name, KILN_STR(name))); \
+  if (!s->api.name) {                                                                    \
+    s->reason = fmt::format("libcuda.so.1 (driver version {}) lacks the entry point {}", \
+                            s->version, KILN_STR(name));                                 \
+    return;                                                                              \
+  }
+  KILN_CU_FUNCS(KILN_X)
+#undef KILN_X
+  CUresult r = s->api.cuInit(0);
+  if (r != CUDA_SUCCESS) {
+    s->reason = fmt::format("cuInit failed: {}", error_text(s->api, r));
+    return;
+  }
+  int n = 0;
+  r = s->api.cuDeviceGetCount(&n);
+  if (r != CUDA_SUCCESS) {
+    s->reason = fmt::format("cuDeviceGetCount failed: {}", error_text(s->api, r));
+    return;
+  }
+  if (n <= 0) {
+    s->reason = "the CUDA driver found no device";
+    return;
+  }
+  s->ok = true;
+}
+
+State& state() {
+  static State s;
+  static std::once_flag once;
+  std::call_once(once, [] { load(&s); });
+  return s;
+}
+
+const Api& api() {
+  State& s = state();
+  if (!s.ok) throw Error(ErrorKind::Driver, fmt::format("CUDA driver not available: {}", s.reason));
+  return s.api;
+}
+
+void check(CUresult r, const std::string& call) {
+  if (r == CUDA_SUCCESS) return;
+  throw Error(ErrorKind::Driver, fmt::format("{} failed: {}", call, error_text(state().api, r)));
+}
+
+// Retains the primary context of device 0 once per process and makes it current on this thread.
+const Api& ctx_api() {
+  const Api& a = api();
+  thread_local bool current = false;
+  if (current) return a;
+  static std::once_flag once;
+  static std::string retain_error;
+  std::call_once(once, [&a] {
+    State& s = state();
+    CUdevice dev = 0;
+    CUresult r = a.cuDeviceGet(&dev, 0);
+    if (r == CUDA_SUCCESS) r = a.cuDevicePrimaryCtxRetain(&s.ctx, dev);
+    if (r != CUDA_SUCCESS)
+      retain_error = fmt::format("cuDevicePrimaryCtxRetain(device 0) failed: {}", error_text(a, r));
+  });
+  if (!retain_error.empty()) throw Error(ErrorKind::Driver, retain_error);
+  check(a.cuCtxSetCurrent(state().ctx), "cuCtxSetCurrent(primary context of device 0)");
+  current = true;
+  return a;
+}
+
+CUstream as_stream(void* s) {
+  return static_cast<CUstream>(s);
+}
+
+}  // namespace
+
+bool driver_available(std::string* reason) {
+  State& s = state();
+  if (reason) *reason = s.reason;
+  return s.ok;
+}
+
+std::string driver_unavailable_reason() {
+  return state().reason;
+}
+
+int driver_version() {
+  return state().version;
+}
+
+int device_count() {
+  int n = 0;
+  check(api().cuDeviceGetCount(&n), "cuDeviceGetCount");
+  return n;
+}
+
+DeviceInfo query_device_info(int ordinal) {
+  const Api& a = api();
+  CUdevice dev = 0;
+  check(a.cuDeviceGet(&dev, ordinal), fmt::format("cuDeviceGet({})", ordinal));
+  auto attr = [&](CUdevice_attribute at, const char* what) {
+    int v = 0;
+    check(a.cuDeviceGetAttribute(&v, at, dev), fmt::format("cuDeviceGetAttribute({})", what));
+    return v;
+  };
+  char name[256] = {};
+  check(a.cuDeviceGetName(name, sizeof(name) - 1, dev), "cuDeviceGetName");
+  int major = attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, "compute capability major");
+  int minor = attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, "compute capability minor");
+  DeviceInfo d = default_device_info(fmt::format("sm_{}{}", major, minor));
+  d.name = name;
+  d.from_device = true;
+  d.sm_count = attr(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, "multiprocessor count");
+  d.smem_per_block_optin =
+      attr(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, "max shared memory per block");
+  d.l2_bytes = attr(CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, "L2 cache size");
+  // Peak DRAM bandwidth: double data rate x bus width. Some drivers report 0 for the clock: keep
+  // the arch default then.
+  int clock_khz = 0, bus_bits = 0;
+  if (a.cuDeviceGetAttribute(&clock_khz, CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE, dev) ==
+          CUDA_SUCCESS &&
+      a.cuDeviceGetAttribute(&bus_bits, CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH, dev) ==
+          CUDA_SUCCESS &&
+      clock_khz > 0 && bus_bits > 0)
+    d.mem_bandwidth = 2.0 * clock_khz * 1e3 * (bus_bits / 8.0);
+  return d;
+}
+
+void make_current() {
+  ctx_api();
+}
+
+void* module_load(const std::vector<char>& cubin) {
+  const Api& a = ctx_api();
+  CUmodule m = nullptr;
+  check(a.cuModuleLoadData(&m, cubin.data()),
+        fmt::format("cuModuleLoadData({} byte cubin)", cubin.size()));
+  return m;
+}
+
+void module_unload(void* module) {
+  if (!module || !state().ok) return;
+  ctx_api().cuModuleUnload(static_cast<CUmodule>(module));
+}
+
+void* module_function(void* module, const std::string& entry) {
+  const Api& a = ctx_api();
+  CUfunction f = nullptr;
+  check(a.cuModuleGetFunction(&f, static_cast<CUmodule>(module), entry.c_str()),
+        fmt::format("cuModuleGetFunction({})", entry));
+  return f;
+}
+
+void func_set_max_dynamic_smem(void* function, int bytes) {
+  const Api& a = ctx_api();
+  check(a.cuFuncSetAttribute(static_cast<CUfunction>(function),
+                             CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, bytes),
+        fmt::format("cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES, {})", bytes));
+}
+
+void launch(void* function, const uint32_t grid[3], const uint32_t block[3], uint32_t smem,
+            void* stream, void** params, const std::string& what) {
+  const Api& a = ctx_api();
+  check(a.cuLaunchKernel(static_cast<CUfunction>(function), grid[0], grid[1], grid[2], block[0],
+                         block[1], block[2], smem, as_stream(stream), params, nullptr),
+        fmt::format("cuLaunchKernel({}, grid [{},{},{}], block [{},{},{}], smem {})", what, grid[0],
+                    grid[1], grid[2], block[0], block[1], block[2], smem));
+}
+
+uint64_t mem_alloc(size_t bytes) {
+  const Api& a = ctx_api();
+  CUdeviceptr p = 0;
+  check(a.cuMemAlloc(&p, bytes), fmt::format("cuMemAlloc({} bytes)", bytes));
+  return static_cast<uint64_t>(p);
+}
+
+void mem_free(uint64_t ptr) {
+  if (!ptr || !state().ok) return;
+  try {
+    ctx_api().cuMemFree(static_cast<CUdeviceptr>(ptr));
+  } catch (const Error&) {
+    // Freeing happens in destructors: nothing useful can be done with a failure there.
+  }
+}
+
+void memcpy_htod(uint64_t dst, const void* src, size_t bytes) {
+  if (bytes == 0) return;
+  check(ctx_api().cuMemcpyHtoD(static_cast<CUdeviceptr>(dst), src, bytes),
+        fmt::format("cuMemcpyHtoD({} bytes)", bytes));
+}
+
+void memcpy_dtoh(void* dst, uint64_t src, size_t bytes) {
+  if (bytes == 0) return;
+  check(ctx_api().cuMemcpyDtoH(dst, static_cast<CUdeviceptr>(src), bytes),
+        fmt::format("cuMemcpyDtoH({} bytes)", bytes));
+}
+
+void memset_d8(uint64_t dst, uint8_t value, size_t bytes) {
+  if (bytes == 0) return;
+  check(ctx_api().cuMemsetD8(static_cast<CUdeviceptr>(dst), value, bytes),
+        fmt::format("cuMemsetD8({} bytes)", bytes));
+}
+
+void memset_d8_async(uint64_t dst, uint8_t value, size_t bytes, void* stream) {
+  if (bytes == 0) return;
+  check(ctx_api().cuMemsetD8Async(static_cast<CUdeviceptr>(dst), value, bytes, as_stream(stream)),
+        fmt::format("cuMemsetD8Async({} bytes)", bytes));
+}
+
+void* stream_create() {
+  CUstream s = nullptr;
+  check(ctx_api().cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+  return s;
+}
+
+void stream_destroy(void* stream) {
+  if (!stream || !state().ok) return;
+  ctx_api().cuStreamDestroy(as_stream(stream));
+}
+
+void stream_synchronize(void* stream) {
+  check(ctx_api().cuStreamSynchronize(as_stream(stream)), "cuStreamSynchronize");
+}
+
+void ctx_synchronize() {
+  check(ctx_api().cuCtxSynchronize(), "cuCtxSynchronize");
+}
+
+void* event_create() {
+  CUevent e = nullptr;
+  check(ctx_api().cuEventCreate(&e, CU_EVENT_DEFAULT), "cuEventCreate");
+  return e;
+}
+
+void event_destroy(void* event) {
+  if (!event || !state().ok) return;
+  ctx_api().cuEventDestroy(static_cast<CUevent>(event));
+}
+
+void event_record(void* event, void* stream) {
+  check(ctx_api().cuEventRecord(static_cast<CUevent>(event), as_stream(stream)), "cuEventRecord");
+}
+
+void event_synchronize(void* event) {
+  check(ctx_api().cuEventSynchronize(static_cast<CUevent>(event)), "cuEventSynchronize");
+}
+
+float event_elapsed_ms(void* start, void* end) {
+  float ms = 0;
+  check(ctx_api().cuEventElapsedTime(&ms, static_cast<CUevent>(start), static_cast<CUevent>(end)),
+        "cuEventElapsedTime");
+  return ms;
+}
+
+}  // namespace kiln::cuda

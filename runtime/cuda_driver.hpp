@@ -1,0 +1,98 @@
+// The CUDA driver, loaded at run time: libcuda.so.1 is dlopen'ed (never linked) and its entry
+// points resolved with cuGetProcAddress (falling back to dlsym). Every call is checked: a failure
+// throws kiln::Error(Driver) naming the call and the CUDA error name and string.
+//
+// This header exposes no CUDA types: device pointers are uint64_t (CUdeviceptr), handles are
+// opaque pointers (CUmodule, CUfunction, CUstream, CUevent). Every wrapper makes the primary
+// context of device 0 current on the calling thread first.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "heuristics/device_info.hpp"
+
+namespace kiln::cuda {
+
+// True when libcuda.so.1 loaded, every entry point resolved, cuInit succeeded and there is at
+// least one device. Otherwise `reason` (if given) says which of those failed. Loads once.
+bool driver_available(std::string* reason = nullptr);
+// The reason the driver is not available ("" when it is).
+std::string driver_unavailable_reason();
+// cuDriverGetVersion (e.g. 13000); 0 when the library is missing.
+int driver_version();
+
+int device_count();
+// Name, compute capability, SM count, opt-in shared memory, L2, bandwidth guess of a device.
+DeviceInfo query_device_info(int ordinal = 0);
+// Makes the primary context of device 0 current on this thread (retained once per process).
+void make_current();
+
+// ---- modules and launches
+void* module_load(const std::vector<char>& cubin);  // cuModuleLoadData
+void module_unload(void* module);
+void* module_function(void* module, const std::string& entry);  // cuModuleGetFunction
+// cuFuncSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES).
+void func_set_max_dynamic_smem(void* function, int bytes);
+// cuLaunchKernel; `params` points at each argument's storage. `what` names it in errors.
+void launch(void* function, const uint32_t grid[3], const uint32_t block[3], uint32_t smem,
+            void* stream, void** params, const std::string& what);
+
+// ---- memory
+uint64_t mem_alloc(size_t bytes);
+void mem_free(uint64_t ptr);  // never throws (logs nothing; errors are ignored on free)
+void memcpy_htod(uint64_t dst, const void* src, size_t bytes);
+void memcpy_dtoh(void* dst, uint64_t src, size_t bytes);
+void memset_d8(uint64_t dst, uint8_t value, size_t bytes);
+void memset_d8_async(uint64_t dst, uint8_t value, size_t bytes, void* stream);
+
+// ---- streams and events
+void* stream_create();
+void stream_destroy(void* stream);
+void stream_synchronize(void* stream);
+void ctx_synchronize();
+void* event_create();
+void event_destroy(void* event);
+void event_record(void* event, void* stream);
+void event_synchronize(void* event);
+float event_elapsed_ms(void* start, void* end);
+
+// Device memory owned by this object (freed in the destructor).
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  explicit DeviceBuffer(size_t bytes) : ptr_(bytes ? mem_alloc(bytes) : 0), bytes_(bytes) {}
+  ~DeviceBuffer() { reset(); }
+  DeviceBuffer(DeviceBuffer&& o) noexcept : ptr_(o.ptr_), bytes_(o.bytes_) {
+    o.ptr_ = 0;
+    o.bytes_ = 0;
+  }
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
+    if (this != &o) {
+      reset();
+      ptr_ = o.ptr_;
+      bytes_ = o.bytes_;
+      o.ptr_ = 0;
+      o.bytes_ = 0;
+    }
+    return *this;
+  }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+
+  void reset() {
+    if (ptr_) mem_free(ptr_);
+    ptr_ = 0;
+    bytes_ = 0;
+  }
+  uint64_t ptr() const { return ptr_; }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  uint64_t ptr_ = 0;
+  size_t bytes_ = 0;
+};
+
+}  // namespace kiln::cuda
