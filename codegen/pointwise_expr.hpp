@@ -1,0 +1,106 @@
+// Pointwise expressions for generated kernels: f32 math of pointwise nodes (the op table's `cuda`
+// column, batchnorm as a per-channel affine), operand indexing with broadcasting, storage
+// load/store, and symbolic dims passed as kernel parameters.
+//
+// Used by every emitter with pointwise prologues/epilogues (codegen/emit_*.cpp), including the
+// contraction epilogue. Typical use for one output element whose logical coordinates are in the
+// variables c0..c{r-1}:
+//
+//   DimParams dp;
+//   PointwiseEmitter pe{graph};
+//   pe.values[anchor_out] = "acc";          // a value the kernel already holds (f32)
+//   pe.load = [&](Writer& w, int node, int slot) {
+//     int t = graph.nodes()[node].inputs[slot];
+//     auto map = operand_dim_map(graph, graph.nodes()[node], slot, iter_shape);
+//     return load_f32(fmt::format("{} + {}", tensor_param(t),
+//                                 operand_offset(graph.tensor(t).desc, map, coords, dp)));
+//   };
+//   pe.emit(w, epilogue_nodes);            // "float v12 = kiln_gelu_erf(acc);" ...
+//   w.line("{};", store_f32(out_ptr_plus_offset, pe.values.at(out_tensor)));
+#pragma once
+
+#include <functional>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "codegen/kernel_spec.hpp"
+#include "codegen/writer.hpp"
+#include "kiln/graph.hpp"
+
+namespace kiln {
+
+// ---- storage types (codegen/device/kiln_prelude.cuh defines them)
+// "float", "kiln_f16", "kiln_bf16".
+const char* storage_type(DType t);
+// Elements per 16-byte vector: 4 (f32) or 8 (f16/bf16).
+int vec_elems(DType t);
+// f32 expression loading one element at `ptr` (an expression of type const T*): "kiln_ld(p + i)".
+std::string load_f32(const std::string& ptr);
+// Statement text (no ';') storing f32 `value` to `ptr` (T*), rounding to T: "kiln_st(p + i, v)".
+std::string store_f32(const std::string& ptr, const std::string& value);
+// A C identifier made from any text ("conv1.out" -> "conv1_out"), never empty, never a leading
+// digit.
+std::string ident(const std::string& text);
+// Kernel parameter name for graph tensor `t` ("t12").
+std::string tensor_param(int t);
+
+// ---- symbolic dims as kernel parameters
+// Static dims become integer literals; each distinct symbolic dim (a symbol or a derived
+// expression) becomes one `long long` kernel parameter, evaluated at launch from the bindings.
+class DimParams {
+ public:
+  explicit DimParams(std::string prefix = "d") : prefix_(std::move(prefix)) {}
+  // C++ expression for `d`: "64" (or "5000000000LL") when static, else the parameter's name.
+  std::string ref(const Dim& d);
+  // The registered parameters in order: (name, dim).
+  const std::vector<std::pair<std::string, Dim>>& params() const { return params_; }
+  // Appends ", long long d0, long long d1" style text for the kernel signature.
+  std::string signature() const;
+  // Appends one KernelArg(Int) per parameter, in order.
+  void append_args(std::vector<KernelArg>* args) const;
+
+ private:
+  std::string prefix_;
+  std::vector<std::pair<std::string, Dim>> params_;
+};
+
+// ---- indexing
+// Element strides of a tensor as dims (NCHW: row-major; NHWC: dim 1 innermost; Strided: its
+// explicit strides).
+Shape tensor_strides(const TensorDesc& d);
+// For operand `slot` of pointwise node `n` evaluated over an iteration space of logical shape
+// `iter`: for each iteration dim, the operand dim it indexes, or -1 when the operand is broadcast
+// along it. Numpy right-alignment for elementwise ops; batchnorm's scale/bias/mean/var index
+// iteration dim 1 (the channel).
+std::vector<int> operand_dim_map(const Graph& g, const Node& n, int slot, const Shape& iter);
+// The same for a tensor that simply broadcasts (numpy) against `iter`.
+std::vector<int> broadcast_dim_map(const Shape& operand, const Shape& iter);
+// Element offset expression of a tensor (desc `d`) for the iteration coordinates `coords` (one
+// expression per iteration dim), dims chosen by `map`. "0" when fully broadcast.
+std::string operand_offset(const TensorDesc& d, const std::vector<int>& map,
+                           const std::vector<std::string>& coords, DimParams& dp);
+
+// ---- math
+// True for nodes that codegen evaluates elementwise inside a pointwise chain: category
+// Pointwise, plus inference batchnorm (a per-channel affine).
+bool is_elementwise(const Graph& g, const Node& n);
+// f32 CUDA expression of one elementwise node over operand expressions (in input order).
+std::string pointwise_node_expr(const Graph& g, const Node& n,
+                                const std::vector<std::string>& operands);
+
+// Emits a DAG of elementwise nodes for one element: "float v<tensor><suffix> = <expr>;" per node.
+// Operands come from `values` (tensor id -> f32 expression) or, for tensors not yet there, from
+// `load` (which may write statements, e.g. a load into a variable, and returns an f32 expression).
+// Each node's output is recorded in `values`.
+struct PointwiseEmitter {
+  const Graph& graph;
+  std::function<std::string(Writer& w, int node, int slot)> load;
+  std::map<int, std::string> values;
+  std::string suffix;  // appended to variable names (vector lanes: "_0", "_1", ...)
+
+  void emit(Writer& w, const std::vector<int>& nodes);
+};
+
+}  // namespace kiln
