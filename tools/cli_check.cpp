@@ -90,9 +90,13 @@ int run_check(const std::vector<std::string>& argv) {
   }
 
   fmt::print("\noutputs:\n");
-  for (int id : g.outputs())
-    fmt::print("  {:<{}}  {}  ({})\n", g.tensor(id).name, w, g.tensor(id).desc.str(),
-               role_name(g.tensor(id).role));
+  for (int id : g.outputs()) {
+    const TensorInfo& t = g.tensor(id);
+    std::string from = t.role == TensorRole::Intermediate && t.producer >= 0
+                           ? fmt::format("from [{}] {}", t.producer, g.nodes()[t.producer].name)
+                           : fmt::format("the {} itself", role_name(t.role));
+    fmt::print("  {:<{}}  {}  ({})\n", t.name, w, t.desc.str(), from);
+  }
   return 0;
 }
 

@@ -14,6 +14,12 @@
 namespace kiln::cli {
 namespace {
 
+// "NHWC", or "row-major" for the default layout of a tensor that is not 4-D.
+std::string layout_str(const TensorDesc& d) {
+  if (d.layout == Layout::NCHW && d.rank() != 4) return "row-major";
+  return layout_name(d.layout);
+}
+
 std::string num(double v) {
   if (std::isnan(v)) return "nan";
   return fmt::format("{:.6g}", v);
@@ -63,7 +69,7 @@ int run_run(const std::vector<std::string>& argv) {
     const TensorInfo& t = g.tensor(id);
     const HostTensor& h = in.tensors.at(t.name);
     fmt::print("  input  {}: {} {} {}  from {}\n", t.name, dtype_name(h.dtype), dims_str(h.shape),
-               layout_name(t.desc.layout), in.origin.at(t.name));
+               layout_str(t.desc), in.origin.at(t.name));
   }
 
   std::map<std::string, HostTensor> outputs;
@@ -96,8 +102,8 @@ int run_run(const std::vector<std::string>& argv) {
     if (s.nan) bad += fmt::format("  nan={}", s.nan);
     if (s.inf) bad += fmt::format("  inf={}", s.inf);
     fmt::print("  output {}: {} {} {}  min={} max={} mean={}{}  fnv1a64={:016x}\n", t.name,
-               dtype_name(h.dtype), dims_str(h.shape), layout_name(t.desc.layout), num(s.min),
-               num(s.max), num(s.mean), bad, fnv1a64(h));
+               dtype_name(h.dtype), dims_str(h.shape), layout_str(t.desc), num(s.min), num(s.max),
+               num(s.mean), bad, fnv1a64(h));
   }
   fmt::print("time: {:.3f} ms ({})\n", ms, backend);
 
