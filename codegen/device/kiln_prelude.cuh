@@ -1,3 +1,250 @@
-// kiln device prelude: included (as text) at the top of every generated kernel. No toolkit headers.
+// kiln device prelude: included (as text) at the top of every generated kernel. No toolkit
+// headers: f16/bf16 conversions are inline PTX and bit operations; everything else is NVRTC
+// builtins (expf, __shfl_xor_sync, ...). Targets sm_80 and newer.
 #pragma once
+
 #define KILN_INF __int_as_float(0x7f800000)
+#define KILN_DEVICE __device__ __forceinline__
+
+// ---------------------------------------------------------------- storage types
+struct __align__(2) kiln_f16 {
+  unsigned short bits;
+};
+struct __align__(2) kiln_bf16 {
+  unsigned short bits;
+};
+
+KILN_DEVICE float kiln_f16_to_f32(unsigned short h) {
+  float f;
+  asm("{ .reg .b16 t; mov.b16 t, %1; cvt.f32.f16 %0, t; }" : "=f"(f) : "h"(h));
+  return f;
+}
+KILN_DEVICE unsigned short kiln_f32_to_f16(float f) {
+  unsigned short h;
+  asm("{ .reg .b16 t; cvt.rn.f16.f32 t, %1; mov.b16 %0, t; }" : "=h"(h) : "f"(f));
+  return h;
+}
+KILN_DEVICE float kiln_bf16_to_f32(unsigned short h) {
+  return __uint_as_float(static_cast<unsigned int>(h) << 16);
+}
+KILN_DEVICE unsigned short kiln_f32_to_bf16(float f) {
+  unsigned short h;
+  asm("{ .reg .b16 t; cvt.rn.bf16.f32 t, %1; mov.b16 %0, t; }" : "=h"(h) : "f"(f));
+  return h;
+}
+// Two f32 -> one packed pair (lo in the low half), round to nearest even.
+KILN_DEVICE unsigned int kiln_pack_f16x2(float lo, float hi) {
+  unsigned int r;
+  asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+KILN_DEVICE unsigned int kiln_pack_bf16x2(float lo, float hi) {
+  unsigned int r;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+// A value rounded through a narrower type (cast inside a fused chain).
+KILN_DEVICE float kiln_round_f16(float f) {
+  return kiln_f16_to_f32(kiln_f32_to_f16(f));
+}
+KILN_DEVICE float kiln_round_bf16(float f) {
+  return kiln_bf16_to_f32(kiln_f32_to_bf16(f));
+}
+
+// ---------------------------------------------------------------- scalar load/store (f32 math)
+KILN_DEVICE float kiln_ld(const float* p) {
+  return *p;
+}
+KILN_DEVICE float kiln_ld(const kiln_f16* p) {
+  return kiln_f16_to_f32(p->bits);
+}
+KILN_DEVICE float kiln_ld(const kiln_bf16* p) {
+  return kiln_bf16_to_f32(p->bits);
+}
+KILN_DEVICE void kiln_st(float* p, float v) {
+  *p = v;
+}
+KILN_DEVICE void kiln_st(kiln_f16* p, float v) {
+  p->bits = kiln_f32_to_f16(v);
+}
+KILN_DEVICE void kiln_st(kiln_bf16* p, float v) {
+  p->bits = kiln_f32_to_bf16(v);
+}
+
+// ---------------------------------------------------------------- 16-byte vectors
+// kiln_ldv(p, v): 16 bytes at p (16-byte aligned) into kiln_vec<T>::N floats; kiln_stv stores.
+template <class T>
+struct kiln_vec;
+template <>
+struct kiln_vec<float> {
+  static constexpr int N = 4;
+};
+template <>
+struct kiln_vec<kiln_f16> {
+  static constexpr int N = 8;
+};
+template <>
+struct kiln_vec<kiln_bf16> {
+  static constexpr int N = 8;
+};
+
+KILN_DEVICE uint4 kiln_ld16(const void* p) {
+  uint4 r;
+  asm volatile("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+               : "l"(p));
+  return r;
+}
+KILN_DEVICE void kiln_st16(void* p, uint4 v) {
+  asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z),
+               "r"(v.w)
+               : "memory");
+}
+
+KILN_DEVICE void kiln_unpack(unsigned int w, const kiln_f16*, float* v) {
+  v[0] = kiln_f16_to_f32(static_cast<unsigned short>(w & 0xffffu));
+  v[1] = kiln_f16_to_f32(static_cast<unsigned short>(w >> 16));
+}
+KILN_DEVICE void kiln_unpack(unsigned int w, const kiln_bf16*, float* v) {
+  v[0] = __uint_as_float(w << 16);
+  v[1] = __uint_as_float(w & 0xffff0000u);
+}
+
+KILN_DEVICE void kiln_ldv(const float* p, float* v) {
+  uint4 r = kiln_ld16(p);
+  v[0] = __uint_as_float(r.x);
+  v[1] = __uint_as_float(r.y);
+  v[2] = __uint_as_float(r.z);
+  v[3] = __uint_as_float(r.w);
+}
+template <class T>
+KILN_DEVICE void kiln_ldv(const T* p, float* v) {
+  uint4 r = kiln_ld16(p);
+  kiln_unpack(r.x, p, v + 0);
+  kiln_unpack(r.y, p, v + 2);
+  kiln_unpack(r.z, p, v + 4);
+  kiln_unpack(r.w, p, v + 6);
+}
+KILN_DEVICE void kiln_stv(float* p, const float* v) {
+  kiln_st16(p, make_uint4(__float_as_uint(v[0]), __float_as_uint(v[1]), __float_as_uint(v[2]),
+                          __float_as_uint(v[3])));
+}
+KILN_DEVICE void kiln_stv(kiln_f16* p, const float* v) {
+  kiln_st16(p, make_uint4(kiln_pack_f16x2(v[0], v[1]), kiln_pack_f16x2(v[2], v[3]),
+                          kiln_pack_f16x2(v[4], v[5]), kiln_pack_f16x2(v[6], v[7])));
+}
+KILN_DEVICE void kiln_stv(kiln_bf16* p, const float* v) {
+  kiln_st16(p, make_uint4(kiln_pack_bf16x2(v[0], v[1]), kiln_pack_bf16x2(v[2], v[3]),
+                          kiln_pack_bf16x2(v[4], v[5]), kiln_pack_bf16x2(v[6], v[7])));
+}
+
+// ---------------------------------------------------------------- reductions
+KILN_DEVICE float kiln_warp_sum(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+KILN_DEVICE float kiln_warp_max(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+KILN_DEVICE float kiln_warp_min(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = fminf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+// Block-wide reductions for blocks of THREADS threads (a multiple of 32, at most 1024). `red`
+// is shared scratch of at least 33 floats; every thread gets the result. Safe to call back to
+// back (the scratch is re-synchronized on entry).
+template <int THREADS>
+KILN_DEVICE float kiln_block_sum(float v, float* red) {
+  v = kiln_warp_sum(v);
+  if (THREADS == 32) return v;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  __syncthreads();
+  if (lane == 0) red[warp] = v;
+  __syncthreads();
+  v = lane < THREADS / 32 ? red[lane] : 0.0f;
+  return kiln_warp_sum(v);
+}
+template <int THREADS>
+KILN_DEVICE float kiln_block_max(float v, float* red) {
+  v = kiln_warp_max(v);
+  if (THREADS == 32) return v;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  __syncthreads();
+  if (lane == 0) red[warp] = v;
+  __syncthreads();
+  v = lane < THREADS / 32 ? red[lane] : -KILN_INF;
+  return kiln_warp_max(v);
+}
+template <int THREADS>
+KILN_DEVICE float kiln_block_min(float v, float* red) {
+  v = kiln_warp_min(v);
+  if (THREADS == 32) return v;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  __syncthreads();
+  if (lane == 0) red[warp] = v;
+  __syncthreads();
+  v = lane < THREADS / 32 ? red[lane] : KILN_INF;
+  return kiln_warp_min(v);
+}
+
+// Welford running statistics (count, mean, M2) and their merge (Chan et al.).
+struct kiln_welford {
+  float n, mean, m2;
+};
+KILN_DEVICE kiln_welford kiln_welford_init() {
+  kiln_welford w;
+  w.n = 0.0f;
+  w.mean = 0.0f;
+  w.m2 = 0.0f;
+  return w;
+}
+KILN_DEVICE void kiln_welford_add(kiln_welford& w, float x) {
+  w.n += 1.0f;
+  float d = x - w.mean;
+  w.mean += d / w.n;
+  w.m2 += d * (x - w.mean);
+}
+KILN_DEVICE kiln_welford kiln_welford_merge(kiln_welford a, kiln_welford b) {
+  if (b.n == 0.0f) return a;
+  if (a.n == 0.0f) return b;
+  kiln_welford r;
+  r.n = a.n + b.n;
+  float d = b.mean - a.mean, fb = b.n / r.n;
+  r.mean = a.mean + d * fb;
+  r.m2 = a.m2 + b.m2 + d * d * a.n * fb;
+  return r;
+}
+KILN_DEVICE kiln_welford kiln_warp_welford(kiln_welford w) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    kiln_welford b;
+    b.n = __shfl_xor_sync(0xffffffffu, w.n, o);
+    b.mean = __shfl_xor_sync(0xffffffffu, w.mean, o);
+    b.m2 = __shfl_xor_sync(0xffffffffu, w.m2, o);
+    w = kiln_welford_merge(w, b);
+  }
+  return w;
+}
+
+// ---------------------------------------------------------------- math (the op table calls these)
+KILN_DEVICE float kiln_sigmoid(float x) {
+  return 1.0f / (1.0f + expf(-x));
+}
+KILN_DEVICE float kiln_silu(float x) {
+  return x / (1.0f + expf(-x));
+}
+KILN_DEVICE float kiln_gelu_erf(float x) {
+  return 0.5f * x * (1.0f + erff(x * 0.7071067811865476f));
+}
+KILN_DEVICE float kiln_gelu_tanh(float x) {
+  const float k = 0.7978845608028654f;  // sqrt(2/pi)
+  return 0.5f * x * (1.0f + tanhf(k * (x + 0.044715f * x * x * x)));
+}
+KILN_DEVICE float kiln_softplus(float x) {
+  return x > 20.0f ? x : log1pf(expf(x));
+}
