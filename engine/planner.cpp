@@ -1,0 +1,545 @@
+// The fusion planner: partitions the graph into groups, each of which becomes one kernel.
+//
+// Legality comes from op categories only:
+//  - Anchors (Normalization with statistics, Reduction, Window, Contraction) start a group.
+//    Elementwise producers of a non-contraction anchor's main input with that input's shape fuse
+//    in as a prologue; elementwise consumers of the anchor output with the output's shape fuse in
+//    as an epilogue (their other operands may broadcast).
+//  - Remaining elementwise nodes fuse vertically (connected DAGs with one iteration shape) and
+//    horizontally (siblings reading a common input with the same shape).
+//  - Movement ops are materialized by Copy groups.
+//  - Inference batchnorm (category Normalization, but no statistics) is a per-channel affine and
+//    counts as elementwise.
+// Every tentative fusion is checked to keep the group graph acyclic; a tensor produced inside a
+// group and needed outside it (or a graph output) is written as an extra group output.
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <set>
+
+#include "engine/check.hpp"
+#include "engine/op_table.hpp"
+#include "engine/plan.hpp"
+
+namespace kiln {
+
+const char* group_kind_name(GroupKind k) {
+  switch (k) {
+    case GroupKind::Pointwise:
+      return "pointwise";
+    case GroupKind::RowNorm:
+      return "rownorm";
+    case GroupKind::ChannelNorm:
+      return "channelnorm";
+    case GroupKind::Reduction:
+      return "reduction";
+    case GroupKind::Window:
+      return "window";
+    case GroupKind::Contraction:
+      return "contraction";
+    case GroupKind::Copy:
+      return "copy";
+  }
+  return "?";
+}
+
+namespace {
+
+OpCategory cat(const Node& n) {
+  return op_info(n.op).category;
+}
+// Elementwise: pointwise ops and inference batchnorm (normalization without statistics: every
+// input but the first is a per-channel constant vector).
+bool elementwise(const Node& n) {
+  return cat(n) == OpCategory::Pointwise || n.op == OpKind::Batchnorm;
+}
+bool is_anchor(const Node& n) {
+  OpCategory c = cat(n);
+  return !elementwise(n) && (c == OpCategory::Normalization || c == OpCategory::Reduction ||
+                             c == OpCategory::Window || c == OpCategory::Contraction);
+}
+
+GroupKind anchor_kind(const Node& n) {
+  switch (cat(n)) {
+    case OpCategory::Contraction:
+      return GroupKind::Contraction;
+    case OpCategory::Reduction:
+      return GroupKind::Reduction;
+    case OpCategory::Window:
+      return GroupKind::Window;
+    case OpCategory::Normalization:
+      // Statistics over groups of channels x spatial vs over the innermost dims.
+      return n.op == OpKind::Groupnorm || n.op == OpKind::Instancenorm ? GroupKind::ChannelNorm
+                                                                       : GroupKind::RowNorm;
+    default:
+      return GroupKind::Pointwise;
+  }
+}
+
+class Planner {
+ public:
+  Planner(const Graph& g, const PlanOptions& o) : g_(g), opts_(o) {}
+
+  Plan run() {
+    const auto& nodes = g_.nodes();
+    int nn = static_cast<int>(nodes.size());
+    group_of_.assign(nn, -1);
+    consumers_.assign(g_.tensors().size(), {});
+    for (int i = 0; i < nn; ++i)
+      for (int t : nodes[i].inputs) consumers_[t].push_back(i);
+    for (int t : g_.outputs()) is_output_.insert(t);
+    compute_live();
+
+    if (!opts_.fusion) {
+      for (int i = 0; i < nn; ++i)
+        if (live_[i]) new_group(i, kind_of(i), is_anchor(nodes[i]) ? i : -1);
+    } else {
+      // 1. Anchors with prologues and epilogues, in topological order.
+      for (int i = 0; i < nn; ++i)
+        if (live_[i] && is_anchor(nodes[i])) {
+          int gid = new_group(i, anchor_kind(nodes[i]), i);
+          if (anchor_kind(nodes[i]) != GroupKind::Contraction) claim_prologue(gid, i);
+          claim_epilogue(gid, i);
+        }
+      // 2. Remaining elementwise nodes: vertical, then horizontal fusion.
+      for (int i = 0; i < nn; ++i)
+        if (live_[i] && group_of_[i] < 0 && elementwise(nodes[i])) place_pointwise(i);
+      // 3. Movement.
+      for (int i = 0; i < nn; ++i)
+        if (live_[i] && group_of_[i] < 0) new_group(i, kind_of(i), -1);
+    }
+    return finish();
+  }
+
+ private:
+  struct G {
+    GroupKind kind;
+    int anchor;
+    std::set<int> nodes;
+    bool dead = false;
+    std::vector<std::string> notes;  // fusion decisions recorded while planning
+  };
+
+  GroupKind kind_of(int i) const {
+    const Node& n = g_.nodes()[i];
+    if (is_anchor(n)) return anchor_kind(n);
+    if (elementwise(n)) return GroupKind::Pointwise;
+    return GroupKind::Copy;
+  }
+
+  void compute_live() {
+    const auto& nodes = g_.nodes();
+    live_.assign(nodes.size(), false);
+    std::vector<int> stack(g_.outputs().begin(), g_.outputs().end());
+    std::vector<bool> seen(g_.tensors().size(), false);
+    while (!stack.empty()) {
+      int t = stack.back();
+      stack.pop_back();
+      if (seen[t]) continue;
+      seen[t] = true;
+      int p = g_.tensor(t).producer;
+      if (p < 0 || live_[p]) continue;
+      live_[p] = true;
+      for (int in : nodes[p].inputs) stack.push_back(in);
+    }
+  }
+
+  int new_group(int node, GroupKind kind, int anchor) {
+    G grp;
+    grp.kind = kind;
+    grp.anchor = anchor;
+    grp.nodes.insert(node);
+    groups_.push_back(std::move(grp));
+    int gid = static_cast<int>(groups_.size()) - 1;
+    group_of_[node] = gid;
+    return gid;
+  }
+
+  const Shape& out_shape(int node) const {
+    return g_.tensor(g_.nodes()[node].outputs[0]).desc.shape;
+  }
+  const std::string& nm(int node) const { return g_.nodes()[node].name; }
+
+  // True when the group graph has no cycle. Live nodes not yet placed count as groups of their
+  // own, so that every intermediate state stays schedulable.
+  bool acyclic() const {
+    const auto& nodes = g_.nodes();
+    int ng = static_cast<int>(groups_.size());
+    int total = ng + static_cast<int>(nodes.size());
+    auto gid = [&](int node) { return group_of_[node] >= 0 ? group_of_[node] : ng + node; };
+    std::vector<std::vector<int>> succ(total);
+    std::vector<int> indeg(total, 0);
+    std::vector<bool> present(total, false);
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      if (!live_[i]) continue;
+      int gi = gid(static_cast<int>(i));
+      present[gi] = true;
+      for (int t : nodes[i].inputs) {
+        int p = g_.tensor(t).producer;
+        if (p < 0 || !live_[p] || gid(p) == gi) continue;
+        succ[gid(p)].push_back(gi);
+        ++indeg[gi];
+      }
+    }
+    std::vector<int> q;
+    int count = 0;
+    for (int i = 0; i < total; ++i) {
+      if (!present[i]) continue;
+      ++count;
+      if (indeg[i] == 0) q.push_back(i);
+    }
+    int done = 0;
+    while (!q.empty()) {
+      int x = q.back();
+      q.pop_back();
+      ++done;
+      for (int s : succ[x])
+        if (--indeg[s] == 0) q.push_back(s);
+    }
+    return done == count;
+  }
+
+  // Tentatively adds `node` to `gid`; keeps it when the group graph stays acyclic.
+  bool try_add(int gid, int node) {
+    group_of_[node] = gid;
+    if (acyclic()) {
+      groups_[gid].nodes.insert(node);
+      return true;
+    }
+    group_of_[node] = -1;
+    cycle_rejects_.insert(node);
+    return false;
+  }
+
+  // Elementwise producers of the anchor's main input (and their producers) with that shape.
+  void claim_prologue(int gid, int anchor) {
+    const Node& a = g_.nodes()[anchor];
+    const Shape& shape = g_.tensor(a.inputs[0]).desc.shape;
+    std::vector<int> work{a.inputs[0]};
+    while (!work.empty()) {
+      int t = work.back();
+      work.pop_back();
+      int p = g_.tensor(t).producer;
+      if (p < 0 || group_of_[p] >= 0 || !live_[p]) continue;
+      const Node& pn = g_.nodes()[p];
+      if (!elementwise(pn) || out_shape(p) != shape) continue;
+      if (!try_add(gid, p)) continue;
+      groups_[gid].notes.push_back(
+          fmt::format("prologue: {} ({}) fused into {}'s input", pn.name, op_name(pn.op), a.name));
+      // Only the operands with the iteration shape can be computed on the fly.
+      for (int in : pn.inputs) work.push_back(in);
+    }
+  }
+
+  // Operand shapes a contraction epilogue accepts: same shape, or a vector along one dim
+  // (per-channel bias, scalar).
+  bool contraction_operand_ok(const Shape& operand, const Shape& iter) const {
+    std::vector<int> map;
+    int ri = static_cast<int>(iter.size()), ro = static_cast<int>(operand.size());
+    if (ro > ri) return false;
+    int mapped = 0;
+    for (int i = 0; i < ri; ++i) {
+      int od = i - (ri - ro);
+      if (od < 0) continue;
+      const Dim& d = operand[od];
+      if (d.is_static() && d.value() == 1) continue;
+      if (d != iter[i]) return false;
+      ++mapped;
+    }
+    return mapped <= 1 || operand == iter;
+  }
+
+  // Elementwise consumers of group tensors with the anchor output's shape.
+  void claim_epilogue(int gid, int anchor) {
+    const Node& a = g_.nodes()[anchor];
+    const Shape& shape = out_shape(anchor);
+    bool contraction = groups_[gid].kind == GroupKind::Contraction;
+    std::vector<int> work{a.outputs[0]};
+    while (!work.empty()) {
+      int t = work.front();
+      work.erase(work.begin());
+      for (int c : consumers_[t]) {
+        if (!live_[c] || group_of_[c] >= 0) continue;
+        const Node& cn = g_.nodes()[c];
+        if (!elementwise(cn) || out_shape(c) != shape) continue;
+        bool ok = true;
+        for (size_t s = 0; s < cn.inputs.size(); ++s) {
+          int in = cn.inputs[s];
+          int p = g_.tensor(in).producer;
+          if (p >= 0 && group_of_[p] == gid) continue;
+          // Batchnorm's parameters are per-channel vectors (indexed by dim 1).
+          bool per_channel = cn.op == OpKind::Batchnorm && s > 0;
+          if (contraction && !per_channel &&
+              !contraction_operand_ok(g_.tensor(in).desc.shape, shape))
+            ok = false;
+        }
+        if (!ok || !try_add(gid, c)) continue;
+        groups_[gid].notes.push_back(
+            fmt::format("epilogue: {} ({}) fused on {}'s output", cn.name, op_name(cn.op), a.name));
+        work.push_back(cn.outputs[0]);
+      }
+    }
+  }
+
+  // The iteration shape of a pointwise group (its nodes all share it).
+  const Shape& iter_shape(int gid) const { return out_shape(*groups_[gid].nodes.begin()); }
+
+  void merge(int into, int from) {
+    for (int n : groups_[from].nodes) {
+      group_of_[n] = into;
+      groups_[into].nodes.insert(n);
+    }
+    groups_[from].nodes.clear();
+    groups_[from].dead = true;
+  }
+
+  bool try_merge(int into, int from) {
+    std::vector<int> moved(groups_[from].nodes.begin(), groups_[from].nodes.end());
+    for (int n : moved) group_of_[n] = into;
+    groups_[from].dead = true;
+    if (acyclic()) {
+      groups_[from].dead = false;
+      merge(into, from);
+      return true;
+    }
+    for (int n : moved) group_of_[n] = from;
+    groups_[from].dead = false;
+    return false;
+  }
+
+  void place_pointwise(int i) {
+    const Node& n = g_.nodes()[i];
+    const Shape& shape = out_shape(i);
+    // Vertical: join the group of an elementwise producer with the same iteration shape.
+    for (int t : n.inputs) {
+      int p = g_.tensor(t).producer;
+      if (p < 0 || group_of_[p] < 0) continue;
+      int gid = group_of_[p];
+      if (groups_[gid].kind != GroupKind::Pointwise || iter_shape(gid) != shape) continue;
+      if (try_add(gid, i)) {
+        // Several producer groups: merge them too (one DAG, one kernel).
+        for (int t2 : n.inputs) {
+          int p2 = g_.tensor(t2).producer;
+          if (p2 < 0 || group_of_[p2] < 0 || group_of_[p2] == gid) continue;
+          int g2 = group_of_[p2];
+          if (groups_[g2].kind == GroupKind::Pointwise && iter_shape(g2) == shape)
+            try_merge(gid, g2);
+        }
+        return;
+      }
+    }
+    // Horizontal: a pointwise group with the same shape that reads one of our inputs.
+    for (int t : n.inputs) {
+      for (int c : consumers_[t]) {
+        if (c == i || group_of_[c] < 0) continue;
+        int gid = group_of_[c];
+        if (groups_[gid].kind != GroupKind::Pointwise || iter_shape(gid) != shape) continue;
+        if (try_add(gid, i)) {
+          groups_[gid].notes.push_back(
+              fmt::format("horizontal: {} ({}) shares input '{}' with {}: one kernel", n.name,
+                          op_name(n.op), g_.tensor(t).name, nm(c)));
+          return;
+        }
+      }
+    }
+    new_group(i, GroupKind::Pointwise, -1);
+  }
+
+  // Why producer p (group gp) and consumer c (group gc) ended up in different kernels.
+  std::string boundary_reason(int p, int c, int slot) const {
+    const Node& pn = g_.nodes()[p];
+    const Node& cn = g_.nodes()[c];
+    std::string edge = fmt::format("{} -> {}", pn.name, cn.name);
+    if (!opts_.fusion) return edge + ": fusion disabled (one kernel per op)";
+    if (cat(cn) == OpCategory::Contraction)
+      return fmt::format("{}: {} is a contraction anchor, {} cannot be its prologue", edge, cn.name,
+                         pn.name);
+    if (cat(pn) == OpCategory::Movement || cat(cn) == OpCategory::Movement)
+      return fmt::format("{}: {} is a movement op, materialized by its own copy kernel", edge,
+                         cat(pn) == OpCategory::Movement ? pn.name : cn.name);
+    if (is_anchor(pn) && is_anchor(cn))
+      return fmt::format("{}: both are anchors ({}, {}); one anchor per kernel", edge,
+                         category_name(cat(pn)), category_name(cat(cn)));
+    if (is_anchor(cn)) {
+      if (slot != 0)
+        return fmt::format("{}: feeds {}'s parameter input {}, not its main input", edge, cn.name,
+                           slot);
+      if (cycle_rejects_.count(p))
+        return fmt::format("{}: fusing {} would create a cycle between kernels", edge, pn.name);
+      if (out_shape(p) != g_.tensor(cn.inputs[0]).desc.shape)
+        return fmt::format("{}: shape {} differs from {}'s input shape {}", edge,
+                           shape_str(out_shape(p)), cn.name,
+                           shape_str(g_.tensor(cn.inputs[0]).desc.shape));
+      return fmt::format("{}: {} already belongs to another kernel (group {})", edge, pn.name,
+                         group_of_[p]);
+    }
+    // c is elementwise.
+    if (cycle_rejects_.count(c))
+      return fmt::format("{}: fusing {} would create a cycle between kernels", edge, cn.name);
+    if (out_shape(c) != out_shape(p))
+      return fmt::format("{}: iteration shapes differ ({} vs {})", edge, shape_str(out_shape(p)),
+                         shape_str(out_shape(c)));
+    if (groups_[group_of_[p]].kind == GroupKind::Contraction)
+      return fmt::format(
+          "{}: {} has an operand that a contraction epilogue cannot index (not same-shape, "
+          "per-channel or scalar)",
+          edge, cn.name);
+    return fmt::format("{}: {} needs an operand computed by a later kernel", edge, cn.name);
+  }
+
+  Plan finish() {
+    const auto& nodes = g_.nodes();
+    // Order groups topologically (Kahn), ties by smallest node index.
+    int ng = static_cast<int>(groups_.size());
+    std::vector<std::set<int>> succ(ng);
+    std::vector<int> indeg(ng, 0);
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      int gi = group_of_[i];
+      if (gi < 0) continue;
+      for (int t : nodes[i].inputs) {
+        int p = g_.tensor(t).producer;
+        if (p < 0 || group_of_[p] < 0 || group_of_[p] == gi) continue;
+        if (succ[group_of_[p]].insert(gi).second) ++indeg[gi];
+      }
+    }
+    auto first_node = [&](int gi) { return *groups_[gi].nodes.begin(); };
+    std::set<std::pair<int, int>> ready;
+    for (int i = 0; i < ng; ++i)
+      if (!groups_[i].dead && !groups_[i].nodes.empty() && indeg[i] == 0)
+        ready.insert({first_node(i), i});
+    std::vector<int> order;
+    while (!ready.empty()) {
+      int x = ready.begin()->second;
+      ready.erase(ready.begin());
+      order.push_back(x);
+      for (int s : succ[x])
+        if (--indeg[s] == 0) ready.insert({first_node(s), s});
+    }
+    std::vector<int> new_id(ng, -1);
+    for (size_t k = 0; k < order.size(); ++k) new_id[order[k]] = static_cast<int>(k);
+
+    Plan plan;
+    for (size_t k = 0; k < order.size(); ++k) {
+      const G& src = groups_[order[k]];
+      FusionGroup fg;
+      fg.id = static_cast<int>(k);
+      fg.kind = src.kind;
+      fg.anchor = src.anchor;
+      fg.nodes.assign(src.nodes.begin(), src.nodes.end());  // node order is topological
+      std::set<int> produced, inputs_seen;
+      for (int n : fg.nodes)
+        for (int t : nodes[n].outputs) produced.insert(t);
+      for (int n : fg.nodes)
+        for (int t : nodes[n].inputs)
+          if (!produced.count(t) && inputs_seen.insert(t).second) fg.inputs.push_back(t);
+      if (src.anchor >= 0)
+        fg.why.push_back(fmt::format("anchor: {} ({}) -> {} kernel", nm(src.anchor),
+                                     category_name(cat(nodes[src.anchor])),
+                                     group_kind_name(src.kind)));
+      for (const std::string& s : src.notes) fg.why.push_back(s);
+      int last = fg.nodes.back();
+      for (int n : fg.nodes) {
+        for (int t : nodes[n].outputs) {
+          std::vector<std::string> outside;
+          for (int c : consumers_[t])
+            if (live_[c] && group_of_[c] != order[k]) outside.push_back(nm(c));
+          bool out = is_output_.count(t) > 0;
+          if (outside.empty() && !out) continue;
+          fg.outputs.push_back(t);
+          if (n == last) continue;
+          std::string users;
+          for (const std::string& u : outside) users += (users.empty() ? "" : ", ") + u;
+          if (out && outside.empty())
+            fg.why.push_back(
+                fmt::format("{} output '{}' is a graph output: written as extra output", nm(n),
+                            g_.tensor(t).name));
+          else
+            fg.why.push_back(fmt::format("{} output '{}' also used by {}: written as extra output",
+                                         nm(n), g_.tensor(t).name, users));
+        }
+      }
+      // Boundaries with producer groups.
+      for (int n : fg.nodes) {
+        const Node& node = nodes[n];
+        for (size_t s = 0; s < node.inputs.size(); ++s) {
+          int p = g_.tensor(node.inputs[s]).producer;
+          if (p < 0 || group_of_[p] == order[k]) continue;
+          fg.why.push_back(fmt::format("{} (group {})", boundary_reason(p, n, static_cast<int>(s)),
+                                       new_id[group_of_[p]]));
+        }
+      }
+      // Name stem: kind_dtype_op_op...
+      const TensorDesc& d0 =
+          g_.tensor(nodes[src.anchor >= 0 ? src.anchor : fg.nodes[0]].outputs[0]).desc;
+      std::string stem = fmt::format("{}_{}", group_kind_name(fg.kind), dtype_name(d0.dtype));
+      std::string prev;
+      int count = 0;
+      for (int n : fg.nodes) {
+        std::string op = op_name(nodes[n].op);
+        if (op == prev) continue;
+        if (++count > 6) {
+          stem += "_etc";
+          break;
+        }
+        stem += "_" + op;
+        prev = op;
+      }
+      fg.name = stem;
+      plan.groups.push_back(std::move(fg));
+    }
+    KILN_ASSERT(order.size() == static_cast<size_t>(std::count_if(
+                                    groups_.begin(), groups_.end(),
+                                    [](const G& x) { return !x.dead && !x.nodes.empty(); })),
+                "fusion plan has a cycle");
+    return plan;
+  }
+
+  const Graph& g_;
+  PlanOptions opts_;
+  std::vector<int> group_of_;
+  std::vector<bool> live_;
+  std::vector<std::vector<int>> consumers_;
+  std::set<int> is_output_;
+  std::set<int> cycle_rejects_;
+  std::vector<G> groups_;
+};
+
+}  // namespace
+
+Plan plan_fusion(const Graph& g, const PlanOptions& opts) {
+  return Planner(g, opts).run();
+}
+
+std::string plan_to_string(const Graph& g, const Plan& p) {
+  std::string s = fmt::format(
+      "plan for '{}': {} kernel{} for {} node{}\n", g.name(), p.groups.size(),
+      p.groups.size() == 1 ? "" : "s",
+      [&] {
+        size_t n = 0;
+        for (const auto& grp : p.groups) n += grp.nodes.size();
+        return n;
+      }(),
+      "s");
+  auto tensors = [&](const std::vector<int>& ts) {
+    std::string r;
+    for (int t : ts)
+      r += fmt::format("{}{} {}", r.empty() ? "" : ", ", g.tensor(t).name, g.tensor(t).desc.str());
+    return r.empty() ? std::string("-") : r;
+  };
+  for (const FusionGroup& grp : p.groups) {
+    s += fmt::format("group {} [{}] {}\n", grp.id, group_kind_name(grp.kind), grp.name);
+    std::string ns;
+    for (int n : grp.nodes) {
+      const Node& node = g.nodes()[n];
+      ns += fmt::format("{}{}{} ({})", ns.empty() ? "" : ", ", n == grp.anchor ? "*" : "",
+                        node.name, op_name(node.op));
+    }
+    s += fmt::format("  nodes:   {}\n", ns);
+    s += fmt::format("  inputs:  {}\n", tensors(grp.inputs));
+    s += fmt::format("  outputs: {}\n", tensors(grp.outputs));
+    for (const std::string& w : grp.why) s += fmt::format("  why:     {}\n", w);
+  }
+  return s;
+}
+
+}  // namespace kiln
