@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <filesystem>
 #include <thread>
 
 #include "engine/check.hpp"
@@ -38,8 +39,10 @@ int run_run(const std::vector<std::string>& argv) {
   std::string device = a.get("--device", "auto");
   if (device != "auto" && device != "cpu" && device != "gpu")
     usage_error("run", fmt::format("--device: expected auto, cpu or gpu, found '{}'", device));
-  int threads = static_cast<int>(
-      a.has("--threads") ? parse_int("run", "--threads", a.get("--threads"), 0) : 0);
+  int64_t threads64 = a.has("--threads") ? parse_int("run", "--threads", a.get("--threads"), 0) : 0;
+  if (threads64 > 1024)
+    usage_error("run", fmt::format("--threads: expected at most 1024, found {}", threads64));
+  int threads = static_cast<int>(threads64);
   InputOptions io;
   io.seed =
       a.has("--seed") ? static_cast<uint64_t>(parse_int("run", "--seed", a.get("--seed"), 0)) : 1;
@@ -54,6 +57,15 @@ int run_run(const std::vector<std::string>& argv) {
     use_gpu = true;
   } else if (device == "auto") {
     use_gpu = gpu_available(&why);
+  }
+
+  std::string out_path = a.get("--output");
+  if (a.has("--output")) {
+    KILN_CHECK(!out_path.empty(), "run: --output: expected a file name, found an empty string");
+    std::filesystem::path dir = std::filesystem::path(out_path).parent_path();
+    std::error_code ec;
+    KILN_CHECK(dir.empty() || std::filesystem::is_directory(dir, ec),
+               "run: --output {}: directory '{}' does not exist", out_path, dir.string());
   }
 
   const std::string& path = a.positional[0];
@@ -89,7 +101,7 @@ int run_run(const std::vector<std::string>& argv) {
     ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     int used = threads > 0 ? threads : static_cast<int>(std::thread::hardware_concurrency());
     backend = fmt::format("cpu reference, {} thread{}{}", used, used == 1 ? "" : "s",
-                          device == "auto" ? fmt::format(" (--device auto: {})", why) : "");
+                          device == "auto" ? fmt::format("; --device auto: {}", why) : "");
   }
 
   for (int id : g.outputs()) {
@@ -108,10 +120,9 @@ int run_run(const std::vector<std::string>& argv) {
   fmt::print("time: {:.3f} ms ({})\n", ms, backend);
 
   if (a.has("--output")) {
-    std::string out = a.get("--output");
-    KILN_CHECK(!out.empty(), "run: --output: expected a file name, found an empty string");
-    write_safetensors(out, outputs);
-    fmt::print("wrote {} output{} to {}\n", outputs.size(), outputs.size() == 1 ? "" : "s", out);
+    write_safetensors(out_path, outputs);
+    fmt::print("wrote {} output{} to {}\n", outputs.size(), outputs.size() == 1 ? "" : "s",
+               out_path);
   }
   return 0;
 }

@@ -44,8 +44,11 @@ bool is_help(const std::string& a) {
 
 int dispatch(const std::vector<std::string>& args) {
   if (args.empty()) {
-    print_overview(stderr);
-    return 2;
+    std::string names;
+    for (const Command& k : kiln::cli::commands())
+      names += (names.empty() ? "" : ", ") + std::string(k.name);
+    throw kiln::Error(kiln::ErrorKind::User,
+                      fmt::format("expected a command ({}; see 'kiln --help')", names));
   }
   const std::string& cmd = args[0];
   if (is_help(cmd)) {
