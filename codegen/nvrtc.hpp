@@ -18,6 +18,11 @@ struct NvrtcResult {
 NvrtcResult nvrtc_compile(const std::string& source, const std::string& name,
                           const std::string& arch, const std::vector<std::string>& extra_opts = {});
 
+// The full NVRTC option list nvrtc_compile uses for `arch` and `extra_opts` (part of the cache
+// key).
+std::vector<std::string> nvrtc_options(const std::string& arch,
+                                       const std::vector<std::string>& extra_opts = {});
+
 // "13.0": part of every kernel cache key.
 std::string nvrtc_version();
 

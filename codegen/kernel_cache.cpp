@@ -1,0 +1,277 @@
+#include "codegen/kernel_cache.hpp"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "codegen/hash.hpp"
+#include "codegen/nvrtc.hpp"
+#include "engine/check.hpp"
+#include "engine/env.hpp"
+
+#ifndef KILN_VERSION
+#define KILN_VERSION "unknown"
+#endif
+
+namespace fs = std::filesystem;
+
+namespace kiln {
+
+namespace {
+
+constexpr char kMagic[8] = {'K', 'I', 'L', 'N', 'C', 'B', 'I', 'N'};
+constexpr uint32_t kFormatVersion = 1;
+constexpr const char* kSuffix = ".cubin";
+
+void put_u32(std::vector<char>* out, uint32_t v) {
+  for (int i = 0; i < 4; ++i) out->push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+}
+void put_u64(std::vector<char>* out, uint64_t v) {
+  for (int i = 0; i < 8; ++i) out->push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+}
+uint64_t get_le(const char* p, int n) {
+  uint64_t v = 0;
+  for (int i = 0; i < n; ++i)
+    v |= static_cast<uint64_t>(static_cast<unsigned char>(p[i])) << (8 * i);
+  return v;
+}
+
+bool read_file(const fs::path& p, std::vector<char>* out) {
+  std::ifstream f(p, std::ios::binary);
+  if (!f) return false;
+  f.seekg(0, std::ios::end);
+  std::streamoff n = f.tellg();
+  if (n < 0) return false;
+  f.seekg(0);
+  out->resize(static_cast<size_t>(n));
+  f.read(out->data(), n);
+  return static_cast<bool>(f);
+}
+
+}  // namespace
+
+const char* cache_source_name(CacheSource s) {
+  switch (s) {
+    case CacheSource::Nvrtc:
+      return "nvrtc";
+    case CacheSource::Memory:
+      return "memory";
+    case CacheSource::Disk:
+      return "disk";
+  }
+  return "?";
+}
+
+std::string default_cache_dir() {
+  const EnvConfig& e = env();
+  if (!e.cache_dir.empty()) return e.cache_dir;
+  const char* xdg = std::getenv("XDG_CACHE_HOME");
+  if (xdg && *xdg) return (fs::path(xdg) / "kiln").string();
+  const char* home = std::getenv("HOME");
+  if (home && *home) return (fs::path(home) / ".cache" / "kiln").string();
+  std::error_code ec;
+  fs::path tmp = fs::temp_directory_path(ec);
+  return ((ec ? fs::path("/tmp") : tmp) / "kiln-cache").string();
+}
+
+std::vector<char> encode_cache_entry(const std::string& key, const std::vector<char>& payload) {
+  std::vector<char> out(kMagic, kMagic + 8);
+  put_u32(&out, kFormatVersion);
+  put_u32(&out, static_cast<uint32_t>(key.size()));
+  out.insert(out.end(), key.begin(), key.end());
+  put_u64(&out, payload.size());
+  put_u64(&out, hash64(payload.data(), payload.size()));
+  out.insert(out.end(), payload.begin(), payload.end());
+  return out;
+}
+
+bool decode_cache_entry(const std::vector<char>& b, const std::string& key,
+                        std::vector<char>* payload, std::string* why) {
+  auto no = [&](std::string w) {
+    if (why) *why = std::move(w);
+    return false;
+  };
+  if (b.size() < 16 || std::memcmp(b.data(), kMagic, 8) != 0) return no("bad magic");
+  uint32_t ver = static_cast<uint32_t>(get_le(b.data() + 8, 4));
+  if (ver != kFormatVersion)
+    return no(fmt::format("format version {}, expected {}", ver, kFormatVersion));
+  uint64_t klen = get_le(b.data() + 12, 4);
+  size_t pos = 16;
+  if (klen > 1024 || b.size() < pos + klen + 16) return no("truncated header");
+  if (std::string(b.data() + pos, klen) != key) return no("key mismatch");
+  pos += klen;
+  uint64_t size = get_le(b.data() + pos, 8);
+  uint64_t sum = get_le(b.data() + pos + 8, 8);
+  pos += 16;
+  if (b.size() - pos != size)
+    return no(fmt::format("payload is {} bytes, header says {}", b.size() - pos, size));
+  if (hash64(b.data() + pos, size) != sum) return no("payload checksum mismatch");
+  if (size == 0) return no("empty payload");
+  payload->assign(b.begin() + static_cast<std::ptrdiff_t>(pos), b.end());
+  return true;
+}
+
+KernelCache::KernelCache(Options opts)
+    : dir_(opts.dir.empty() ? default_cache_dir() : opts.dir), disk_(opts.disk) {
+  stats_.dir = dir_;
+}
+
+KernelCache::~KernelCache() = default;
+
+std::string KernelCache::key_for(const std::string& source, const std::string& arch,
+                                 const std::vector<std::string>& extra_opts) {
+  Hasher h;
+  h.field("kiln-kernel-v1").field(source).field(arch);
+  std::vector<std::string> opts = nvrtc_options(arch, extra_opts);
+  h.u64(opts.size());
+  for (const std::string& o : opts) h.field(o);
+  h.field(nvrtc_version()).field(KILN_VERSION);
+  return h.hex();
+}
+
+std::string KernelCache::entry_path(const std::string& key) const {
+  return (fs::path(dir_) / (key + kSuffix)).string();
+}
+
+bool KernelCache::read_disk(const std::string& key, std::vector<char>* cubin) {
+  fs::path p = entry_path(key);
+  std::error_code ec;
+  if (!fs::exists(p, ec)) return false;
+  std::vector<char> bytes;
+  std::string why = "unreadable";
+  if (read_file(p, &bytes) && decode_cache_entry(bytes, key, cubin, &why)) return true;
+  // Never load a bad entry: delete it so that the rebuilt one replaces it.
+  fs::remove(p, ec);
+  std::lock_guard<std::mutex> lock(mu_);
+  ++stats_.disk_rejected;
+  return false;
+}
+
+void KernelCache::write_disk(const std::string& key, const std::vector<char>& cubin) {
+  static std::atomic<uint64_t> counter{0};
+  std::error_code ec;
+  fs::create_directories(dir_, ec);
+  fs::path final_path = entry_path(key);
+  fs::path tmp = fs::path(dir_) / fmt::format(".{}.tmp.{}.{}", key, static_cast<long>(getpid()),
+                                              counter.fetch_add(1));
+  std::vector<char> bytes = encode_cache_entry(key, cubin);
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    if (f) f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    f.close();
+    if (!f) {
+      fs::remove(tmp, ec);
+      return;  // a cache that cannot be written is only slower, never wrong
+    }
+  }
+  fs::rename(tmp, final_path, ec);
+  if (ec) fs::remove(tmp, ec);
+}
+
+CachedKernel KernelCache::get(const std::string& source, const std::string& name,
+                              const std::string& arch, const std::vector<std::string>& extra_opts) {
+  const std::string key = key_for(source, arch, extra_opts);
+  CachedKernel out;
+  out.key = key;
+  std::promise<Entry> promise;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    auto it = mem_.find(key);
+    if (it != mem_.end()) {
+      ++stats_.memory_hits;
+      out.cubin = it->second.cubin;
+      out.source = CacheSource::Memory;
+      return out;
+    }
+    auto fl = inflight_.find(key);
+    if (fl != inflight_.end()) {
+      std::shared_future<Entry> fut = fl->second;
+      lock.unlock();
+      Entry e = fut.get();  // rethrows the compile error
+      lock.lock();
+      ++stats_.memory_hits;
+      out.cubin = e.cubin;
+      out.source = CacheSource::Memory;
+      return out;
+    }
+    inflight_.emplace(key, promise.get_future().share());
+  }
+  try {
+    Entry e;
+    std::vector<char> cubin;
+    bool from_disk = disk_ && !env().disable_disk_cache && read_disk(key, &cubin);
+    if (from_disk) {
+      out.source = CacheSource::Disk;
+    } else {
+      NvrtcResult r = nvrtc_compile(source, name, arch, extra_opts);
+      cubin = std::move(r.cubin);
+      out.source = CacheSource::Nvrtc;
+      out.compile_ms = r.ms;
+      out.log = std::move(r.log);
+      if (disk_ && !env().disable_disk_cache) write_disk(key, cubin);
+    }
+    e.cubin = std::make_shared<const std::vector<char>>(std::move(cubin));
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (from_disk) {
+        ++stats_.disk_hits;
+      } else {
+        ++stats_.nvrtc_compiles;
+        stats_.nvrtc_ms += out.compile_ms;
+      }
+      mem_[key] = e;
+      inflight_.erase(key);
+    }
+    promise.set_value(e);
+    out.cubin = e.cubin;
+    return out;
+  } catch (...) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      inflight_.erase(key);
+    }
+    promise.set_exception(std::current_exception());
+    throw;
+  }
+}
+
+KernelCacheStats KernelCache::stats() const {
+  KernelCacheStats s;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    s = stats_;
+  }
+  std::error_code ec;
+  for (fs::directory_iterator it(dir_, ec), end; !ec && it != end; it.increment(ec)) {
+    if (it->path().extension() != kSuffix || !it->is_regular_file(ec)) continue;
+    ++s.disk_entries;
+    s.disk_bytes += static_cast<int64_t>(it->file_size(ec));
+  }
+  return s;
+}
+
+int64_t KernelCache::clear() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    mem_.clear();
+  }
+  int64_t removed = 0;
+  std::error_code ec;
+  std::vector<fs::path> victims;
+  for (fs::directory_iterator it(dir_, ec), end; !ec && it != end; it.increment(ec)) {
+    std::string fname = it->path().filename().string();
+    bool entry = it->path().extension() == kSuffix;
+    bool temp = fname.size() > 1 && fname[0] == '.' && fname.find(".tmp.") != std::string::npos;
+    if (entry || temp) victims.push_back(it->path());
+  }
+  for (const fs::path& p : victims)
+    if (fs::remove(p, ec) && p.extension() == kSuffix) ++removed;
+  return removed;
+}
+
+}  // namespace kiln

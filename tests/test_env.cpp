@@ -1,0 +1,79 @@
+// The KILN_* environment registry: parsing, list items, and rejection messages.
+#include <gtest/gtest.h>
+
+#include "engine/env.hpp"
+#include "kiln/error.hpp"
+
+using namespace kiln;
+
+namespace {
+std::string user_error(const std::map<std::string, std::string>& vars) {
+  try {
+    parse_env(vars);
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::User) << e.what();
+    return e.what();
+  }
+  ADD_FAILURE() << "expected a user error";
+  return "";
+}
+}  // namespace
+
+TEST(Env, EmptyIsAllDefaults) {
+  EnvConfig c = parse_env({});
+  EXPECT_FALSE(c.dump_plan || c.dump_cuda || c.dump_ptx || c.dump_launch);
+  EXPECT_FALSE(c.disable_fusion || c.disable_autotune || c.disable_disk_cache);
+  EXPECT_TRUE(c.cache_dir.empty());
+}
+
+TEST(Env, ParsesListsAndPath) {
+  EnvConfig c = parse_env({{"KILN_DUMP", "plan, launch"},
+                           {"KILN_DISABLE", "disk_cache,fusion,"},
+                           {"KILN_CACHE_DIR", "/some/dir"},
+                           {"HOME", "/root"},
+                           {"PATH", "/bin"}});
+  EXPECT_TRUE(c.dump_plan);
+  EXPECT_TRUE(c.dump_launch);
+  EXPECT_FALSE(c.dump_cuda);
+  EXPECT_FALSE(c.dump_ptx);
+  EXPECT_TRUE(c.disable_fusion);
+  EXPECT_TRUE(c.disable_disk_cache);
+  EXPECT_FALSE(c.disable_autotune);
+  EXPECT_EQ(c.cache_dir, "/some/dir");
+
+  EnvConfig all = parse_env(
+      {{"KILN_DUMP", "plan,cuda,ptx,launch"}, {"KILN_DISABLE", "fusion,autotune,disk_cache"}});
+  EXPECT_TRUE(all.dump_plan && all.dump_cuda && all.dump_ptx && all.dump_launch);
+  EXPECT_TRUE(all.disable_fusion && all.disable_autotune && all.disable_disk_cache);
+  EXPECT_FALSE(parse_env({{"KILN_DUMP", ""}}).dump_plan);
+}
+
+TEST(Env, RejectsUnknownVariableListingValidNames) {
+  std::string m = user_error({{"KILN_DUMPS", "plan"}});
+  EXPECT_NE(m.find("KILN_DUMPS"), std::string::npos) << m;
+  EXPECT_NE(m.find("KILN_DUMP,"), std::string::npos) << m;
+  EXPECT_NE(m.find("KILN_DISABLE"), std::string::npos) << m;
+  EXPECT_NE(m.find("KILN_CACHE_DIR"), std::string::npos) << m;
+}
+
+TEST(Env, RejectsUnknownListItemsListingValidOnes) {
+  std::string m = user_error({{"KILN_DUMP", "plan,sass"}});
+  EXPECT_NE(m.find("KILN_DUMP=plan,sass"), std::string::npos) << m;
+  EXPECT_NE(m.find("'sass'"), std::string::npos) << m;
+  EXPECT_NE(m.find("plan, cuda, ptx, launch"), std::string::npos) << m;
+
+  m = user_error({{"KILN_DISABLE", "Fusion"}});  // case matters
+  EXPECT_NE(m.find("'Fusion'"), std::string::npos) << m;
+  EXPECT_NE(m.find("fusion, autotune, disk_cache"), std::string::npos) << m;
+}
+
+TEST(Env, OverrideReplacesProcessEnvironment) {
+  EnvConfig c;
+  c.dump_launch = true;
+  c.cache_dir = "/x";
+  set_env_override(&c);
+  EXPECT_TRUE(env().dump_launch);
+  EXPECT_EQ(dump_dir(), "/x");
+  set_env_override(nullptr);
+  EXPECT_NE(&env(), nullptr);
+}
