@@ -1,0 +1,437 @@
+// Graph files: loading through the builder, saving, exact round trips over every op.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <functional>
+
+#include <fmt/format.h>
+
+#include "engine/json_io.hpp"
+#include "engine/op_table.hpp"
+#include "kiln/error.hpp"
+#include "kiln/io.hpp"
+
+using namespace kiln;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string user_error(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::User) << e.what();
+    return e.what();
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "expected kiln::Error, got std::exception: " << e.what();
+    return "";
+  }
+  ADD_FAILURE() << "expected a user error";
+  return "";
+}
+
+fs::path temp_dir(const std::string& tag) {
+  fs::path d = fs::temp_directory_path() / fmt::format("kiln_json_io_{}_{}", tag, getpid());
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+void write_text(const fs::path& p, const std::string& s) {
+  std::ofstream f(p, std::ios::binary);
+  f << s;
+}
+
+TensorDesc desc(DType t, Shape s, Layout l = Layout::NCHW) {
+  return TensorDesc{t, std::move(s), l, {}};
+}
+
+Tensor data_const(Graph& g, const std::string& name, DType t, std::vector<int64_t> shape,
+                  double start) {
+  std::vector<double> v;
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  for (int64_t i = 0; i < n; ++i) v.push_back(start + 0.37 * static_cast<double>(i) - 1.1);
+  Shape s(shape.begin(), shape.end());
+  return g.constant(name, desc(t, s), HostTensor::from_f64(t, shape, v));
+}
+
+// One graph that uses every op of the op table, most with non-default attributes.
+Graph all_ops_graph() {
+  Graph g("all_ops");
+  Tensor x = g.input("x", DType::F32, {"N", 8, 6, 6}, Layout::NHWC);
+  Tensor m = g.input("m", DType::F32, {"B", 5, 7});
+  std::vector<Tensor> outs;
+#define KILN_X(E, n)                                                                 \
+  if (std::string(#n) == "cast")                                                     \
+    outs.push_back(g.add_node1(#n, {x}, {{"dtype", std::string("bf16")}}, "u_" #n)); \
+  else                                                                               \
+    outs.push_back(g.add_node1(#n, {x}, {}, "u_" #n));
+  KILN_UNARY_OPS(KILN_X)
+#undef KILN_X
+  outs.push_back(g.leaky_relu(x, 0.2));
+  outs.push_back(g.gelu(x, GeluApprox::Tanh));
+  outs.push_back(g.clamp(x, -1.0, 2.5));
+  outs.push_back(g.add_node1("elu", {x}, {{"alpha", 0.5}}));
+  outs.push_back(g.add_node1("clamp", {x}, {{"min", 0.0}}));  // max stays +inf
+  Tensor per_c = data_const(g, "per_c", DType::F32, {1, 8, 1, 1}, 0.25);
+#define KILN_X(E, n) outs.push_back(g.add_node1(#n, {x, per_c}, {}, "b_" #n));
+  KILN_BINARY_OPS(KILN_X)
+#undef KILN_X
+  Tensor w =
+      g.constant_random("w", desc(DType::F32, {16, 4, 3, 3}, Layout::NHWC), "normal", 0.5, 0.1, 7);
+  Tensor bias = data_const(g, "bias", DType::F32, {16}, 0.0);
+  outs.push_back(g.conv2d(
+      x, w, bias, {.stride = {2, 1}, .padding = {1, 0, 2, 1}, .dilation = {1, 2}, .groups = 2}));
+  Tensor b =
+      g.constant_random("b", desc(DType::F32, {7, 3}), "uniform", -0.5, 0.5, 0xffffffffffffffffull);
+  Tensor mb = data_const(g, "mb", DType::F32, {3}, 1.0);
+  outs.push_back(g.matmul(m, b, mb));
+  Tensor bt = data_const(g, "bt", DType::F32, {3, 7}, 2.0);
+  outs.push_back(g.matmul(m, bt, {}, false, true));
+  std::vector<Tensor> bn;
+  for (const char* n : {"bn_scale", "bn_bias", "bn_mean", "bn_var"})
+    bn.push_back(data_const(g, n, DType::F32, {8}, 3.0));
+  outs.push_back(g.batchnorm(x, bn[0], bn[1], bn[2], bn[3], 1e-3));
+  Tensor ln_s = data_const(g, "ln_s", DType::F32, {6, 6}, 0.5);
+  outs.push_back(g.layernorm(x, ln_s, ln_s, -2, 1e-6));
+  outs.push_back(g.rmsnorm(x, {}, -1, 1e-5));
+  outs.push_back(g.groupnorm(x, 4, bn[0], bn[1], 2e-5));
+  outs.push_back(g.instancenorm(x));
+  outs.push_back(g.softmax(x, 1));
+  outs.push_back(g.reduce("reduce_sum", x, {2, 3}, true));
+  outs.push_back(g.reduce("reduce_mean", x, {1}));
+  outs.push_back(g.reduce("reduce_max", x, {}));
+  outs.push_back(g.reduce("reduce_min", x, {-1}, true));
+  outs.push_back(g.maxpool2d(x, {.kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1}}));
+  outs.push_back(
+      g.add_node1("avgpool2d", {x},
+                  {{"kernel", std::vector<int64_t>{2, 2}}, {"count_include_pad", int64_t{1}}}));
+  outs.push_back(g.global_avgpool(x));
+  outs.push_back(g.reshape(x, {"N", -1}));
+  outs.push_back(g.reshape(x, {0, 8, 36}));
+  outs.push_back(g.transpose(x, {0, 2, 3, 1}));
+  // f16 / bf16 constants and a strided input.
+  Tensor h = g.input("h", desc(DType::F16, {4, 6}));
+  Tensor hc = data_const(g, "hc", DType::F16, {4, 6}, 0.1);
+  outs.push_back(g.add(h, hc));
+  Tensor bf = g.input("bf", desc(DType::BF16, {"S", 6}));
+  Tensor bfc = data_const(g, "bfc", DType::BF16, {6}, -3.3);
+  outs.push_back(g.mul(bf, bfc));
+  TensorDesc sd = desc(DType::F32, {3, 4}, Layout::Strided);
+  sd.strides = {1, 3};
+  Tensor st = g.input("st", sd);
+  outs.push_back(g.neg(st));
+  for (Tensor t : outs) g.output(t);
+  return g;
+}
+
+// Same tensors (by name), nodes (in order) and attributes. `same_ids`: tensor ids match too (a
+// loaded graph against its reload; a builder graph may order constants differently).
+void expect_same_graph(const Graph& a, const Graph& b, bool same_ids = true) {
+  EXPECT_EQ(a.name(), b.name());
+  ASSERT_EQ(a.tensors().size(), b.tensors().size());
+  ASSERT_EQ(a.nodes().size(), b.nodes().size());
+  auto names = [](const Graph& g, const std::vector<int>& ids) {
+    std::vector<std::string> v;
+    for (int id : ids) v.push_back(g.tensor(id).name);
+    return v;
+  };
+  EXPECT_EQ(names(a, a.inputs()), names(b, b.inputs()));
+  EXPECT_EQ(names(a, a.outputs()), names(b, b.outputs()));
+  for (size_t i = 0; i < a.tensors().size(); ++i) {
+    const TensorInfo& x = a.tensors()[i];
+    int j = b.find(x.name);
+    ASSERT_GE(j, 0) << x.name;
+    if (same_ids) EXPECT_EQ(static_cast<int>(i), j) << x.name;
+    const TensorInfo& y = b.tensors()[j];
+    EXPECT_EQ(x.desc.str(), y.desc.str()) << x.name;
+    EXPECT_EQ(x.desc.layout, y.desc.layout) << x.name;
+    EXPECT_EQ(x.role, y.role) << x.name;
+    EXPECT_EQ(x.producer, y.producer) << x.name;
+    ASSERT_EQ(x.data.has_value(), y.data.has_value()) << x.name;
+    if (x.data) {
+      EXPECT_EQ(x.data->shape, y.data->shape) << x.name;
+      EXPECT_TRUE(x.data->data == y.data->data) << x.name << ": constant bytes differ";
+      EXPECT_EQ(x.source.kind, y.source.kind) << x.name;
+      EXPECT_EQ(x.source.file, y.source.file) << x.name;
+      EXPECT_EQ(x.source.key, y.source.key) << x.name;
+      EXPECT_EQ(x.source.dist, y.source.dist) << x.name;
+      EXPECT_EQ(x.source.a, y.source.a) << x.name;
+      EXPECT_EQ(x.source.b, y.source.b) << x.name;
+      EXPECT_EQ(x.source.seed, y.source.seed) << x.name;
+    }
+  }
+  for (size_t i = 0; i < a.nodes().size(); ++i) {
+    const Node& x = a.nodes()[i];
+    const Node& y = b.nodes()[i];
+    EXPECT_EQ(x.op, y.op);
+    EXPECT_EQ(x.name, y.name);
+    EXPECT_EQ(names(a, x.inputs), names(b, y.inputs)) << x.name;
+    EXPECT_EQ(names(a, x.outputs), names(b, y.outputs)) << x.name;
+    EXPECT_TRUE(x.attrs == y.attrs) << x.name << ": attributes differ";
+  }
+}
+
+}  // namespace
+
+TEST(JsonIo, RoundTripEveryOp) {
+  Graph g = all_ops_graph();
+  // Every op of the table is covered.
+  std::vector<bool> seen(static_cast<size_t>(OpKind::Count), false);
+  for (const Node& n : g.nodes()) seen[static_cast<size_t>(n.op)] = true;
+  for (size_t k = 0; k < seen.size(); ++k)
+    EXPECT_TRUE(seen[k]) << "all_ops_graph lacks op " << op_name(static_cast<OpKind>(k));
+
+  std::string s1 = save_graph_string(g);
+  Graph g2 = load_graph_string(s1, "all_ops.json");
+  expect_same_graph(g, g2, false);
+  std::string s2 = save_graph_string(g2);
+  EXPECT_EQ(s1, s2);
+  Graph g3 = load_graph_string(s2, "all_ops.json");
+  expect_same_graph(g2, g3);
+  EXPECT_EQ(save_graph_string(g3), s1);
+  // Every attribute is written, defaults included; infinity as a string.
+  EXPECT_NE(s1.find("\"max\": \"inf\""), std::string::npos);
+  EXPECT_NE(s1.find("\"count_include_pad\": 1"), std::string::npos);
+  EXPECT_NE(s1.find("\"transpose_a\": 0"), std::string::npos);
+  EXPECT_NE(s1.find("\"shape\": [\"N\", -1]"), std::string::npos);
+  EXPECT_NE(s1.find("\"seed\": 18446744073709551615"), std::string::npos);
+  EXPECT_NE(s1.find("\"strides\": [1, 3]"), std::string::npos);
+}
+
+TEST(JsonIo, InlineDataRoundTripsExactly) {
+  Graph g("exact");
+  Tensor x = g.input("x", DType::F32, {4});
+  std::vector<double> v = {0.1, -1.0 / 3.0, 3.4028234663852886e38, 1e-40, 0.0, -0.0, 1e-7, 65504};
+  for (DType t : {DType::F32, DType::F16, DType::BF16}) {
+    std::string n = std::string("c_") + dtype_name(t);
+    g.constant(n, desc(t, {8}), HostTensor::from_f64(t, {8}, v));
+  }
+  Tensor inf =
+      g.constant("inf", desc(DType::F32, {3}),
+                 HostTensor::from_f64(DType::F32, {3},
+                                      {std::numeric_limits<double>::infinity(),
+                                       -std::numeric_limits<double>::infinity(), std::nan("")}));
+  Tensor c = Tensor{g.find("c_f16")};
+  g.output(g.add(x, g.cast(g.reshape(g.reduce("reduce_sum", c, {}, true), {1}), DType::F32)));
+  g.output(g.mul(x, g.reduce("reduce_max", Tensor{g.find("c_f32")}, {}, true)));
+  g.output(g.reduce("reduce_max", Tensor{g.find("c_bf16")}, {}, true));
+  g.output(g.reduce("reduce_max", inf, {}, true));
+  std::string s = save_graph_string(g);
+  Graph g2 = load_graph_string(s, "exact.json");
+  expect_same_graph(g, g2, false);
+  EXPECT_EQ(save_graph_string(g2), s);
+  EXPECT_NE(s.find("0.1,"), std::string::npos) << s;  // shortest f32 text, not 0.100000001
+  EXPECT_NE(s.find("[\"inf\", \"-inf\", \"nan\"]"), std::string::npos) << s;
+}
+
+TEST(JsonIo, SharedFormatExampleLoads) {
+  fs::path dir = temp_dir("example");
+  // The example of ../shared/GRAPH_FORMAT.md, with its weight file.
+  HostTensor w =
+      HostTensor::from_f64(DType::F16, {64, 64, 3, 3}, std::vector<double>(64 * 64 * 9, 0.25));
+  write_safetensors((dir / "block.safetensors").string(), {{"conv1.weight", w}});
+  write_text(dir / "g.json", R"({
+  "kiln": 1,
+  "name": "resnet_stage2_block",
+  "inputs": {
+    "x": {"dtype": "f16", "shape": ["N", 64, 56, 56], "layout": "NHWC"}
+  },
+  "constants": {
+    "w1": {"dtype": "f16", "shape": [64, 64, 3, 3], "layout": "NHWC", "file": "block.safetensors", "key": "conv1.weight"},
+    "b1": {"dtype": "f16", "shape": [64], "init": {"normal": {"mean": 0.0, "std": 0.1}, "seed": 7}},
+    "eps_scale": {"dtype": "f32", "shape": [], "data": [0.5]}
+  },
+  "nodes": [
+    {"op": "conv2d", "name": "conv1", "inputs": ["x", "w1", "b1"], "outputs": ["c1"],
+     "stride": [1, 1], "padding": [1, 1], "dilation": [1, 1], "groups": 1},
+    {"op": "relu", "inputs": ["c1"], "outputs": ["r1"]},
+    {"op": "cast", "inputs": ["r1"], "outputs": ["r32"], "dtype": "f32"},
+    {"op": "mul", "inputs": ["r32", "eps_scale"], "outputs": ["y"]}
+  ],
+  "outputs": ["y"]
+})");
+  Graph g = load_graph_file((dir / "g.json").string());
+  EXPECT_EQ(g.name(), "resnet_stage2_block");
+  ASSERT_EQ(g.nodes().size(), 4u);
+  const TensorInfo& w1 = g.tensor(g.find("w1"));
+  EXPECT_EQ(w1.desc.layout, Layout::NHWC);
+  EXPECT_EQ(w1.source.kind, ConstantSource::Kind::File);
+  EXPECT_EQ(w1.source.key, "conv1.weight");
+  EXPECT_EQ(w1.data->to_f64()[100], 0.25);
+  EXPECT_EQ(shape_str(g.desc(Tensor{g.find("y")}).shape), "[N, 64, 56, 56]");
+  // Unnamed nodes get a generated name that the saved file keeps.
+  std::string s = save_graph_string(g);
+  EXPECT_NE(s.find("\"file\": \"block.safetensors\", \"key\": \"conv1.weight\""), std::string::npos)
+      << s;
+  save_graph_file(g, (dir / "g2.json").string());
+  Graph g2 = load_graph_file((dir / "g2.json").string());
+  expect_same_graph(g, g2);
+  EXPECT_EQ(save_graph_string(g2), s);
+  fs::remove_all(dir);
+}
+
+TEST(JsonIo, NodesInAnyOrderAndPrune) {
+  std::string text = R"({"kiln": 1,
+    "inputs": {"x": {"dtype": "f32", "shape": ["N", 4]}},
+    "nodes": [
+      {"op": "add", "name": "last", "inputs": ["b", "a"], "outputs": ["y"]},
+      {"op": "exp", "name": "dead", "inputs": ["x"], "outputs": ["unused"]},
+      {"op": "relu", "name": "second", "inputs": ["a"], "outputs": ["b"]},
+      {"op": "neg", "name": "first", "inputs": ["x"], "outputs": ["a"]}
+    ],
+    "outputs": ["y"]})";
+  Graph g = load_graph_string(text, "order.json");
+  ASSERT_EQ(g.nodes().size(), 3u);
+  EXPECT_EQ(g.nodes()[0].name, "first");
+  EXPECT_EQ(g.nodes()[1].name, "second");
+  EXPECT_EQ(g.nodes()[2].name, "last");
+  EXPECT_EQ(g.find("unused"), -1);
+  EXPECT_EQ(g.name(), "graph");
+  // The dead node was still validated.
+  std::string bad = text;
+  bad.replace(bad.find("\"exp\""), 5, "\"expp\"");
+  EXPECT_NE(user_error([&] {
+              load_graph_string(bad, "order.json");
+            }).find("order.json: nodes[1] (dead).op: unknown op 'expp'"),
+            std::string::npos);
+}
+
+TEST(JsonIo, AttributeConversion) {
+  std::string text = R"({"kiln": 1,
+    "inputs": {"x": {"dtype": "f32", "shape": ["N", 4, 6]}},
+    "nodes": [
+      {"op": "reshape", "name": "r", "inputs": ["x"], "outputs": ["a"], "shape": ["N", -1]},
+      {"op": "matmul", "name": "m", "inputs": ["x", "x"], "outputs": ["b"], "transpose_b": true},
+      {"op": "leaky_relu", "name": "l", "inputs": ["x"], "outputs": ["c"], "alpha": 1},
+      {"op": "clamp", "name": "c", "inputs": ["x"], "outputs": ["d"], "min": "-inf", "max": 3}
+    ],
+    "outputs": ["a", "b", "c", "d"]})";
+  Graph g = load_graph_string(text, "attrs.json");
+  EXPECT_EQ(shape_str(g.desc(Tensor{g.find("a")}).shape), "[N, 24]");
+  EXPECT_EQ(g.nodes()[1].attr_int("transpose_b"), 1);
+  EXPECT_EQ(shape_str(g.desc(Tensor{g.find("b")}).shape), "[N, 4, 4]");
+  EXPECT_EQ(g.nodes()[2].attr_float("alpha"), 1.0);
+  EXPECT_EQ(g.nodes()[3].attr_float("min"), -std::numeric_limits<double>::infinity());
+  EXPECT_EQ(g.nodes()[3].attr_float("max"), 3.0);
+
+  auto with_attr = [](const std::string& attr) {
+    return R"({"kiln": 1, "inputs": {"x": {"dtype": "f32", "shape": [1, 4, 8, 8]}},
+      "nodes": [{"op": "maxpool2d", "name": "p", "inputs": ["x"], "outputs": ["y"], )" +
+           attr + R"(}], "outputs": ["y"]})";
+  };
+  EXPECT_NE(user_error([&] {
+              load_graph_string(with_attr(R"("kernel": [2, 2.5])"), "p.json");
+            }).find("p.json: nodes[0] (p).kernel[1]: expected an integer, found number 2.5"),
+            std::string::npos);
+  EXPECT_NE(user_error([&] {
+              load_graph_string(with_attr(R"("kernel": {"h": 2})"), "p.json");
+            }).find("p.json: nodes[0] (p).kernel: expected"),
+            std::string::npos);
+  EXPECT_NE(user_error([&] {
+              load_graph_string(with_attr(R"("kernel": [[2], [2]])"), "p.json");
+            }).find("p.json: nodes[0] (p).kernel[0]: expected an integer"),
+            std::string::npos);
+  EXPECT_NE(user_error([&] {
+              load_graph_string(with_attr(R"("kernel": [2, 99999999999])"), "p.json");
+            }).find("out of range"),
+            std::string::npos);
+  EXPECT_NO_THROW(load_graph_string(with_attr(R"("kernel": [2, 2])"), "p.json"));
+}
+
+TEST(JsonIo, MessagesNameFileAndPlace) {
+  auto err = [](const std::string& text) {
+    return user_error([&] { load_graph_string(text, "g.json"); });
+  };
+  std::string e = err("{\"kiln\": 1,\n  \"outputs\": [\"x\"\n}");
+  EXPECT_NE(e.find("g.json:3:1: invalid JSON"), std::string::npos) << e;
+  e = err(R"({"kiln": 1, "inputs": {"x": {"dtype": "f32", "shape": [1, 0]}}, "outputs": ["x"]})");
+  EXPECT_NE(e.find("g.json: inputs.x.shape[1]: expected a positive integer"), std::string::npos)
+      << e;
+  e = err(R"({"kiln": 1, "constants": {"w1": {"dtype": "f32", "shape": [2], "data": [1]}},
+             "outputs": ["w1"]})");
+  EXPECT_NE(e.find("g.json: constants.w1.data: expected 2 values for shape [2], found 1"),
+            std::string::npos)
+      << e;
+  e = err(R"({"kiln": 1, "inputs": {"x": {"dtype": "f32", "shape": [2]}},
+             "nodes": [{"op": "add", "name": "add1", "inputs": ["x", "foo"], "outputs": ["y"]}],
+             "outputs": ["y"]})");
+  EXPECT_NE(e.find("g.json: nodes[0] (add1).inputs[1]: tensor 'foo' is not defined"),
+            std::string::npos)
+      << e;
+  e = err(R"({"kiln": 1, "inputs": {"x": {"dtype": "f32", "shape": [2]}}, "outputs": ["z"]})");
+  EXPECT_NE(e.find("g.json: outputs[0]: tensor 'z' is not defined"), std::string::npos) << e;
+  e = err(R"({"kiln": 1, "inputs": {"x": {"dtype": "f32", "shape": [2]}},
+             "nodes": [{"op": "conv2d", "name": "conv1", "inputs": ["x", "x"], "outputs": ["y"]}],
+             "outputs": ["y"]})");
+  EXPECT_NE(e.find("g.json: nodes[0] (conv1): input 0 ('x') must be an activation"),
+            std::string::npos)
+      << e;
+  e = err(R"({"kiln": 1, "inputs": {"x": {"dtype": "f32", "shape": [2]}},
+             "nodes": [{"op": "leaky_relu", "inputs": ["x"], "outputs": ["y"], "alpha": "big"}],
+             "outputs": ["y"]})");
+  EXPECT_NE(e.find("g.json: nodes[0].alpha: expected a number, found string"), std::string::npos)
+      << e;
+  e = err(R"({"kiln": 1, "inputs": {"x": {"dtype": "f32", "shape": [2]}},
+             "nodes": [{"op": "neg", "name": "a", "inputs": ["c"], "outputs": ["b"]},
+                       {"op": "neg", "name": "b", "inputs": ["b"], "outputs": ["c"]},
+                       {"op": "neg", "name": "c", "inputs": ["x"], "outputs": ["y"]}],
+             "outputs": ["y"]})");
+  EXPECT_NE(e.find("cycle: nodes[0] (a) -> nodes[1] (b) -> nodes[0] (a)"), std::string::npos) << e;
+  e = err(R"({"kiln": 1, "kiln": 1, "outputs": []})");
+  EXPECT_NE(e.find("g.json: duplicate key 'kiln'"), std::string::npos) << e;
+  e = err(R"([1, 2])");
+  EXPECT_NE(e.find("g.json: expected a JSON object at the top level"), std::string::npos) << e;
+  e = err(R"({"kiln": 1, "inputs": {"x": {"dtype": "f32", "shape": [65536, 65536, 65536, 65536]}},
+             "outputs": ["x"]})");
+  EXPECT_NE(e.find("g.json: inputs.x.shape: more than"), std::string::npos) << e;
+  EXPECT_NE(user_error([] {
+              load_graph_file("/nonexistent/dir/g.json");
+            }).find("/nonexistent/dir/g.json: cannot open graph file"),
+            std::string::npos);
+}
+
+TEST(JsonIo, ConstantLimits) {
+  LoadLimits saved = load_limits();
+  load_limits().max_constant_numel = 100;
+  std::string e = user_error([] {
+    load_graph_string(R"({"kiln": 1, "constants": {"w": {"dtype": "f32", "shape": [11, 10],
+      "init": {"uniform": {"low": 0, "high": 1}}}}, "outputs": ["w"]})",
+                      "big.json");
+  });
+  EXPECT_NE(e.find("big.json: constants.w.shape: 110 elements is over the limit of 100"),
+            std::string::npos)
+      << e;
+  load_limits().max_total_constant_numel = 150;
+  e = user_error([] {
+    load_graph_string(R"({"kiln": 1, "constants": {
+      "a": {"dtype": "f32", "shape": [100], "init": {"uniform": {}}},
+      "b": {"dtype": "f32", "shape": [100], "init": {"uniform": {}}}}, "outputs": ["a", "b"]})",
+                      "big.json");
+  });
+  EXPECT_NE(e.find("big.json: constants.b.shape: the constants of this file exceed"),
+            std::string::npos)
+      << e;
+  load_limits() = saved;
+}
+
+TEST(JsonIo, SaveRefusesUnwritableDims) {
+  Graph g;
+  Tensor x = g.input("x", DType::F32, {"N", 3, 8, 8});
+  Tensor w = g.constant_random("w", desc(DType::F32, {4, 3, 3, 3}), "normal", 0, 1, 1);
+  Tensor y = g.conv2d(x, w);
+  // A reshape to a derived dim ((8-3)/1+1 over a symbol) cannot be written as a graph file.
+  Tensor x2 = g.input("x2", DType::F32, {"N", "H"});
+  g.output(y);
+  Shape derived = {Dim("H") - Dim(2)};
+  (void)x2;
+  Graph g2;
+  Tensor a = g2.input("a", DType::F32, derived);
+  g2.output(g2.neg(a));
+  EXPECT_NE(user_error([&] { save_graph_string(g2); }).find("input 'a'.shape[0]"),
+            std::string::npos);
+  EXPECT_NO_THROW(save_graph_string(g));
+}
