@@ -1,0 +1,262 @@
+// The C ABI (include/kiln/kiln.h): wraps the C++ API; no exception crosses the boundary.
+#include "kiln/kiln.h"
+
+#include <exception>
+#include <string>
+
+#include "kiln/engine.hpp"
+#include "kiln/error.hpp"
+#include "kiln/io.hpp"
+
+struct kiln_graph_t {
+  kiln::Graph graph;
+};
+struct kiln_engine_t {
+  explicit kiln_engine_t(const kiln::EngineOptions& o) : engine(o) {}
+  kiln::Engine engine;
+};
+struct kiln_compiled_t {
+  kiln::CompiledGraph compiled;
+};
+
+namespace {
+
+thread_local std::string g_last_error;
+
+kiln_status fail(kiln_status s, std::string msg) {
+  g_last_error = std::move(msg);
+  return s;
+}
+
+// Runs f, mapping every exception to a status and a message.
+template <class F>
+kiln_status guarded(F&& f) {
+  try {
+    g_last_error.clear();
+    f();
+    return KILN_OK;
+  } catch (const kiln::Error& e) {
+    switch (e.kind()) {
+      case kiln::ErrorKind::User:
+        return fail(KILN_ERROR_USER, e.what());
+      case kiln::ErrorKind::Driver:
+        return fail(KILN_ERROR_DRIVER, e.what());
+      case kiln::ErrorKind::Internal:
+        return fail(KILN_ERROR_INTERNAL, e.what());
+    }
+    return fail(KILN_ERROR_INTERNAL, e.what());
+  } catch (const std::bad_alloc&) {
+    return fail(KILN_ERROR_INTERNAL, "out of host memory");
+  } catch (const std::exception& e) {
+    return fail(KILN_ERROR_INTERNAL, std::string("internal error: ") + e.what());
+  } catch (...) {
+    return fail(KILN_ERROR_INTERNAL, "internal error: unknown exception");
+  }
+}
+
+#define KILN_C_REQUIRE(ptr)                                                  \
+  do {                                                                       \
+    if ((ptr) == nullptr) return fail(KILN_ERROR_ARGUMENT, #ptr " is NULL"); \
+  } while (0)
+
+std::map<std::string, kiln::DeviceTensor> to_map(const kiln_tensor* t, int32_t n,
+                                                 const char* what) {
+  std::map<std::string, kiln::DeviceTensor> m;
+  if (n > 0 && t == nullptr)
+    throw kiln::Error(kiln::ErrorKind::User, std::string(what) + ": array is NULL");
+  for (int32_t i = 0; i < n; ++i) {
+    if (t[i].name == nullptr)
+      throw kiln::Error(kiln::ErrorKind::User,
+                        std::string(what) + "[" + std::to_string(i) + "].name is NULL");
+    if (t[i].rank < 0 || t[i].rank > KILN_MAX_RANK)
+      throw kiln::Error(kiln::ErrorKind::User, std::string(what) + "[" + std::to_string(i) +
+                                                   "] ('" + t[i].name + "'): rank " +
+                                                   std::to_string(t[i].rank) + " out of range");
+    kiln::DeviceTensor d;
+    d.ptr = t[i].ptr;
+    d.shape.assign(t[i].shape, t[i].shape + t[i].rank);
+    if (!m.emplace(t[i].name, d).second)
+      throw kiln::Error(kiln::ErrorKind::User,
+                        std::string(what) + ": tensor '" + t[i].name + "' given twice");
+  }
+  return m;
+}
+
+kiln::Bindings bind(const kiln_compiled_t* c, const kiln_tensor* inputs, int32_t n_inputs,
+                    const char* const* symbols, const int64_t* values, int32_t n_symbols) {
+  std::map<std::string, std::vector<int64_t>> shapes;
+  for (const auto& [name, d] : to_map(inputs, n_inputs, "inputs")) shapes[name] = d.shape;
+  kiln::Bindings extra;
+  for (int32_t i = 0; i < n_symbols; ++i) {
+    if (symbols == nullptr || values == nullptr || symbols[i] == nullptr)
+      throw kiln::Error(kiln::ErrorKind::User, "symbols/values: NULL entry");
+    extra[symbols[i]] = values[i];
+  }
+  return c->compiled.graph().bind(shapes, extra);
+}
+
+}  // namespace
+
+extern "C" {
+
+const char* kiln_version(void) {
+  return KILN_VERSION;
+}
+const char* kiln_last_error(void) {
+  return g_last_error.c_str();
+}
+
+void kiln_engine_options_default(kiln_engine_options* o) {
+  if (o == nullptr) return;
+  o->arch = nullptr;
+  o->fusion = 1;
+  o->disk_cache = 1;
+  o->cache_dir = nullptr;
+  o->load_kernels = 1;
+}
+
+kiln_status kiln_graph_load_file(const char* path, kiln_graph* out) {
+  KILN_C_REQUIRE(path);
+  KILN_C_REQUIRE(out);
+  *out = nullptr;
+  return guarded([&] { *out = new kiln_graph_t{kiln::load_graph_file(path)}; });
+}
+
+kiln_status kiln_graph_load_string(const char* json, const char* base_dir, kiln_graph* out) {
+  KILN_C_REQUIRE(json);
+  KILN_C_REQUIRE(out);
+  *out = nullptr;
+  return guarded([&] {
+    *out = new kiln_graph_t{kiln::load_graph_string(json, "<string>", base_dir ? base_dir : ".")};
+  });
+}
+
+void kiln_graph_destroy(kiln_graph g) {
+  delete g;
+}
+
+kiln_status kiln_graph_num_inputs(kiln_graph g, int32_t* n) {
+  KILN_C_REQUIRE(g);
+  KILN_C_REQUIRE(n);
+  *n = static_cast<int32_t>(g->graph.inputs().size());
+  return KILN_OK;
+}
+
+kiln_status kiln_graph_num_outputs(kiln_graph g, int32_t* n) {
+  KILN_C_REQUIRE(g);
+  KILN_C_REQUIRE(n);
+  *n = static_cast<int32_t>(g->graph.outputs().size());
+  return KILN_OK;
+}
+
+kiln_status kiln_graph_input_name(kiln_graph g, int32_t i, const char** name) {
+  KILN_C_REQUIRE(g);
+  KILN_C_REQUIRE(name);
+  if (i < 0 || i >= static_cast<int32_t>(g->graph.inputs().size()))
+    return fail(KILN_ERROR_ARGUMENT, "input index " + std::to_string(i) + " out of range");
+  *name = g->graph.tensor(g->graph.inputs()[i]).name.c_str();
+  return KILN_OK;
+}
+
+kiln_status kiln_graph_output_name(kiln_graph g, int32_t i, const char** name) {
+  KILN_C_REQUIRE(g);
+  KILN_C_REQUIRE(name);
+  if (i < 0 || i >= static_cast<int32_t>(g->graph.outputs().size()))
+    return fail(KILN_ERROR_ARGUMENT, "output index " + std::to_string(i) + " out of range");
+  *name = g->graph.tensor(g->graph.outputs()[i]).name.c_str();
+  return KILN_OK;
+}
+
+kiln_status kiln_engine_create(const kiln_engine_options* opts, kiln_engine* out) {
+  KILN_C_REQUIRE(out);
+  *out = nullptr;
+  return guarded([&] {
+    kiln::EngineOptions o;
+    if (opts != nullptr) {
+      if (opts->arch != nullptr) o.arch = opts->arch;
+      o.fusion = opts->fusion != 0;
+      o.disk_cache = opts->disk_cache != 0;
+      if (opts->cache_dir != nullptr) o.cache_dir = opts->cache_dir;
+      o.load_kernels = opts->load_kernels != 0;
+    }
+    *out = new kiln_engine_t(o);
+  });
+}
+
+void kiln_engine_destroy(kiln_engine e) {
+  delete e;
+}
+
+kiln_status kiln_engine_stats(kiln_engine e, kiln_stats* out) {
+  KILN_C_REQUIRE(e);
+  KILN_C_REQUIRE(out);
+  return guarded([&] {
+    kiln::EngineStats s = e->engine.stats();
+    out->plans = s.plans;
+    out->nvrtc_compiles = s.nvrtc_compiles;
+    out->memory_cache_hits = s.memory_cache_hits;
+    out->disk_cache_hits = s.disk_cache_hits;
+  });
+}
+
+int32_t kiln_engine_has_device(kiln_engine e) {
+  if (e == nullptr) return 0;
+  try {
+    return e->engine.has_device() ? 1 : 0;
+  } catch (...) {
+    return 0;
+  }
+}
+
+kiln_status kiln_compile(kiln_engine e, kiln_graph g, kiln_compiled* out) {
+  KILN_C_REQUIRE(e);
+  KILN_C_REQUIRE(g);
+  KILN_C_REQUIRE(out);
+  *out = nullptr;
+  return guarded([&] { *out = new kiln_compiled_t{e->engine.compile(g->graph)}; });
+}
+
+void kiln_compiled_destroy(kiln_compiled c) {
+  delete c;
+}
+
+kiln_status kiln_output_shape(kiln_compiled c, const kiln_tensor* inputs, int32_t n_inputs,
+                              const char* const* symbols, const int64_t* values, int32_t n_symbols,
+                              const char* output, int32_t* rank, int64_t* shape) {
+  KILN_C_REQUIRE(c);
+  KILN_C_REQUIRE(output);
+  KILN_C_REQUIRE(rank);
+  KILN_C_REQUIRE(shape);
+  return guarded([&] {
+    auto shapes = c->compiled.output_shapes(bind(c, inputs, n_inputs, symbols, values, n_symbols));
+    auto it = shapes.find(output);
+    if (it == shapes.end())
+      throw kiln::Error(kiln::ErrorKind::User,
+                        std::string("output '") + output + "' is not an output of the graph");
+    *rank = static_cast<int32_t>(it->second.size());
+    for (size_t i = 0; i < it->second.size(); ++i) shape[i] = it->second[i];
+  });
+}
+
+kiln_status kiln_workspace_size(kiln_compiled c, const kiln_tensor* inputs, int32_t n_inputs,
+                                const char* const* symbols, const int64_t* values,
+                                int32_t n_symbols, uint64_t* bytes) {
+  KILN_C_REQUIRE(c);
+  KILN_C_REQUIRE(bytes);
+  return guarded([&] {
+    *bytes = static_cast<uint64_t>(
+        c->compiled.workspace_size(bind(c, inputs, n_inputs, symbols, values, n_symbols)));
+  });
+}
+
+kiln_status kiln_run(kiln_compiled c, const kiln_tensor* inputs, int32_t n_inputs,
+                     const kiln_tensor* outputs, int32_t n_outputs, void* stream,
+                     uint64_t workspace) {
+  KILN_C_REQUIRE(c);
+  return guarded([&] {
+    c->compiled.run(to_map(inputs, n_inputs, "inputs"), to_map(outputs, n_outputs, "outputs"),
+                    stream, workspace);
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,103 @@
+/* kiln C ABI: a stable C interface over the C++ Engine for inference runtimes.
+ *
+ * Handles are opaque; every function returns a kiln_status and never throws or aborts across the
+ * boundary. On failure, kiln_last_error() returns the message of the last failed call on this
+ * thread.
+ *
+ * Thread safety: a kiln_engine may be used by several threads at once (compiles share the kernel
+ * cache). A kiln_compiled is immutable: kiln_run() may be called concurrently from several threads
+ * provided each call passes its own stream and its own workspace (a caller workspace of
+ * kiln_workspace_size() bytes). With workspace 0 the compiled graph's internal arena is used, which
+ * is NOT safe for concurrent runs. A kiln_graph must not be modified while compiled.
+ */
+#ifndef KILN_KILN_H_
+#define KILN_KILN_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define KILN_MAX_RANK 8
+
+typedef enum kiln_status {
+  KILN_OK = 0,
+  KILN_ERROR_USER = 1,     /* bad graph, bad input, unsupported combination */
+  KILN_ERROR_INTERNAL = 2, /* a kiln bug */
+  KILN_ERROR_DRIVER = 3,   /* CUDA driver or NVRTC failure */
+  KILN_ERROR_ARGUMENT = 4  /* a NULL handle or pointer, an index out of range */
+} kiln_status;
+
+typedef struct kiln_graph_t* kiln_graph;
+typedef struct kiln_engine_t* kiln_engine;
+typedef struct kiln_compiled_t* kiln_compiled;
+
+/* A tensor of the caller: name (a graph input or output), device pointer, logical shape. Its memory
+ * layout is the one the graph declares for that tensor. */
+typedef struct kiln_tensor {
+  const char* name;
+  uint64_t ptr; /* CUdeviceptr */
+  int32_t rank;
+  int64_t shape[KILN_MAX_RANK];
+} kiln_tensor;
+
+typedef struct kiln_engine_options {
+  const char* arch;      /* "sm_90"...; NULL or "" = the device's own */
+  int32_t fusion;        /* 1 (default) or 0 */
+  int32_t disk_cache;    /* 1 (default) or 0 */
+  const char* cache_dir; /* NULL = default location */
+  int32_t load_kernels;  /* 1 (default); 0 = compile to cubin only (no GPU needed) */
+} kiln_engine_options;
+
+typedef struct kiln_stats {
+  int64_t plans;
+  int64_t nvrtc_compiles;
+  int64_t memory_cache_hits;
+  int64_t disk_cache_hits;
+} kiln_stats;
+
+const char* kiln_version(void);
+/* The message of the last failed call on this thread ("" when none). Valid until the next call. */
+const char* kiln_last_error(void);
+void kiln_engine_options_default(kiln_engine_options* opts);
+
+kiln_status kiln_graph_load_file(const char* path, kiln_graph* out);
+kiln_status kiln_graph_load_string(const char* json, const char* base_dir, kiln_graph* out);
+void kiln_graph_destroy(kiln_graph g);
+kiln_status kiln_graph_num_inputs(kiln_graph g, int32_t* n);
+kiln_status kiln_graph_num_outputs(kiln_graph g, int32_t* n);
+/* The name of input/output i; the string lives as long as the graph. */
+kiln_status kiln_graph_input_name(kiln_graph g, int32_t i, const char** name);
+kiln_status kiln_graph_output_name(kiln_graph g, int32_t i, const char** name);
+
+kiln_status kiln_engine_create(const kiln_engine_options* opts, kiln_engine* out);
+void kiln_engine_destroy(kiln_engine e);
+kiln_status kiln_engine_stats(kiln_engine e, kiln_stats* out);
+/* 1 when kernels can run on a device here, else 0. */
+int32_t kiln_engine_has_device(kiln_engine e);
+
+kiln_status kiln_compile(kiln_engine e, kiln_graph g, kiln_compiled* out);
+void kiln_compiled_destroy(kiln_compiled c);
+
+/* Symbol binding: symbols are bound from the shapes of `inputs` (ptr may be 0 here) plus `symbols`
+ * (names) = `values` (n_symbols of them, for symbols no input carries). */
+kiln_status kiln_output_shape(kiln_compiled c, const kiln_tensor* inputs, int32_t n_inputs,
+                              const char* const* symbols, const int64_t* values, int32_t n_symbols,
+                              const char* output, int32_t* rank, int64_t* shape);
+kiln_status kiln_workspace_size(kiln_compiled c, const kiln_tensor* inputs, int32_t n_inputs,
+                                const char* const* symbols, const int64_t* values,
+                                int32_t n_symbols, uint64_t* bytes);
+
+/* Runs on `stream` (a CUstream, NULL = legacy default stream). `workspace` is a device buffer of at
+ * least kiln_workspace_size() bytes, or 0 for the internal arena. */
+kiln_status kiln_run(kiln_compiled c, const kiln_tensor* inputs, int32_t n_inputs,
+                     const kiln_tensor* outputs, int32_t n_outputs, void* stream,
+                     uint64_t workspace);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* KILN_KILN_H_ */
