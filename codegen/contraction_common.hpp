@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "codegen/kernel_spec.hpp"
+#include "heuristics/contraction_config.hpp"
 #include "kiln/graph.hpp"
 
 namespace kiln::contraction {
@@ -79,6 +80,17 @@ std::string epilogue_suffix(const Problem& p);
 
 // The device helper text every contraction kernel starts with (prelude + dtype helpers).
 std::string device_preamble();
+// One embedded device file (codegen/device/<name>).
+const std::string& device_text(const std::string& name);
+
+// The direct SIMT kernel: any shape, layout, group count, dtype (codegen/emit_contraction.cpp).
+KernelSpec emit_direct(const Problem& p);
+// The tensor-core kernel (codegen/emit_conv_mma.cpp): f16/bf16, sm_80+; conv needs NHWC
+// activations and groups == 1.
+bool mma_supported(const Problem& p);
+KernelSpec emit_mma(const Problem& p, const ContractionConfig& cfg, int sm);
+// The heuristics' view of the problem (symbolic dims estimated).
+ContractionProblemInfo problem_info(const Problem& p, int sm);
 
 Dim bytes_moved(const Problem& p);
 Dim flops(const Problem& p);

@@ -8,6 +8,7 @@
 #include "codegen/emit.hpp"
 #include "engine/check.hpp"
 #include "engine/op_table.hpp"
+#include "heuristics/device_info.hpp"
 
 namespace kiln {
 
@@ -24,14 +25,14 @@ std::string group_where(const Graph& g, const FusionGroup& grp) {
   return s + ")";
 }
 
-const std::string& embedded(const std::string& name) {
+}  // namespace
+
+const std::string& device_text(const std::string& name) {
   const auto& files = embedded_device_files();
   auto it = files.find(name);
   KILN_ASSERT(it != files.end(), "device file {} is not embedded", name);
   return it->second;
 }
-
-}  // namespace
 
 Problem describe(const Graph& g, const FusionGroup& grp) {
   Problem p;
@@ -155,7 +156,7 @@ std::string store_fn(DType t) {
 }
 
 std::string device_preamble() {
-  return embedded("kiln_prelude.cuh") + "\n" + embedded("contraction_common.cuh") + "\n";
+  return device_text("kiln_prelude.cuh") + "\n" + device_text("contraction_common.cuh") + "\n";
 }
 
 // ---------------------------------------------------------------- epilogue
@@ -278,8 +279,8 @@ Dim flops(const Problem& p) {
 
 // ---------------------------------------------------------------- direct SIMT kernel
 namespace {
-
 constexpr int kDirectThreads = 256;
+}  // namespace
 
 KernelSpec emit_direct(const Problem& p) {
   const Graph& g = *p.graph;
@@ -400,11 +401,48 @@ KernelSpec emit_direct(const Problem& p) {
   return k;
 }
 
-}  // namespace
+ContractionProblemInfo problem_info(const Problem& p, int sm) {
+  // Symbolic dims (the batch size, spatial sizes) are estimated: tiles are chosen once per graph.
+  constexpr int64_t kSymbolGuess = 32;
+  auto est = [&](const Dim& d, bool* estimated) {
+    if (d.is_static()) return d.value();
+    *estimated = true;
+    std::vector<std::string> syms;
+    d.symbols(&syms);
+    Bindings b;
+    for (auto& s : syms) b[s] = kSymbolGuess;
+    return std::max<int64_t>(1, d.eval(b));
+  };
+  ContractionProblemInfo info;
+  DeviceInfo dev = default_device_info(fmt::format("sm_{}", sm));
+  info.sm = sm;
+  info.sm_count = dev.sm_count;
+  info.smem_optin = dev.smem_per_block_optin;
+  info.dtype = p.dtype;
+  info.mma_ok = mma_supported(p);
+  bool e = false;
+  if (p.is_conv) {
+    info.m = est(p.conv.n * p.conv.oh * p.conv.ow, &e);
+    info.n = p.conv.k;
+    info.k = p.conv.r * p.conv.s * p.conv.c / p.conv.groups;
+  } else {
+    info.m = est(p.mm.m, &e);
+    info.n = est(p.mm.n, &e);
+    info.k = est(p.mm.k, &e);
+    Dim b(1);
+    for (const Dim& d : p.mm.batch) b = b * d;
+    info.batch = est(b, &e);
+  }
+  info.m_is_estimate = e;
+  return info;
+}
+
 }  // namespace contraction
 
 KernelSpec emit_contraction(const EmitContext& cx, const FusionGroup& g) {
   contraction::Problem p = contraction::describe(cx.graph, g);
+  ContractionConfig cfg = choose_contraction_config(contraction::problem_info(p, cx.opts.sm));
+  if (cfg.kind == ContractionConfig::Kind::Mma) return contraction::emit_mma(p, cfg, cx.opts.sm);
   return contraction::emit_direct(p);
 }
 

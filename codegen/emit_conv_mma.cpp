@@ -1,0 +1,370 @@
+// Tensor-core (mma.sync m16n8k16) kernels for conv2d (implicit GEMM, NHWC activations) and
+// matmul (batched, transposes), f16/bf16 in, f32 accumulate, sm_80+. The mainloop lives in
+// codegen/device/contraction_mma.cuh; this file generates the operand loaders (im2col address
+// computation with zero-fill predicates, or strided matmul addressing) and the fused epilogue.
+#include <algorithm>
+
+#include "codegen/contraction_common.hpp"
+#include "codegen/writer.hpp"
+#include "engine/check.hpp"
+
+namespace kiln::contraction {
+namespace {
+
+bool static_multiple(const Dim& d, int64_t m) {
+  return d.is_static() && d.value() % m == 0;
+}
+
+// A matmul operand, or a conv filter, seen as a GEMM operand: element (mn, k) lies at
+// base + mn * smn + koff(k). `kmajor`: k is the contiguous dim (smem tile [rows][BK]).
+struct StridedOperand {
+  std::string ptr;     // parameter name
+  std::string base;    // extra offset (batch), code
+  std::string smn;     // stride of the mn index, code
+  std::string mn_ext;  // extent of mn, code
+  std::string k_ext;   // extent of k, code
+  bool kmajor = true;
+  bool vec = false;  // 16-byte chunks along the contiguous dim are contiguous and aligned
+  // Offset of k index `kk`: lines of setup code and the offset expression.
+  std::string sk;                 // k stride (when !conv_filter)
+  bool conv_filter_kcrs = false;  // k = (r, s, c) decoded against a KCRS-strided filter
+  int64_t c = 0, s = 0;
+  std::string ws1, ws2, ws3;
+};
+
+std::string k_offset(Writer& w, const StridedOperand& o, const std::string& kk,
+                     const std::string& tag) {
+  if (!o.conv_filter_kcrs) return fmt::format("(long long)({}) * {}", kk, o.sk);
+  w.line("const int rs{0} = ({1}) / {2}, c{0} = ({1}) - rs{0} * {2};", tag, kk, o.c);
+  w.line("const int r{0} = rs{0} / {1}, x{0} = rs{0} - r{0} * {1};", tag, o.s);
+  return fmt::format("c{0} * {1} + r{0} * {2} + x{0} * {3}", tag, o.ws1, o.ws2, o.ws3);
+}
+
+void emit_strided_chunk(Writer& w, const StridedOperand& o, int bk, int threads, int cpr,
+                        const std::string& origin, const char* off_fn) {
+  w.line("const int id = threadIdx.x + p * {};", threads);
+  w.line("const int cr = id / {}, cc = id % {};", cpr, cpr);
+  // Logical chunk origin: (mn, k) of its first element; the chunk runs along the contiguous dim.
+  if (o.kmajor) {
+    w.line("const int lmn = cr, lk = cc * 8;");
+  } else {
+    w.line("const int lmn = cc * 8, lk = cr;");
+  }
+  w.line("const long long mn = {} + lmn;", origin);
+  w.line("const int k = kt * {} + lk;", bk);
+  w.line("const unsigned dst = kc_smem_u32(s + G::{}(lmn, lk));", off_fn);
+  if (o.vec) {
+    // The whole chunk is in or out (extents along the contiguous dim are multiples of 8).
+    w.line("const bool v = mn < {} && k < {};", o.mn_ext, o.k_ext);
+    std::string ko = k_offset(w, o, "k", "0");
+    w.line("const unsigned short* src = v ? {} + {} + mn * {} + {} : {};", o.ptr, o.base, o.smn, ko,
+           o.ptr);
+    w.line("kc_cp_async16(dst, src, v);");
+  } else {
+    w.line("unsigned pk[4] = {{0u, 0u, 0u, 0u}};");
+    w.line("#pragma unroll");
+    {
+      auto el = w.block("for (int j = 0; j < 8; ++j) {{");
+      if (o.kmajor) {
+        w.line("const long long emn = mn;");
+        w.line("const int ek = k + j;");
+      } else {
+        w.line("const long long emn = mn + j;");
+        w.line("const int ek = k;");
+      }
+      w.line("const bool v = emn < {} && ek < {};", o.mn_ext, o.k_ext);
+      std::string ko = k_offset(w, o, "ek", "1");
+      w.line("const unsigned e = v ? (unsigned){}[{} + emn * {} + {}] : 0u;", o.ptr, o.base, o.smn,
+             ko);
+      w.line("pk[j >> 1] |= e << ((j & 1) * 16);");
+    }
+    w.line("kc_st_shared_v4(dst, pk[0], pk[1], pk[2], pk[3]);");
+  }
+}
+
+// Emits `auto load_<name> = [&](unsigned short* s, int kt) {...};` for a strided operand whose
+// tile is `rows` (BM or BN) x BK, with the block origin `origin` on the mn side.
+void emit_strided_loader(Writer& w, const StridedOperand& o, const std::string& name, int rows,
+                         int bk, int threads, const std::string& origin, const char* off_fn) {
+  // Chunks: K-major tile: rows x (bk/8); MN-major tile: bk x (rows/8).
+  int cpr = o.kmajor ? bk / 8 : rows / 8;
+  int nrow = o.kmajor ? rows : bk;
+  int chunks = nrow * cpr;
+  KILN_ASSERT(chunks % threads == 0, "tile {}x{} does not split over {} threads", rows, bk,
+              threads);
+  int passes = chunks / threads;
+  w.open("auto load_{} = [&](unsigned short* s, int kt) {{", name);
+  w.line("#pragma unroll");
+  w.open("for (int p = 0; p < {}; ++p) {{", passes);
+  emit_strided_chunk(w, o, bk, threads, cpr, origin, off_fn);
+  w.close();
+  w.close("};");
+}
+
+}  // namespace
+
+bool mma_supported(const Problem& p) {
+  if (p.dtype != DType::F16 && p.dtype != DType::BF16) return false;
+  const Graph& g = *p.graph;
+  if (p.is_conv) {
+    if (p.conv.groups != 1) return false;
+    if (g.tensor(p.x).desc.layout != Layout::NHWC) return false;
+    return true;
+  }
+  return true;
+}
+
+KernelSpec emit_mma(const Problem& p, const ContractionConfig& cfg, int sm) {
+  const Graph& g = *p.graph;
+  ArgList a;
+  const TensorDesc& xd = g.tensor(p.x).desc;
+  const TensorDesc& wd = g.tensor(p.w).desc;
+  const TensorDesc& yd = g.tensor(p.y).desc;
+  std::string xs = a.tensor(g, p.x, true), ws = a.tensor(g, p.w, true);
+  auto xst = stride_code(a, xd), wst = stride_code(a, wd);
+  const int threads = cfg.threads();
+  const bool bf16 = p.dtype == DType::BF16;
+
+  Writer w;
+  std::vector<std::string> coords;
+  std::string name;
+  Dim gm, gn, gbatch(1);
+  bool a_kmajor = true, b_kmajor = true;
+  StridedOperand bop;
+  StridedOperand aop;
+  bool conv_a_vec = false;
+  std::string kred;  // code
+  int64_t kred_static = 0;
+
+  if (p.is_conv) {
+    const ConvProblem& c = p.conv;
+    gm = c.n * c.oh * c.ow;
+    gn = Dim(c.k);
+    kred_static = c.r * c.s * c.c;
+    kred = fmt::format("{}", kred_static);
+    conv_a_vec = c.c % 8 == 0 && xst[1] == "1LL";
+    bop.ptr = ws;
+    bop.base = "0";
+    bop.smn = wst[0];
+    bop.mn_ext = fmt::format("{}", c.k);
+    bop.k_ext = kred;
+    bop.kmajor = true;
+    if (wd.layout == Layout::NHWC) {  // KRSC: (r, s, c) is one contiguous run
+      bop.sk = "1";
+      bop.vec = c.c % 8 == 0;
+    } else {
+      bop.conv_filter_kcrs = true;
+      bop.c = c.c;
+      bop.s = c.s;
+      bop.ws1 = wst[1];
+      bop.ws2 = wst[2];
+      bop.ws3 = wst[3];
+    }
+    name = fmt::format("conv_{}_nhwc_{}x{}", dtype_name(p.dtype), c.r, c.s);
+    if (c.stride_h != 1 || c.stride_w != 1) name += fmt::format("_s{}", c.stride_h);
+    if (!conv_a_vec) name += "_cscalar";
+  } else {
+    const MatmulProblem& m = p.mm;
+    gm = m.m;
+    gn = m.n;
+    for (const Dim& d : m.batch) gbatch = gbatch * d;
+    kred = a.dim(m.k);
+    size_t ra = xd.shape.size(), rb = wd.shape.size(), nb = m.batch.size();
+    auto base = [&](const TensorDesc& d, const std::vector<std::string>& st) {
+      size_t ob = d.shape.size() - 2;
+      std::string off;
+      for (size_t i = 0; i < ob; ++i) {
+        if (d.shape[i].is_static() && d.shape[i].value() == 1) continue;
+        off += fmt::format("{}b{} * {}", off.empty() ? "" : " + ", nb - ob + i, st[i]);
+      }
+      return off.empty() ? std::string("0") : off;
+    };
+    // A: (m, k); contiguous along k unless transposed.
+    aop.ptr = xs;
+    aop.base = base(xd, xst);
+    aop.smn = m.ta ? xst[ra - 1] : xst[ra - 2];
+    aop.sk = m.ta ? xst[ra - 2] : xst[ra - 1];
+    aop.mn_ext = a.dim(m.m);
+    aop.k_ext = kred;
+    aop.kmajor = !m.ta;
+    // B: (n, k); contiguous along k only when transposed.
+    bop.ptr = ws;
+    bop.base = base(wd, wst);
+    bop.smn = m.tb ? wst[rb - 2] : wst[rb - 1];
+    bop.sk = m.tb ? wst[rb - 1] : wst[rb - 2];
+    bop.mn_ext = a.dim(m.n);
+    bop.k_ext = kred;
+    bop.kmajor = m.tb;
+    auto vec_ok = [&](const TensorDesc& d, const StridedOperand& o, const Dim& mn_dim) {
+      // Contiguous dim stride 1, every other stride a static multiple of 8, contiguous extent a
+      // multiple of 8 (so a chunk is all in or all out).
+      const std::string& contig = o.kmajor ? o.sk : o.smn;
+      if (contig != "1LL") return false;
+      if (!static_multiple(o.kmajor ? m.k : mn_dim, 8)) return false;
+      if (d.layout == Layout::Strided) {
+        for (size_t i = 0; i < d.strides.size(); ++i)
+          if (d.strides[i] != 1 && d.strides[i] % 8 != 0) return false;
+        return true;
+      }
+      // Row-major / NHWC: every stride is a product including the contiguous extent... check the
+      // innermost physical extent is a multiple of 8.
+      Layout l = d.layout;
+      size_t r = d.shape.size();
+      size_t inner = (l == Layout::NHWC && r >= 3) ? 1 : r - 1;
+      return static_multiple(d.shape[inner], 8);
+    };
+    aop.vec = vec_ok(xd, aop, m.m);
+    bop.vec = vec_ok(wd, bop, m.n);
+    a_kmajor = aop.kmajor;
+    b_kmajor = bop.kmajor;
+    name = fmt::format("matmul_{}{}{}", dtype_name(p.dtype), m.ta ? "_ta" : "", m.tb ? "_tb" : "");
+    if (nb) name += "_batched";
+  }
+  name += "_" + cfg.str() + epilogue_suffix(p);
+  std::string m_code = a.dim(gm), n_code = a.dim(gn);
+
+  // ---- kernel
+  w.line("typedef KcGemm<{}, {}, {}, {}, {}, {}, {}, {}, {}> G;", cfg.bm, cfg.bn, cfg.bk, cfg.wm,
+         cfg.wn, cfg.stages, a_kmajor ? "true" : "false", b_kmajor ? "true" : "false",
+         bf16 ? "true" : "false");
+  // Parameters are only known after the body is generated: emit the body into its own writer.
+  Writer body;
+  {
+    Writer& b = body;
+    b.line("extern __shared__ __align__(128) unsigned short kc_smem[];");
+    b.line("const long long m0 = (long long)blockIdx.x * {};", cfg.bm);
+    b.line("const long long n0 = (long long)blockIdx.y * {};", cfg.bn);
+    b.line("const int tid = threadIdx.x;");
+    if (!p.is_conv && !p.mm.batch.empty()) {
+      b.line("long long bz = blockIdx.z;");
+      for (size_t i = p.mm.batch.size(); i-- > 0;) {
+        std::string d = a.dim(p.mm.batch[i]);
+        b.line("const long long b{} = bz % {}; bz /= {};", i, d, d);
+      }
+    }
+    if (p.is_conv) {
+      const ConvProblem& c = p.conv;
+      int cpr = cfg.bk / 8;
+      int passes = cfg.bm * cpr / threads;
+      KILN_ASSERT(cfg.bm * cpr % threads == 0, "A tile does not split over threads");
+      std::string oh = a.dim(c.oh), ow = a.dim(c.ow), h = a.dim(c.h), wdim = a.dim(c.w);
+      b.line("long long a_base[{}];", passes);
+      b.line("int a_ih[{}], a_iw[{}];", passes, passes);
+      b.line("#pragma unroll");
+      {
+        auto l = b.block("for (int p = 0; p < {}; ++p) {{", passes);
+        b.line("const long long m = m0 + (tid + p * {}) / {};", threads, cpr);
+        b.open("if (m < {}) {{", m_code);
+        b.line("long long q = m;");
+        b.line("const int ow = (int)(q % {}); q /= {};", ow, ow);
+        b.line("const int oh = (int)(q % {}); q /= {};", oh, oh);
+        b.line("a_base[p] = q * {};", xst[0]);
+        b.line("a_ih[p] = oh * {} - {};", c.stride_h, c.pad_t);
+        b.line("a_iw[p] = ow * {} - {};", c.stride_w, c.pad_l);
+        b.close("} else {");
+        b.line("a_base[p] = 0;");
+        b.line("a_ih[p] = -(1 << 29);");
+        b.line("a_iw[p] = -(1 << 29);");
+        b.close();
+      }
+      b.open("auto load_a = [&](unsigned short* s, int kt) {{");
+      b.line("#pragma unroll");
+      b.open("for (int p = 0; p < {}; ++p) {{", passes);
+      b.line("const int id = tid + p * {};", threads);
+      b.line("const int lm = id / {}, lk = (id % {}) * 8;", cpr, cpr);
+      b.line("const unsigned dst = kc_smem_u32(s + G::a_off(lm, lk));");
+      b.line("const int k = kt * {} + lk;", cfg.bk);
+      if (conv_a_vec) {
+        b.line("const int rs = k / {}, cc = k - rs * {};", c.c, c.c);
+        b.line("const int r = rs / {}, sx = rs - r * {};", c.s, c.s);
+        b.line("const int ih = a_ih[p] + r * {}, iw = a_iw[p] + sx * {};", c.dil_h, c.dil_w);
+        b.line("const bool v = k < {} && ih >= 0 && ih < {} && iw >= 0 && iw < {};", kred, h, wdim);
+        b.line("const unsigned short* src = v ? {} + a_base[p] + ih * {} + iw * {} + cc : {};", xs,
+               xst[2], xst[3], xs);
+        b.line("kc_cp_async16(dst, src, v);");
+      } else {
+        b.line("unsigned pk[4] = {{0u, 0u, 0u, 0u}};");
+        b.line("#pragma unroll");
+        {
+          auto el = b.block("for (int j = 0; j < 8; ++j) {{");
+          b.line("const int kj = k + j;");
+          b.line("const int rs = kj / {}, cc = kj - rs * {};", c.c, c.c);
+          b.line("const int r = rs / {}, sx = rs - r * {};", c.s, c.s);
+          b.line("const int ih = a_ih[p] + r * {}, iw = a_iw[p] + sx * {};", c.dil_h, c.dil_w);
+          b.line("const bool v = kj < {} && ih >= 0 && ih < {} && iw >= 0 && iw < {};", kred, h,
+                 wdim);
+          b.line(
+              "const unsigned e = v ? (unsigned){}[a_base[p] + ih * {} + iw * {} + cc * {}] : 0u;",
+              xs, xst[2], xst[3], xst[1]);
+          b.line("pk[j >> 1] |= e << ((j & 1) * 16);");
+        }
+        b.line("kc_st_shared_v4(dst, pk[0], pk[1], pk[2], pk[3]);");
+      }
+      b.close();
+      b.close("};");
+    } else {
+      emit_strided_loader(b, aop, "a", cfg.bm, cfg.bk, threads, "m0", "a_off");
+    }
+    emit_strided_loader(b, bop, "b", cfg.bn, cfg.bk, threads, "n0", "b_off");
+    b.line("float acc[G::MI][G::NI][4];");
+    b.line("const int ktiles = (int)(({} + {}) / {});", kred, cfg.bk - 1, cfg.bk);
+    b.line("G::mainloop(kc_smem, load_a, load_b, 0, ktiles, acc);");
+    // ---- epilogue: accumulator (mi, ni, e) of lane l sits at row mi*16 + l/4 + (e/2)*8,
+    // column ni*8 + (l%4)*2 + e%2 of the warp tile.
+    b.line("const int warp = tid >> 5, lane = tid & 31;");
+    b.line("const int wm = warp % G::WARPS_M, wn = warp / G::WARPS_M;");
+    b.line("#pragma unroll");
+    auto lmi = b.block("for (int mi = 0; mi < G::MI; ++mi) {{");
+    b.line("#pragma unroll");
+    auto lh = b.block("for (int hh = 0; hh < 2; ++hh) {{");
+    b.line("const long long row = m0 + wm * {} + mi * 16 + hh * 8 + (lane >> 2);", cfg.wm);
+    b.line("if (row >= {}) continue;", m_code);
+    if (p.is_conv) {
+      std::string oh = a.dim(p.conv.oh), ow = a.dim(p.conv.ow);
+      b.line("long long q = row;");
+      b.line("const long long ow = q % {}; q /= {};", ow, ow);
+      b.line("const long long oh = q % {}; q /= {};", oh, oh);
+      b.line("const long long n = q;");
+      coords = {"n", "col", "oh", "ow"};
+    } else {
+      for (size_t i = 0; i < p.mm.batch.size(); ++i) coords.push_back(fmt::format("b{}", i));
+      coords.push_back("row");
+      coords.push_back("col");
+    }
+    b.line("#pragma unroll");
+    auto lni = b.block("for (int ni = 0; ni < G::NI; ++ni) {{");
+    b.line("#pragma unroll");
+    auto le = b.block("for (int e = 0; e < 2; ++e) {{");
+    b.line("const long long col = n0 + wn * {} + ni * 8 + (lane & 3) * 2 + e;", cfg.wn);
+    b.line("if (col >= {}) continue;", n_code);
+    b.line("const float acc_v = acc[mi][ni][hh * 2 + e];");
+    EpilogueCode e = epilogue(p, a, coords, "acc_v", "");
+    for (auto& l : e.lines) b.put(l);
+  }
+  std::string src = device_preamble() + device_text("contraction_mma.cuh") + "\n";
+  src += w.str();
+  src += fmt::format("extern \"C\" __global__ void __launch_bounds__({}) {}({}) {{\n", threads,
+                     name, a.params());
+  Writer indented;
+  indented.open("{{");  // dummy to indent the body once
+  indented.raw(body.str());
+  std::string ib = indented.str();
+  src += ib.substr(ib.find('\n') + 1);
+  src += "}\n";
+
+  KernelSpec k;
+  k.name = name;
+  k.entry = name;
+  k.source = std::move(src);
+  k.args = a.args();
+  k.grid = {(gm + Dim(cfg.bm - 1)) / Dim(cfg.bm), (gn + Dim(cfg.bn - 1)) / Dim(cfg.bn), gbatch};
+  k.block = {threads, 1, 1};
+  k.smem_bytes = cfg.smem_bytes();
+  k.bytes_moved = bytes_moved(p);
+  k.flops = flops(p);
+  k.group = p.group->id;
+  (void)sm;
+  return k;
+}
+
+}  // namespace kiln::contraction

@@ -1,0 +1,69 @@
+// Tile choice for conv2d / matmul: the candidate block tiles are scored by wave efficiency (how
+// full the last wave of CTAs is) and tile efficiency (bigger tiles reuse operands more).
+#include "heuristics/contraction_config.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+namespace kiln {
+
+std::string ContractionConfig::str() const {
+  if (kind == Kind::Direct) return "simt";
+  std::string s = fmt::format("t{}x{}x{}_s{}", bm, bn, bk, stages);
+  if (split_k > 1) s += fmt::format("_sk{}", split_k);
+  return s;
+}
+
+namespace {
+
+struct Candidate {
+  int bm, bn, bk, wm, wn;
+  double tile_eff;  // relative throughput of a full tile (operand reuse, warps)
+};
+
+constexpr Candidate kCandidates[] = {
+    {128, 256, 32, 64, 64, 1.00}, {256, 128, 32, 64, 64, 1.00}, {128, 128, 32, 64, 64, 0.95},
+    {128, 64, 32, 64, 32, 0.85},  {64, 128, 32, 32, 64, 0.85},  {64, 64, 32, 32, 32, 0.70},
+};
+
+}  // namespace
+
+ContractionConfig choose_contraction_config(const ContractionProblemInfo& p) {
+  ContractionConfig c;
+  bool half = p.dtype == DType::F16 || p.dtype == DType::BF16;
+  if (!half || !p.mma_ok || p.sm < 80 || p.k < 16) return c;  // direct SIMT kernel
+  double best = -1;
+  for (const Candidate& cand : kCandidates) {
+    int stages = cand.bm + cand.bn >= 384 ? 3 : 4;
+    int smem = (cand.bm + cand.bn) * cand.bk * 2 * stages;
+    if (smem > p.smem_optin) continue;
+    int64_t tiles_m = (p.m + cand.bm - 1) / cand.bm, tiles_n = (p.n + cand.bn - 1) / cand.bn;
+    int64_t ctas = tiles_m * tiles_n * p.batch;
+    // CTAs resident per SM: bounded by shared memory and by registers (~64K regs, ~2 per acc).
+    int per_sm = std::max(1, std::min<int>(p.smem_optin / smem, 65536 / (cand.bm * cand.bn * 2)));
+    int64_t slots = static_cast<int64_t>(p.sm_count) * per_sm;
+    double waves = static_cast<double>(ctas) / slots;
+    double wave_eff = waves / std::ceil(waves);
+    // Padding waste: the part of the edge tiles that computes nothing.
+    double fill =
+        static_cast<double>(p.m * p.n) / static_cast<double>(tiles_m * cand.bm * tiles_n * cand.bn);
+    // Small problems: too few CTAs to fill the GPU hurts more than small tiles do.
+    double occupancy = std::min(1.0, static_cast<double>(ctas) / p.sm_count);
+    double score = cand.tile_eff * wave_eff * fill * occupancy;
+    if (score > best + 1e-9) {
+      best = score;
+      c.kind = ContractionConfig::Kind::Mma;
+      c.bm = cand.bm;
+      c.bn = cand.bn;
+      c.bk = cand.bk;
+      c.wm = cand.wm;
+      c.wn = cand.wn;
+      c.stages = stages;
+    }
+  }
+  return c;
+}
+
+}  // namespace kiln

@@ -1,0 +1,37 @@
+// Tile choice for conv2d / matmul kernels: from the GEMM view (M, N, K), the dtype, the target
+// arch and the device's SM count and shared memory. A config always exists: problems the tensor
+// core path cannot take get the direct SIMT kernel.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "kiln/types.hpp"
+
+namespace kiln {
+
+struct ContractionProblemInfo {
+  int64_t m = 0, n = 0, k = 0;  // GEMM view; symbolic dims estimated (see m_is_estimate)
+  int64_t batch = 1;            // independent GEMMs (batched matmul)
+  bool m_is_estimate = false;   // M depends on a symbol (the batch size)
+  DType dtype = DType::F16;
+  int sm = 90;         // compute capability
+  int sm_count = 132;  // SMs on the target
+  int smem_optin = 232448;
+  bool mma_ok = true;  // the tensor-core path supports the layout / group count
+};
+
+struct ContractionConfig {
+  enum class Kind { Direct, Mma } kind = Kind::Direct;
+  int bm = 0, bn = 0, bk = 0;  // block tile
+  int wm = 0, wn = 0;          // warp tile
+  int stages = 0;
+  int split_k = 1;
+  int threads() const { return kind == Kind::Mma ? (bm / wm) * (bn / wn) * 32 : 256; }
+  int smem_bytes() const { return kind == Kind::Mma ? (bm + bn) * bk * 2 * stages : 0; }
+  std::string str() const;  // "t128x128x32_s4" / "simt"
+};
+
+ContractionConfig choose_contraction_config(const ContractionProblemInfo& p);
+
+}  // namespace kiln

@@ -1,0 +1,446 @@
+// conv2d / matmul code generation: every variant generates source that NVRTC compiles for sm_80
+// and sm_90, the right path (tensor-core / direct) is picked, kernel arguments carry the symbolic
+// dims, and unsupported groups are user errors.
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "codegen/contraction_common.hpp"
+#include "codegen/emit.hpp"
+#include "codegen/nvrtc.hpp"
+#include "heuristics/contraction_config.hpp"
+#include "kiln/error.hpp"
+#include "kiln/graph.hpp"
+
+using namespace kiln;
+
+namespace {
+
+// A contraction group: the anchor (first node producing `anchor_out`) plus every later node,
+// outputs = the graph outputs and `extra_outputs`.
+FusionGroup make_group(const Graph& g, const std::vector<int>& extra_outputs = {}) {
+  FusionGroup grp;
+  grp.id = 7;
+  grp.kind = GroupKind::Contraction;
+  std::set<int> produced;
+  for (int i = 0; i < static_cast<int>(g.nodes().size()); ++i) {
+    const Node& n = g.nodes()[i];
+    if (grp.anchor < 0 && (n.op == OpKind::Conv2d || n.op == OpKind::Matmul)) grp.anchor = i;
+    if (grp.anchor < 0) continue;
+    grp.nodes.push_back(i);
+    for (int t : n.inputs)
+      if (!produced.count(t) &&
+          std::find(grp.inputs.begin(), grp.inputs.end(), t) == grp.inputs.end())
+        grp.inputs.push_back(t);
+    for (int t : n.outputs) produced.insert(t);
+  }
+  grp.outputs = g.outputs();
+  for (int t : extra_outputs) grp.outputs.push_back(t);
+  return grp;
+}
+
+KernelSpec emit(const Graph& g, const FusionGroup& grp, int sm = 90) {
+  CodegenOptions o;
+  o.sm = sm;
+  EmitContext cx{g, o};
+  return emit_contraction(cx, grp);
+}
+
+void compile_for(const KernelSpec& k, std::vector<std::string> archs = {"sm_80", "sm_90"}) {
+  for (const auto& arch : archs) {
+    try {
+      NvrtcResult r = nvrtc_compile(k.source, k.name, arch);
+      EXPECT_FALSE(r.cubin.empty()) << k.name << " " << arch;
+    } catch (const Error& e) {
+      ADD_FAILURE() << k.name << " for " << arch << ": " << e.what();
+    }
+  }
+}
+
+bool uses_mma(const KernelSpec& k) {
+  return k.source.find("G::mainloop") != std::string::npos;
+}
+
+struct ConvCase {
+  const char* label;
+  DType dt;
+  int64_t c, k, r, s;
+  std::array<int64_t, 2> stride;
+  std::vector<int64_t> pad;
+  std::array<int64_t, 2> dil;
+  int64_t groups;
+  Layout xl, wl;
+  std::vector<std::string> epi;  // pointwise ops after the conv
+  bool bias;
+  bool expect_mma;
+};
+
+Graph conv_graph(const ConvCase& c, Dim n = "N", Dim h = 20, Dim w = 18) {
+  Graph g("conv");
+  Tensor x = g.input("x", c.dt, {n, c.c, h, w}, c.xl);
+  Tensor wt = g.constant_random("w", {c.dt, {c.k, c.c / c.groups, c.r, c.s}, c.wl, {}}, "normal", 0,
+                                0.1, 1);
+  Tensor b;
+  if (c.bias) b = g.constant_random("b", {c.dt, {c.k}, Layout::NCHW, {}}, "normal", 0, 0.1, 2);
+  Conv2dOptions o;
+  o.stride = c.stride;
+  o.padding = c.pad;
+  o.dilation = c.dil;
+  o.groups = c.groups;
+  Tensor y = g.conv2d(x, wt, b, o);
+  for (const auto& op : c.epi) {
+    if (op == "add") {
+      Tensor res = g.input("res", g.desc(y));
+      y = g.add(y, res);
+    } else if (op == "scale_shift") {
+      Tensor sc =
+          g.constant_random("sc", {c.dt, {1, c.k, 1, 1}, Layout::NCHW, {}}, "normal", 1, 0.1, 3);
+      Tensor sh =
+          g.constant_random("sh", {c.dt, {1, c.k, 1, 1}, Layout::NCHW, {}}, "normal", 0, 0.1, 4);
+      y = g.add(g.mul(y, sc), sh);
+    } else if (op == "gelu_tanh") {
+      y = g.gelu(y, GeluApprox::Tanh);
+    } else if (op == "leaky_relu") {
+      y = g.leaky_relu(y, 0.1);
+    } else if (op == "clamp") {
+      y = g.clamp(y, -1.0, 6.0);
+    } else if (op == "cast_f32") {
+      y = g.cast(y, DType::F32);
+    } else {
+      y = g.add_node1(op, {y});
+    }
+  }
+  g.output(y);
+  return g;
+}
+
+}  // namespace
+
+TEST(Contraction, ConvVariantsCompile) {
+  const Layout H = Layout::NHWC, C = Layout::NCHW;
+  std::vector<ConvCase> cases = {
+      {"3x3 f16", DType::F16, 64, 64, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, H, H, {"relu"}, true, true},
+      {"3x3 bf16",
+       DType::BF16,
+       64,
+       128,
+       3,
+       3,
+       {1, 1},
+       {1, 1},
+       {1, 1},
+       1,
+       H,
+       H,
+       {"silu"},
+       true,
+       true},
+      {"1x1", DType::F16, 256, 64, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, H, H, {}, false, true},
+      {"7x7 s2 stem C=3",
+       DType::F16,
+       3,
+       64,
+       7,
+       7,
+       {2, 2},
+       {3, 3},
+       {1, 1},
+       1,
+       H,
+       H,
+       {"relu"},
+       true,
+       true},
+      {"stride2 asym pad",
+       DType::F16,
+       32,
+       48,
+       3,
+       3,
+       {2, 2},
+       {0, 1, 1, 0},
+       {1, 1},
+       1,
+       H,
+       H,
+       {"add", "relu"},
+       true,
+       true},
+      {"dilation 2",
+       DType::BF16,
+       16,
+       32,
+       3,
+       3,
+       {1, 1},
+       {2, 2},
+       {2, 2},
+       1,
+       H,
+       H,
+       {"gelu_tanh"},
+       true,
+       true},
+      {"odd C K", DType::F16, 5, 7, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, H, H, {"sigmoid"}, true, true},
+      {"KCRS filter",
+       DType::F16,
+       16,
+       16,
+       3,
+       3,
+       {1, 1},
+       {1, 1},
+       {1, 1},
+       1,
+       H,
+       C,
+       {"tanh"},
+       false,
+       true},
+      {"scale shift clamp",
+       DType::F16,
+       64,
+       64,
+       3,
+       3,
+       {1, 1},
+       {1, 1},
+       {1, 1},
+       1,
+       H,
+       H,
+       {"scale_shift", "clamp"},
+       true,
+       true},
+      {"cast f32 out",
+       DType::BF16,
+       64,
+       64,
+       1,
+       1,
+       {1, 1},
+       {0, 0},
+       {1, 1},
+       1,
+       H,
+       H,
+       {"leaky_relu", "cast_f32"},
+       true,
+       true},
+      {"groups 4",
+       DType::F16,
+       32,
+       64,
+       3,
+       3,
+       {1, 1},
+       {1, 1},
+       {1, 1},
+       4,
+       H,
+       H,
+       {"relu"},
+       true,
+       false},
+      {"depthwise",
+       DType::F16,
+       32,
+       32,
+       3,
+       3,
+       {2, 2},
+       {1, 1},
+       {1, 1},
+       32,
+       H,
+       H,
+       {"relu"},
+       true,
+       false},
+      {"nchw f16",
+       DType::F16,
+       16,
+       32,
+       3,
+       3,
+       {1, 1},
+       {1, 1},
+       {1, 1},
+       1,
+       C,
+       C,
+       {"relu"},
+       true,
+       false},
+      {"f32 nhwc", DType::F32, 16, 32, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, H, H, {"elu"}, true, false},
+      {"f32 nchw 5x5", DType::F32, 3, 8, 5, 5, {2, 2}, {2, 2}, {1, 1}, 1, C, C, {}, false, false},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.label);
+    Graph g = conv_graph(c);
+    FusionGroup grp = make_group(g);
+    KernelSpec k = emit(g, grp);
+    EXPECT_EQ(uses_mma(k), c.expect_mma) << k.name;
+    EXPECT_EQ(k.group, 7);
+    EXPECT_EQ(k.name.rfind("conv_", 0), 0u) << k.name;
+    for (const auto& op : c.epi)
+      if (op == "relu" || op == "silu" || op == "sigmoid")
+        EXPECT_NE(k.name.find(op), std::string::npos) << k.name;
+    if (c.bias) EXPECT_NE(k.name.find("bias"), std::string::npos) << k.name;
+    // The batch size is a kernel argument, never baked in.
+    bool has_n = false;
+    for (const auto& a : k.args)
+      if (a.kind == KernelArg::Kind::Int && !a.value.is_static()) has_n = true;
+    EXPECT_TRUE(has_n) << k.name;
+    EXPECT_FALSE(k.grid[0].is_static()) << k.name;
+    compile_for(k);
+  }
+}
+
+TEST(Contraction, PreActivationIsAlsoWritten) {
+  Graph g("pre");
+  Tensor x = g.input("x", DType::F16, {"N", 64, 14, 14}, Layout::NHWC);
+  Tensor w =
+      g.constant_random("w", {DType::F16, {64, 64, 3, 3}, Layout::NHWC, {}}, "normal", 0, 0.1, 1);
+  Conv2dOptions o;
+  o.padding = {1, 1};
+  Tensor y = g.conv2d(x, w, {}, o);
+  Tensor r = g.relu(y);
+  g.output(r);
+  g.output(y);
+  FusionGroup grp = make_group(g);
+  KernelSpec k = emit(g, grp);
+  // One store per output tensor.
+  size_t stores = 0;
+  for (size_t pos = 0; (pos = k.source.find("kc_st_f16(", pos)) != std::string::npos; ++pos)
+    ++stores;
+  EXPECT_GE(stores, 2u);
+  int tensors = 0;
+  for (const auto& a : k.args) tensors += a.kind == KernelArg::Kind::Tensor;
+  EXPECT_EQ(tensors, 4);  // x, w, y, relu(y)
+  compile_for(k);
+}
+
+struct MatmulCase {
+  const char* label;
+  DType dt;
+  Shape a, b;
+  bool ta, tb, bias;
+  std::vector<std::string> epi;
+  bool expect_mma;
+};
+
+TEST(Contraction, MatmulVariantsCompile) {
+  std::vector<MatmulCase> cases = {
+      {"plain bf16 gelu", DType::BF16, {"M", 256}, {256, 512}, false, false, true, {"gelu"}, true},
+      {"ta f16", DType::F16, {128, "M"}, {128, 64}, true, false, false, {}, true},
+      {"tb f16", DType::F16, {"M", 96}, {80, 96}, false, true, true, {"relu"}, true},
+      {"ta tb bf16", DType::BF16, {64, "M"}, {40, 64}, true, true, false, {"silu"}, true},
+      {"odd K", DType::F16, {"M", 37}, {37, 19}, false, false, true, {}, true},
+      {"batched broadcast",
+       DType::F16,
+       {"B", "M", 64},
+       {64, 32},
+       false,
+       false,
+       false,
+       {"tanh"},
+       true},
+      {"batched both",
+       DType::BF16,
+       {2, "B", 16, 64},
+       {1, "B", 64, 48},
+       false,
+       true,
+       true,
+       {},
+       true},
+      {"f32", DType::F32, {"M", 64}, {64, 32}, false, false, true, {"relu"}, false},
+      {"f32 batched ta", DType::F32, {"B", 64, "M"}, {"B", 64, 32}, true, false, false, {}, false},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.label);
+    Graph g("mm");
+    Tensor a = g.input("a", c.dt, c.a);
+    Tensor b = g.input("b", c.dt, c.b);
+    Dim n = c.tb ? c.b[c.b.size() - 2] : c.b.back();
+    Tensor bias;
+    if (c.bias) bias = g.constant_random("bias", {c.dt, {n}, Layout::NCHW, {}}, "normal", 0, 1, 3);
+    Tensor y = g.matmul(a, b, bias, c.ta, c.tb);
+    for (const auto& op : c.epi)
+      y = op == "gelu" ? g.gelu(y, GeluApprox::Tanh) : g.add_node1(op, {y});
+    g.output(y);
+    KernelSpec k = emit(g, make_group(g));
+    EXPECT_EQ(uses_mma(k), c.expect_mma) << k.name;
+    EXPECT_EQ(k.name.rfind("matmul_", 0), 0u) << k.name;
+    compile_for(k);
+  }
+}
+
+TEST(Contraction, LargeMatmulPicksBigTensorCoreTile) {
+  Graph g("big");
+  Tensor a = g.input("a", DType::BF16, {8192, 16384});
+  Tensor b = g.input("b", DType::BF16, {16384, 4096});
+  Tensor bias =
+      g.constant_random("bias", {DType::BF16, {4096}, Layout::NCHW, {}}, "normal", 0, 1, 3);
+  Tensor y = g.gelu(g.matmul(a, b, bias), GeluApprox::Tanh);
+  g.output(y);
+  KernelSpec k = emit(g, make_group(g));
+  EXPECT_TRUE(uses_mma(k));
+  EXPECT_NE(k.name.find("matmul_bf16_t"), std::string::npos) << k.name;
+  EXPECT_NE(k.name.find("bias_gelu"), std::string::npos) << k.name;
+  EXPECT_GE(k.block[0], 128);
+  EXPECT_GT(k.smem_bytes, 48 * 1024);
+  EXPECT_EQ(k.grid[0].value() * k.grid[1].value() >= 132, true);
+  compile_for(k);
+}
+
+TEST(Contraction, ConfigAlwaysExists) {
+  for (DType dt : {DType::F32, DType::F16, DType::BF16})
+    for (int64_t m : {1, 7, 100, 100000})
+      for (int64_t n : {1, 8, 64, 1000})
+        for (int64_t kk : {1, 3, 64, 5000}) {
+          ContractionProblemInfo p;
+          p.m = m;
+          p.n = n;
+          p.k = kk;
+          p.dtype = dt;
+          ContractionConfig c = choose_contraction_config(p);
+          if (dt == DType::F32 || kk < 16) {
+            EXPECT_EQ(c.kind, ContractionConfig::Kind::Direct);
+          } else {
+            ASSERT_EQ(c.kind, ContractionConfig::Kind::Mma);
+            EXPECT_LE(c.smem_bytes(), p.smem_optin);
+            EXPECT_EQ(c.bm % c.wm, 0);
+            EXPECT_EQ(c.bn % c.wn, 0);
+          }
+        }
+  // Small problems get small tiles (more CTAs), big ones big tiles.
+  ContractionProblemInfo small;
+  small.m = 32 * 49;
+  small.n = 512;
+  small.k = 4608;
+  ContractionProblemInfo big;
+  big.m = 128 * 56 * 56;
+  big.n = 256;
+  big.k = 576;
+  ContractionConfig cs = choose_contraction_config(small), cb = choose_contraction_config(big);
+  EXPECT_LT(cs.bm * cs.bn, cb.bm * cb.bn) << cs.str() << " vs " << cb.str();
+}
+
+TEST(Contraction, NonPointwiseEpilogueIsAUserError) {
+  Graph g("bad");
+  Tensor a = g.input("a", DType::F16, {"M", 64});
+  Tensor b = g.input("b", DType::F16, {64, 32});
+  Tensor y = g.softmax(g.matmul(a, b));
+  g.output(y);
+  FusionGroup grp = make_group(g);
+  try {
+    emit(g, grp);
+    ADD_FAILURE() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::User);
+    EXPECT_NE(std::string(e.what()).find("softmax"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("group 7"), std::string::npos) << e.what();
+  }
+}
