@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Installs the Debian packages kiln needs to build and test, only those that are missing
+# (apt-get update runs only when something is to be installed). The CUDA toolkit (nvcc, NVRTC,
+# headers) is not installed here: kiln expects it at /usr/local/cuda or on PATH.
+set -euo pipefail
+
+packages=(cmake ninja-build g++ libfmt-dev nlohmann-json3-dev libgtest-dev clang
+          libclang-rt-14-dev ccache)
+
+installed() {
+  dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"
+}
+
+if ! command -v dpkg-query >/dev/null 2>&1; then
+  echo "install_deps: not a Debian/Ubuntu system; install these yourself: ${packages[*]}" >&2
+  exit 0
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+  installed "$p" || missing+=("$p")
+done
+
+if ((${#missing[@]})); then
+  sudo=()
+  if [[ $(id -u) -ne 0 ]]; then
+    if command -v sudo >/dev/null 2>&1; then
+      sudo=(sudo)
+    else
+      echo "install_deps: missing packages (${missing[*]}) and not root, no sudo" >&2
+      exit 1
+    fi
+  fi
+  echo "install_deps: installing ${missing[*]}"
+  "${sudo[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends \
+    "${missing[@]}"
+fi
+
+if ! command -v nvcc >/dev/null 2>&1 && [[ ! -x /usr/local/cuda/bin/nvcc ]]; then
+  echo "install_deps: warning: no CUDA toolkit found (nvcc not on PATH, no /usr/local/cuda);" \
+    "kiln needs its NVRTC and headers to build" >&2
+fi
