@@ -349,7 +349,7 @@ TEST(Contraction, MatmulVariantsCompile) {
       {"batched both",
        DType::BF16,
        {2, "B", 16, 64},
-       {1, "B", 64, 48},
+       {1, "B", 48, 64},
        false,
        true,
        true,
