@@ -109,8 +109,8 @@ void conv2d(const NodeArgs& a) {
 }
 
 // out[b..., m, n] = bias[n] + sum_k A[b..., m, k] * B[b..., k, n], batch dims broadcast; the
-// transposes read A strided and B re-laid out [K, N]. Tasks are blocks of rows of one batch entry;
-// each runs over k with a contiguous update of a column block of its rows.
+// transposes read A strided and B re-laid out [K, N]. Blocked over rows, columns and depth; the
+// innermost loop is a contiguous update of a column block of one output row.
 void matmul(const NodeArgs& a) {
   const Dims& as = a.in_shapes[0];
   const Dims& bs = a.in_shapes[1];
@@ -144,7 +144,9 @@ void matmul(const NodeArgs& a) {
     B = bt.data();
   }
 
-  constexpr int64_t kRows = 4, kCols = 512;
+  // A task: kRows rows of one batch entry. For each [kDepth x kCols] block of B (kept in L2),
+  // every row accumulates its kCols outputs (kept in L1) over the block's depth.
+  constexpr int64_t kRows = 16, kCols = 256, kDepth = 128;
   const int64_t mblocks = (M + kRows - 1) / kRows;
   parallel_for(nb * mblocks, a.threads, [&](int64_t t) {
     const int64_t bi = t / mblocks, m0 = (t % mblocks) * kRows, m1 = std::min(M, m0 + kRows);
@@ -162,11 +164,14 @@ void matmul(const NodeArgs& a) {
       for (int64_t n = 0; n < Nd; ++n) Om[m * Nd + n] = bias ? bias[n] : 0.0;
     for (int64_t n0 = 0; n0 < Nd; n0 += kCols) {
       const int64_t nc = std::min(Nd, n0 + kCols) - n0;
-      for (int64_t k = 0; k < Kd; ++k) {
-        const double* brow = Bm + k * Nd + n0;
+      for (int64_t k0 = 0; k0 < Kd; k0 += kDepth) {
+        const int64_t k1 = std::min(Kd, k0 + kDepth);
         for (int64_t m = m0; m < m1; ++m) {
-          const double av = ta ? Am[k * M + m] : Am[m * Kd + k];
-          axpy(Om + m * Nd + n0, brow, av, nc);
+          double* orow = Om + m * Nd + n0;
+          for (int64_t k = k0; k < k1; ++k) {
+            const double av = ta ? Am[k * M + m] : Am[m * Kd + k];
+            axpy(orow, Bm + k * Nd + n0, av, nc);
+          }
         }
       }
     }
