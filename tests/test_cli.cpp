@@ -57,9 +57,16 @@ class TempDir {
   fs::path path_;
 };
 
-CliResult run_cli(const std::vector<std::string>& args) {
+// Runs the CLI with `args`; `env` ("NAME=VALUE" items) is added to its environment.
+CliResult run_cli(const std::vector<std::string>& args, const std::vector<std::string>& env = {}) {
   TempDir tmp;
-  std::string cmd = quote(KILN_CLI_PATH);
+  std::string cmd;
+  if (!env.empty()) {
+    cmd = "env";
+    for (const std::string& e : env) cmd += " " + quote(e);
+    cmd += " ";
+  }
+  cmd += quote(KILN_CLI_PATH);
   for (const std::string& a : args) cmd += " " + quote(a);
   cmd +=
       " >" + quote((tmp / "out").string()) + " 2>" + quote((tmp / "err").string()) + " </dev/null";
@@ -125,8 +132,9 @@ std::string ctx(const std::vector<std::string>& args, const CliResult& r) {
 }
 
 // A user error: exit 2, nothing on stdout, one line "kiln: ..." on stderr.
-void expect_user_error(const std::vector<std::string>& args, const std::string& needle = {}) {
-  CliResult r = run_cli(args);
+void expect_user_error(const std::vector<std::string>& args, const std::string& needle = {},
+                       const std::vector<std::string>& env = {}) {
+  CliResult r = run_cli(args, env);
   EXPECT_EQ(r.rc, 2) << ctx(args, r);
   EXPECT_EQ(r.out, "") << ctx(args, r);
   EXPECT_EQ(r.err.rfind("kiln: ", 0), 0u) << ctx(args, r);
@@ -220,6 +228,14 @@ TEST(Cli, BadUsageIsExit2WithOneLine) {
   expect_user_error({"run", ex, "--shape", "N=1", "--inputs", "/nonexistent.safetensors"},
                     "/nonexistent.safetensors");
   expect_user_error({"run", src("examples/graphs/no_such_graph.json")}, "no_such_graph.json");
+}
+
+TEST(Cli, UnknownKilnEnvironmentVariableIsRefused) {
+  const std::string ex = src("examples/graphs/add_layernorm_gelu.json");
+  expect_user_error({"check", ex}, "KILN_DSIABLE", {"KILN_DSIABLE=fusion"});
+  expect_user_error({"run", ex, "--shape", "rows=2"}, "fuson", {"KILN_DISABLE=fuson"});
+  CliResult r = run_cli({"check", ex}, {"KILN_DISABLE=fusion", "NOT_KILN=1"});
+  EXPECT_EQ(r.rc, 0) << r.err;
 }
 
 TEST(Cli, RandomInputNeedsItsSymbolsBound) {

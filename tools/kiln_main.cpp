@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "engine/env.hpp"
 #include "kiln/error.hpp"
 #include "tools/cli_common.hpp"
 
@@ -88,6 +89,7 @@ int dispatch(const std::vector<std::string>& args) {
       return 0;
     }
   }
+  kiln::env();  // a misspelled KILN_* variable fails before any work, with the valid names
   return c->handler(rest);
 }
 
