@@ -121,20 +121,21 @@ SafetensorsFile::SafetensorsFile(std::string path) : path_(std::move(path)) {
     KILN_CHECK(v["shape"].is_array(), "{}.shape: expected a list of integers, found {}", at,
                json_type(v["shape"]));
     uint64_t numel = 1;
-    bool overflow = false;
+    bool overflow = false, has_zero = false;
     for (size_t i = 0; i < v["shape"].size(); ++i) {
       const ojson& d = v["shape"][i];
-      KILN_CHECK(d.is_number_integer() &&
-                     !(d.is_number_integer() && !d.is_number_unsigned() && d.get<int64_t>() < 0),
-                 "{}.shape[{}]: expected a non-negative integer, found {}", at, i, d.dump());
-      KILN_CHECK(!d.is_number_unsigned() || d.get<uint64_t>() <= uint64_t{1} << 62,
-                 "{}.shape[{}]: size {} is too large", at, i, d.dump());
-      int64_t dv = d.get<int64_t>();
-      e.shape.push_back(dv);
-      if (dv != 0 && numel > (uint64_t{1} << 62) / static_cast<uint64_t>(dv)) overflow = true;
-      numel *= static_cast<uint64_t>(dv);
+      KILN_CHECK(d.is_number_unsigned(), "{}.shape[{}]: expected a non-negative integer, found {}",
+                 at, i, d.dump());
+      uint64_t dv = d.get<uint64_t>();
+      KILN_CHECK(dv <= uint64_t{1} << 62, "{}.shape[{}]: size {} is too large", at, i, dv);
+      e.shape.push_back(static_cast<int64_t>(dv));
+      if (dv == 0) has_zero = true;
+      if (dv != 0 && numel > (uint64_t{1} << 62) / dv) overflow = true;
+      if (!overflow) numel *= dv;
     }
-    KILN_CHECK(!overflow || numel == 0, "{}.shape: {} elements is too many", at, v["shape"].dump());
+    if (has_zero) numel = 0;
+    overflow = overflow && !has_zero;
+    KILN_CHECK(!overflow, "{}.shape: {} elements is too many", at, v["shape"].dump());
     const ojson& off = v["data_offsets"];
     KILN_CHECK(off.is_array() && off.size() == 2 && off[0].is_number_unsigned() &&
                    off[1].is_number_unsigned(),
@@ -149,7 +150,7 @@ SafetensorsFile::SafetensorsFile(std::string path) : path_(std::move(path)) {
                at, e.begin, e.end, data_size);
     size_t es = any_dtype_size(e.dtype);
     if (es != 0) {
-      KILN_CHECK(!overflow && numel <= (uint64_t{1} << 62) / es && e.end - e.begin == numel * es,
+      KILN_CHECK(numel <= (uint64_t{1} << 62) / es && e.end - e.begin == numel * es,
                  "{}: {} bytes for {} {} elements of shape {}, expected {} bytes", at,
                  e.end - e.begin, numel, e.dtype, v["shape"].dump(), numel * es);
     }
