@@ -214,6 +214,8 @@ TEST(Cli, BadUsageIsExit2WithOneLine) {
   expect_user_error({"run", ex, "--shape", "N=1x"}, "expected an integer, found '1x'");
   expect_user_error({"run", ex, "--shape", "N=99999999999999999999"}, "expected an integer");
   expect_user_error({"run", ex, "--shape", "M=2"}, "no symbol 'M'");
+  expect_user_error({"run", ex, "--shape", "N=4611686018427387904"}, "elements");
+  expect_user_error({"run", ex, "--shape", "N=100000000"}, "elements");
   expect_user_error({"run", ex, "--shape", "N=1", "--shape", "N=2"}, "given twice");
   expect_user_error({"run", ex, "--shape", "N=1", "--seed", "x"}, "--seed");
   expect_user_error({"run", ex, "--shape", "N=1", "--seed", "1", "--seed", "2"}, "more than once");

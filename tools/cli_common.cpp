@@ -176,6 +176,9 @@ void check_input_tensor(const Graph& g, const TensorInfo& t, const HostTensor& h
              origin, t.name, shape_str(t.desc.shape), t.desc.rank(), dims_str(h.shape));
 }
 
+// Random inputs are generated through an f64 buffer: 2^32 elements is 32 GiB of it.
+constexpr int64_t kMaxRandomElements = int64_t{1} << 32;
+
 uint64_t seed_for(uint64_t seed, const std::string& name) {
   return fnv1a_bytes(reinterpret_cast<const std::byte*>(name.data()), name.size(),
                      0xcbf29ce484222325ull ^ (seed * 0x9e3779b97f4a7c15ull));
@@ -261,7 +264,11 @@ PreparedInputs prepare_inputs(const std::string& cmd, const Graph& g, const Inpu
     if (p.tensors.count(t.name)) continue;
     std::vector<int64_t> shape = eval_shape(t.desc.shape, p.bindings);
     int64_t n = 1;
-    for (int64_t d : shape) n *= d;
+    for (int64_t d : shape)
+      KILN_CHECK(!__builtin_mul_overflow(n, d, &n) && n <= kMaxRandomElements,
+                 "input '{}' ({}) would be {} with these bindings: more than the {} elements a "
+                 "random input may have",
+                 t.name, t.desc.str(), dims_str(shape), kMaxRandomElements);
     std::vector<double> v = random_values(true, 0.0, 1.0, seed_for(o.seed, t.name), n);
     Layout layout = t.desc.layout == Layout::Strided ? Layout::NCHW : t.desc.layout;
     p.tensors[t.name] = HostTensor::from_f64(t.desc.dtype, shape, v, layout);
