@@ -560,16 +560,18 @@ struct Loader {
             state[v] = 1;
             stack.push_back({v, 0});
           } else if (state[v] == 1) {
-            // The cycle is v -> ... -> u on the stack.
-            std::string cyc;
+            // The stack from v up to u is a dependency chain (each consumes the next one's
+            // output) and u consumes v: list it in data-flow order, v first.
+            std::vector<int> chain;
             bool in = false;
             for (const auto& [w, unused] : stack) {
               in |= w == v;
-              if (in) cyc += specs[w].where.substr(src.size() + 2) + " -> ";
+              if (in) chain.push_back(w);
             }
-            cyc += specs[v].where.substr(src.size() + 2);
-            KILN_FAIL("{}: the nodes form a cycle: {} (each consumes the next one's output)",
-                      at("nodes"), cyc);
+            std::string cyc = specs[v].where.substr(src.size() + 2);
+            for (size_t c = chain.size(); c-- > 0;)
+              cyc += " -> " + specs[chain[c]].where.substr(src.size() + 2);
+            KILN_FAIL("{}: the nodes form a cycle: {} (each feeds the next)", at("nodes"), cyc);
           }
         } else {
           state[u] = 2;
