@@ -189,4 +189,119 @@ void PointwiseEmitter::emit(Writer& w, const std::vector<int>& nodes) {
   }
 }
 
+// ---------------------------------------------------------------- group kernels
+std::string GroupParams::signature() const {
+  std::string s;
+  for (int t : group.inputs)
+    s += fmt::format("{}const {}* __restrict__ {}", s.empty() ? "" : ", ",
+                     storage_type(graph.tensor(t).desc.dtype), tensor_param(t));
+  for (int t : group.outputs)
+    s += fmt::format("{}{}* __restrict__ {}", s.empty() ? "" : ", ",
+                     storage_type(graph.tensor(t).desc.dtype), tensor_param(t));
+  return s + dims.signature();
+}
+
+std::vector<KernelArg> GroupParams::args() const {
+  std::vector<KernelArg> a;
+  for (int t : group.inputs) a.push_back({KernelArg::Kind::Tensor, t, Dim(0)});
+  for (int t : group.outputs) a.push_back({KernelArg::Kind::Tensor, t, Dim(0)});
+  dims.append_args(&a);
+  return a;
+}
+
+Dim group_bytes_moved(const Graph& g, const FusionGroup& grp) {
+  Dim b(0);
+  for (const auto* list : {&grp.inputs, &grp.outputs})
+    for (int t : *list) {
+      const TensorDesc& d = g.tensor(t).desc;
+      b = b + shape_numel(d.shape) * Dim(static_cast<int64_t>(dtype_size(d.dtype)));
+    }
+  return b;
+}
+
+Dim group_flops(const Graph& g, const FusionGroup& grp) {
+  Dim f(0);
+  for (int n : grp.nodes) {
+    const Node& node = g.nodes()[n];
+    Dim numel = shape_numel(g.tensor(node.inputs[0]).desc.shape);
+    f = f + numel * Dim(n == grp.anchor ? 5 : 1);
+  }
+  return f;
+}
+
+std::string group_kernel_name(const Graph& g, const FusionGroup& grp, const std::string& detail) {
+  // grp.name is "<kind>_<dtype>_<ops...>"; insert the detail after the dtype.
+  std::string name = ident(grp.name);
+  if (!detail.empty()) {
+    size_t a = name.find('_');
+    size_t b = a == std::string::npos ? a : name.find('_', a + 1);
+    if (b == std::string::npos)
+      name += "_" + detail;
+    else
+      name.insert(b, "_" + detail);
+  }
+  return name;
+}
+
+std::string kernel_source(const std::string& body) {
+  return device_file("kiln_prelude.cuh") + "\n" + body;
+}
+
+Shape row_major_strides(const Shape& shape) {
+  Shape st(shape.size(), Dim(1));
+  Dim s(1);
+  for (size_t i = shape.size(); i-- > 0;) {
+    st[i] = s;
+    s = s * shape[i];
+  }
+  return st;
+}
+
+std::vector<std::string> decompose(const std::string& lin, const Shape& shape, const Shape& strides,
+                                   DimParams& dp) {
+  size_t r = shape.size();
+  // The outermost dim (largest stride) needs no modulo; find it as the dim whose stride is not a
+  // factor of any other: with layouts it is the first in memory order. We pick the dim whose
+  // stride equals numel / size.
+  Dim numel = shape_numel(shape);
+  std::vector<std::string> c(r);
+  for (size_t d = 0; d < r; ++d) {
+    if (shape[d].is_static() && shape[d].value() == 1) {
+      c[d] = "0";
+      continue;
+    }
+    bool unit = strides[d].is_static() && strides[d].value() == 1;
+    std::string q = unit ? lin : fmt::format("({} / {})", lin, dp.ref(strides[d]));
+    bool outermost = strides[d] * shape[d] == numel;
+    c[d] = outermost ? q : fmt::format("({} % {})", q, dp.ref(shape[d]));
+  }
+  return c;
+}
+
+bool ElementLoader::is_dense(int t) const {
+  const TensorDesc& d = graph.tensor(t).desc;
+  return d.shape == iter && tensor_strides(d) == dense;
+}
+
+std::string ElementLoader::offset(int t, const std::vector<int>& map) {
+  bool identity = graph.tensor(t).desc.shape == iter;
+  for (size_t i = 0; identity && i < map.size(); ++i) identity = map[i] == static_cast<int>(i);
+  if (identity && is_dense(t)) return lin;
+  return operand_offset(graph.tensor(t).desc, map, coords, *dims);
+}
+
+std::string ElementLoader::load(Writer& w, int node, int slot) {
+  const Node& n = graph.nodes().at(node);
+  int t = n.inputs.at(slot);
+  std::vector<int> map = operand_dim_map(graph, n, slot, iter);
+  std::string key = fmt::format("{}", t);
+  for (int m : map) key += fmt::format(",{}", m);
+  auto it = cache.find(key);
+  if (it != cache.end()) return it->second;
+  std::string var = fmt::format("l{}_{}{}", t, cache.size(), suffix);
+  w.line("const float {} = {};", var, load_f32(tensor_param(t) + " + " + offset(t, map)));
+  cache[key] = var;
+  return var;
+}
+
 }  // namespace kiln

@@ -103,4 +103,55 @@ struct PointwiseEmitter {
   void emit(Writer& w, const std::vector<int>& nodes);
 };
 
+// ---- group kernels (the non-contraction emitters share these)
+// The parameters of a group's kernel: every group input (const T* __restrict__), then every group
+// output (T* __restrict__), then the symbolic dims registered in `dims` while emitting the body.
+struct GroupParams {
+  const Graph& graph;
+  const FusionGroup& group;
+  DimParams dims;
+
+  GroupParams(const Graph& g, const FusionGroup& grp) : graph(g), group(grp) {}
+  std::string signature() const;  // "const kiln_f16* __restrict__ t3, float* __restrict__ t9, ..."
+  std::vector<KernelArg> args() const;
+};
+// Each group input read once plus each output written once, in bytes.
+Dim group_bytes_moved(const Graph& g, const FusionGroup& grp);
+// Rough flop count: one per elementwise node and element, five per anchor element.
+Dim group_flops(const Graph& g, const FusionGroup& grp);
+// "pointwise_f16_add_gelu" style kernel name from the group, with `detail` ("r4096") after the
+// dtype when non-empty.
+std::string group_kernel_name(const Graph& g, const FusionGroup& grp, const std::string& detail);
+
+// Operand loads for a pointwise chain over the iteration space `iter`: tensors whose shape and
+// strides equal `dense` strides are read at the linear index `lin`; others at the offset given by
+// the coordinates. Each (tensor, indexing) is loaded once per lane into a variable.
+struct ElementLoader {
+  const Graph& graph;
+  Shape iter;
+  Shape dense;                      // strides of the dense (linear-indexed) layout
+  std::string lin;                  // linear index expression (in the dense layout)
+  std::vector<std::string> coords;  // per iteration dim
+  DimParams* dims = nullptr;
+  std::string suffix;
+  std::map<std::string, std::string> cache;
+
+  bool is_dense(int tensor) const;
+  // Offset of a tensor of shape `iter` (or broadcasting to it) for this element.
+  std::string offset(int tensor, const std::vector<int>& map);
+  std::string load(Writer& w, int node, int slot);
+  // Binds into a PointwiseEmitter.
+  std::function<std::string(Writer&, int, int)> fn() {
+    return [this](Writer& w, int n, int s) { return load(w, n, s); };
+  }
+};
+// Coordinate expressions of linear index `lin` decomposed over `shape` with the given element
+// strides (the dims' memory order); static dims give constant div/mod.
+std::vector<std::string> decompose(const std::string& lin, const Shape& shape, const Shape& strides,
+                                   DimParams& dp);
+// The complete source of a kernel: the device prelude, then `body`.
+std::string kernel_source(const std::string& body);
+// Row-major element strides of a shape.
+Shape row_major_strides(const Shape& shape);
+
 }  // namespace kiln

@@ -223,6 +223,13 @@ class Planner {
       if (p < 0 || group_of_[p] >= 0 || !live_[p]) continue;
       const Node& pn = g_.nodes()[p];
       if (!elementwise(pn) || out_shape(p) != shape) continue;
+      // A window visits its input elements zero or several times: it cannot write a prologue
+      // intermediate as an extra output, so only private intermediates fuse in.
+      if (groups_[gid].kind == GroupKind::Window) {
+        bool private_use = !is_output_.count(pn.outputs[0]);
+        for (int c : consumers_[pn.outputs[0]]) private_use &= !live_[c] || group_of_[c] == gid;
+        if (!private_use) continue;
+      }
       if (!try_add(gid, p)) continue;
       groups_[gid].notes.push_back(
           fmt::format("prologue: {} ({}) fused into {}'s input", pn.name, op_name(pn.op), a.name));
