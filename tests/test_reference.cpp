@@ -3,16 +3,19 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <functional>
+#include <stdexcept>
 
 #include <fmt/format.h>
 
 #include "engine/random.hpp"
 #include "kiln/error.hpp"
 #include "kiln/reference.hpp"
+#include "runtime/thread_pool.hpp"
 
 using namespace kiln;
 
@@ -750,6 +753,70 @@ TEST(Reference, OutputsThatAreInputsOrConstantsOrReusedIntermediates) {
   EXPECT_EQ(out.at("c").to_f64(), (Vals{5, 6}));
   EXPECT_EQ(out.at(g.tensor(r).name).to_f64(), (Vals{0, 2}));
   EXPECT_EQ(out.at(g.tensor(y).name).to_f64(), (Vals{5, 8}));
+}
+
+TEST(Reference, ExplicitBindingsMustAgreeWithInputs) {
+  Graph g;
+  Tensor x = g.input("x", DType::F32, {"N", 2});
+  g.output(g.relu(x));
+  ReferenceOptions o;
+  o.bindings = {{"N", 3}};
+  std::string e = user_error([&] {
+    run_reference(g, {{"x", host(DType::F32, {2, 2}, Vals(4, 1))}}, o);
+  });
+  EXPECT_NE(e.find("symbol 'N'"), std::string::npos) << e;
+  EXPECT_NE(e.find("input 'x'"), std::string::npos) << e;
+  EXPECT_EQ(
+      run_reference(g, {{"x", host(DType::F32, {3, 2}, Vals(6, -1))}}, o).begin()->second.to_f64(),
+      Vals(6, 0));
+}
+
+TEST(Reference, StridedInputReturnedInItsStrides) {
+  TensorDesc d = desc(DType::F32, {2, 3}, Layout::Strided);
+  d.strides = {1, 2};  // column-major
+  Graph g;
+  Tensor x = g.input("x", d);
+  Tensor y = g.neg(x);
+  g.output(x);
+  g.output(y);
+  HostTensor in = host(DType::F32, {2, 3}, {1, 2, 3, 4, 5, 6});
+  auto out = run_reference(g, {{"x", in}});
+  EXPECT_EQ(out.at("x").strides, (Dims{1, 2}));
+  EXPECT_EQ(out.at("x").to_f64(), (Vals{1, 2, 3, 4, 5, 6}));
+  EXPECT_EQ(out.at(g.tensor(y).name).to_f64(), (Vals{-1, -2, -3, -4, -5, -6}));
+  EXPECT_EQ(out.at(g.tensor(y).name).strides, (Dims{3, 1}));  // node outputs are dense
+}
+
+TEST(Reference, NanPropagates) {
+  Graph g;
+  Tensor x = g.input("x", DType::F32, {1, 1, 1, 3});
+  Tensor m = g.reduce("reduce_max", x, {});
+  Tensor mn = g.reduce("reduce_min", x, {3});
+  Tensor p = g.maxpool2d(x, {.kernel = {1, 3}});
+  Tensor sm = g.softmax(x);
+  for (Tensor t : {m, mn, p, sm}) g.output(t);
+  auto out = run_reference(g, {{"x", host(DType::F32, {1, 1, 1, 3}, {1, NAN, 3})}});
+  for (Tensor t : {m, mn, p, sm})
+    EXPECT_TRUE(std::isnan(out.at(g.tensor(t).name).to_f64()[0])) << g.tensor(t).name;
+}
+
+TEST(ThreadPool, VisitsEveryIndexOnceAndRethrows) {
+  for (int threads : {1, 2, 5}) {
+    std::vector<std::atomic<int>> hits(1000);
+    parallel_for(
+        1000, threads, [&](int64_t i) { hits[i]++; }, 7);
+    for (auto& h : hits) ASSERT_EQ(h.load(), 1);
+    EXPECT_THROW(parallel_for(
+                     100, threads,
+                     [](int64_t i) {
+                       if (i == 42) throw std::runtime_error("boom");
+                     },
+                     3),
+                 std::runtime_error);
+  }
+  parallel_for(0, 2, [](int64_t) { FAIL(); });
+  EXPECT_GE(resolve_threads(0), 1);
+  EXPECT_EQ(resolve_threads(3), 3);
 }
 
 // ================================================================= speed
