@@ -6,6 +6,7 @@
 
 #include "codegen/contraction_common.hpp"
 #include "codegen/emit.hpp"
+#include "codegen/pointwise_expr.hpp"
 #include "engine/check.hpp"
 #include "engine/op_table.hpp"
 #include "heuristics/device_info.hpp"
@@ -98,7 +99,7 @@ std::string ArgList::tensor(const Graph& g, int id, bool is_const) {
   a.tensor = id;
   args_.push_back(a);
   decls_.push_back(fmt::format("{}{}* __restrict__ {}", is_const ? "const " : "",
-                               storage_type(g.tensor(id).desc.dtype), name));
+                               raw_type(g.tensor(id).desc.dtype), name));
   tensors_[id] = name;
   return name;
 }
@@ -145,7 +146,7 @@ std::vector<std::string> stride_code(ArgList& a, const TensorDesc& d) {
   return out;
 }
 
-const char* storage_type(DType t) {
+const char* raw_type(DType t) {
   return t == DType::F32 ? "float" : "unsigned short";
 }
 std::string load_fn(DType t) {
@@ -160,23 +161,6 @@ std::string device_preamble() {
 }
 
 // ---------------------------------------------------------------- epilogue
-namespace {
-
-// Offset code of a tensor broadcast against the output coordinates (right-aligned).
-std::string broadcast_offset(ArgList& a, const TensorDesc& d,
-                             const std::vector<std::string>& coords) {
-  auto st = stride_code(a, d);
-  size_t r = d.shape.size(), ro = coords.size();
-  KILN_ASSERT(r <= ro, "operand rank {} above output rank {}", r, ro);
-  std::string off;
-  for (size_t i = 0; i < r; ++i) {
-    if (d.shape[i].is_static() && d.shape[i].value() == 1) continue;
-    off += fmt::format("{}{} * {}", off.empty() ? "" : " + ", coords[ro - r + i], st[i]);
-  }
-  return off.empty() ? "0" : off;
-}
-
-}  // namespace
 
 EpilogueCode epilogue(const Problem& p, ArgList& args, const std::vector<std::string>& coords,
                       const std::string& acc, const std::string& ind) {
@@ -199,36 +183,41 @@ EpilogueCode epilogue(const Problem& p, ArgList& args, const std::vector<std::st
   for (int ni : p.group->nodes) {
     if (ni == p.group->anchor) continue;
     const Node& n = g.nodes().at(ni);
-    const OpInfo& info = op_info(n.op);
-    KILN_CHECK(info.category == OpCategory::Pointwise && info.cuda,
+    KILN_CHECK(is_elementwise(g, n),
                "{}: node '{}' ({}) cannot be fused into a {} epilogue: only pointwise ops can",
-               p.where, n.name, info.name, p.is_conv ? "conv2d" : "matmul");
+               p.where, n.name, op_name(n.op), p.is_conv ? "conv2d" : "matmul");
     const TensorDesc& od = g.tensor(n.outputs[0]).desc;
     KILN_CHECK(od.shape == yd.shape,
                "{}: epilogue node '{}' has output shape {} but the contraction output is {}",
                p.where, n.name, shape_str(od.shape), shape_str(yd.shape));
     std::vector<std::string> x;
-    for (int t : n.inputs) {
+    for (size_t slot = 0; slot < n.inputs.size(); ++slot) {
+      int t = n.inputs[slot];
       auto it = vals.find(t);
       if (it != vals.end()) {
         x.push_back(it->second);
         continue;
       }
       const TensorDesc& td = g.tensor(t).desc;
+      std::vector<int> map = operand_dim_map(g, n, static_cast<int>(slot), yd.shape);
+      auto st = stride_code(args, td);
+      std::string off;
+      for (size_t i = 0; i < map.size(); ++i) {
+        if (map[i] < 0) continue;
+        if (td.shape[map[i]].is_static() && td.shape[map[i]].value() == 1) continue;
+        off += fmt::format("{}{} * {}", off.empty() ? "" : " + ", coords[i], st[map[i]]);
+      }
       std::string v = fmt::format("v{}", t);
       e.lines.push_back(fmt::format("{}const float {} = {}({} + {});", ind, v, load_fn(td.dtype),
-                                    args.tensor(g, t, true), broadcast_offset(args, td, coords)));
+                                    args.tensor(g, t, true), off.empty() ? "0" : off));
       vals[t] = v;
       x.push_back(v);
     }
-    std::vector<double> prm = op_params(n);
-    std::string expr = info.cuda(x, prm.data());
-    if (n.op == OpKind::Cast && od.dtype != DType::F32)
-      expr = fmt::format("kc_round_{}({})", dtype_name(od.dtype), expr);
+    std::string expr = pointwise_node_expr(g, n, x);
     std::string v = fmt::format("v{}", n.outputs[0]);
     e.lines.push_back(fmt::format("{}const float {} = {};", ind, v, expr));
     vals[n.outputs[0]] = v;
-    e.ops.push_back(info.name);
+    e.ops.push_back(op_name(n.op));
   }
   for (int t : p.group->outputs) {
     auto it = vals.find(t);
@@ -251,7 +240,7 @@ std::string epilogue_suffix(const Problem& p) {
   if (p.bias >= 0) s += "_bias";
   for (int ni : p.group->nodes) {
     if (ni == p.group->anchor) continue;
-    s += std::string("_") + op_info(p.graph->nodes().at(ni).op).name;
+    s += std::string("_") + op_name(p.graph->nodes().at(ni).op);
   }
   return s;
 }
@@ -323,9 +312,9 @@ KernelSpec emit_direct(const Problem& p) {
                   c.dil_w));
     L(fmt::format("        if (iw < 0 || iw >= {}) continue;", a.dim(c.w)));
     L(fmt::format("        const {}* xp = {} + n * {} + cbase * {} + ih * {} + iw * {};",
-                  storage_type(xd.dtype), xs, xst[0], xst[1], xst[2], xst[3]));
-    L(fmt::format("        const {}* wp = {} + ko * {} + r * {} + s * {};", storage_type(wd.dtype),
-                  ws, wst[0], wst[2], wst[3]));
+                  raw_type(xd.dtype), xs, xst[0], xst[1], xst[2], xst[3]));
+    L(fmt::format("        const {}* wp = {} + ko * {} + r * {} + s * {};", raw_type(wd.dtype), ws,
+                  wst[0], wst[2], wst[3]));
     L(fmt::format("        for (int c = 0; c < {}; ++c) acc += {}(xp + c * {}) * {}(wp + c * {});",
                   cg, ld_x, xst[1], ld_w, wst[1]));
     L("      }");
@@ -358,10 +347,8 @@ KernelSpec emit_direct(const Problem& p) {
     size_t ra = xd.shape.size(), rb = wd.shape.size();
     std::string sam = m.ta ? xst[ra - 1] : xst[ra - 2], sak = m.ta ? xst[ra - 2] : xst[ra - 1];
     std::string sbk = m.tb ? wst[rb - 1] : wst[rb - 2], sbn = m.tb ? wst[rb - 2] : wst[rb - 1];
-    L(fmt::format("    const {}* ap = {} + i * {}{};", storage_type(xd.dtype), xs, sam,
-                  base(xd, xst)));
-    L(fmt::format("    const {}* bp = {} + j * {}{};", storage_type(wd.dtype), ws, sbn,
-                  base(wd, wst)));
+    L(fmt::format("    const {}* ap = {} + i * {}{};", raw_type(xd.dtype), xs, sam, base(xd, xst)));
+    L(fmt::format("    const {}* bp = {} + j * {}{};", raw_type(wd.dtype), ws, sbn, base(wd, wst)));
     L("    float acc = 0.f;");
     L(fmt::format(
         "    for (long long kk = 0; kk < {}; ++kk) acc += {}(ap + kk * {}) * {}(bp + kk * {});",

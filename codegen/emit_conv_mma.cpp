@@ -261,7 +261,8 @@ KernelSpec emit_mma(const Problem& p, const ContractionConfig& cfg, int sm) {
         b.line("a_base[p] = q * {};", xst[0]);
         b.line("a_ih[p] = oh * {} - {};", c.stride_h, c.pad_t);
         b.line("a_iw[p] = ow * {} - {};", c.stride_w, c.pad_l);
-        b.close("} else {");
+        b.close();
+        b.open("else {{");
         b.line("a_base[p] = 0;");
         b.line("a_ih[p] = -(1 << 29);");
         b.line("a_iw[p] = -(1 << 29);");

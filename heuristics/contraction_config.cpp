@@ -45,7 +45,7 @@ ContractionConfig choose_contraction_config(const ContractionProblemInfo& p) {
     int per_sm = std::max(1, std::min<int>(p.smem_optin / smem, 65536 / (cand.bm * cand.bn * 2)));
     int64_t slots = static_cast<int64_t>(p.sm_count) * per_sm;
     double waves = static_cast<double>(ctas) / slots;
-    double wave_eff = waves / std::ceil(waves);
+    double wave_eff = waves >= 1 ? waves / std::ceil(waves) : 1.0;
     // Padding waste: the part of the edge tiles that computes nothing.
     double fill =
         static_cast<double>(p.m * p.n) / static_cast<double>(tiles_m * cand.bm * tiles_n * cand.bn);

@@ -444,3 +444,23 @@ TEST(Contraction, NonPointwiseEpilogueIsAUserError) {
     EXPECT_NE(std::string(e.what()).find("group 7"), std::string::npos) << e.what();
   }
 }
+
+TEST(Contraction, DISABLED_DumpSource) {
+  Graph g("dump");
+  Tensor x = g.input("x", DType::F16, {"N", 64, 56, 56}, Layout::NHWC);
+  Tensor w =
+      g.constant_random("w", {DType::F16, {64, 64, 3, 3}, Layout::NHWC, {}}, "normal", 0, 0.1, 1);
+  Tensor b = g.constant_random("b", {DType::F16, {64}, Layout::NCHW, {}}, "normal", 0, 0.1, 2);
+  Conv2dOptions o;
+  o.padding = {1, 1};
+  g.output(g.relu(g.conv2d(x, w, b, o)));
+  KernelSpec k = emit(g, make_group(g));
+  Graph g2("mm");
+  Tensor a2 = g2.input("a", DType::BF16, {"B", 64, "M"});
+  Tensor b2 = g2.input("b", DType::BF16, {1, 48, 64});
+  g2.output(g2.matmul(a2, b2, {}, true, true));
+  KernelSpec k2 = emit(g2, make_group(g2));
+  printf("%s\n", k2.source.substr(k2.source.find("typedef KcGemm")).c_str());
+  std::string src = k.source.substr(k.source.find("typedef KcGemm"));
+  printf("%s\n", src.c_str());
+}

@@ -1,0 +1,117 @@
+// Batchnorm folding into conv2d / matmul weights (engine/passes_contraction.hpp).
+#include <cmath>
+
+#include "engine/check.hpp"
+#include "engine/passes_contraction.hpp"
+
+namespace kiln {
+namespace {
+
+bool is_const(const Graph& g, int t) {
+  const TensorInfo& ti = g.tensor(t);
+  return ti.role == TensorRole::Constant && ti.data.has_value();
+}
+
+// Folds batchnorm node `bi` if it can; true when the graph changed.
+bool try_fold(Graph& g, int bi) {
+  const Node& bn = g.nodes()[bi];
+  if (bn.op != OpKind::Batchnorm) return false;
+  int xt = bn.inputs[0];
+  int pi = g.tensor(xt).producer;
+  if (pi < 0 || g.tensor(xt).role != TensorRole::Intermediate) return false;
+  const Node& c = g.nodes()[pi];
+  if (c.op != OpKind::Conv2d && c.op != OpKind::Matmul) return false;
+  bool conv = c.op == OpKind::Conv2d;
+  // Nothing but the batchnorm may read the contraction's output.
+  for (int o : g.outputs())
+    if (o == xt) return false;
+  for (size_t i = 0; i < g.nodes().size(); ++i) {
+    if (static_cast<int>(i) == bi) continue;
+    for (int t : g.nodes()[i].inputs)
+      if (t == xt) return false;
+  }
+  int wt = c.inputs[1];
+  int bt = c.inputs.size() > 2 ? c.inputs[2] : -1;
+  if (!is_const(g, wt) || (bt >= 0 && !is_const(g, bt))) return false;
+  for (size_t i = 1; i < 5; ++i)
+    if (!is_const(g, bn.inputs[i])) return false;
+  const TensorDesc& wd = g.tensor(wt).desc;
+  bool tb = false;
+  if (!conv) {
+    // The batchnorm channel (dim 1) must be the matmul's N: a 2-D output and a 2-D weight.
+    if (g.tensor(xt).desc.rank() != 2 || wd.rank() != 2) return false;
+    tb = c.attr_int("transpose_b") != 0;
+  }
+  const TensorDesc& yd = g.tensor(xt).desc;
+  int64_t channels = yd.shape[1].value();
+  std::vector<double> gamma = g.tensor(bn.inputs[1]).data->to_f64();
+  std::vector<double> beta = g.tensor(bn.inputs[2]).data->to_f64();
+  std::vector<double> mean = g.tensor(bn.inputs[3]).data->to_f64();
+  std::vector<double> var = g.tensor(bn.inputs[4]).data->to_f64();
+  double eps = bn.attr_float("eps");
+  std::vector<double> f(channels);
+  for (int64_t k = 0; k < channels; ++k) f[k] = gamma[k] / std::sqrt(var[k] + eps);
+
+  // W' in logical row-major order: conv [K, C/g, R, S] scales dim 0; matmul [K, N] scales the
+  // last dim ([N, K] with transpose_b: dim 0).
+  const HostTensor& wdata = *g.tensor(wt).data;
+  std::vector<double> w = wdata.to_f64();
+  int64_t inner = 1;
+  for (size_t i = 1; i < wdata.shape.size(); ++i) inner *= wdata.shape[i];
+  for (size_t i = 0; i < w.size(); ++i) {
+    int64_t k = (conv || tb) ? static_cast<int64_t>(i) / inner : static_cast<int64_t>(i) % channels;
+    w[i] *= f[k];
+  }
+  std::vector<double> b(channels, 0.0);
+  if (bt >= 0) b = g.tensor(bt).data->to_f64();
+  for (int64_t k = 0; k < channels; ++k) b[k] = (b[k] - mean[k]) * f[k] + beta[k];
+
+  DType bdt = bt >= 0 ? g.tensor(bt).desc.dtype : wd.dtype;
+  std::string base = g.tensor(wt).name;
+  auto fresh = [&](const std::string& stem) {
+    std::string n = stem;
+    for (int i = 2; g.find(n) >= 0; ++i) n = fmt::format("{}_{}", stem, i);
+    return n;
+  };
+  Tensor nw =
+      g.constant(fresh(base + "_bnfold"), wd, HostTensor::from_f64(wd.dtype, wdata.shape, w));
+  TensorDesc bd{bdt, {Dim(channels)}, Layout::NCHW, {}};
+  Tensor nb =
+      g.constant(fresh(c.name + "_bnfold_bias"), bd, HostTensor::from_f64(bdt, {channels}, b));
+  std::vector<Node>& nodes = g.mutable_nodes();
+  Node& cn = nodes[pi];
+  int yt = nodes[bi].outputs[0];
+  cn.inputs[1] = nw.id;
+  if (cn.inputs.size() > 2)
+    cn.inputs[2] = nb.id;
+  else
+    cn.inputs.push_back(nb.id);
+  cn.outputs[0] = yt;
+  std::vector<TensorInfo>& ts = g.mutable_tensors();
+  ts[yt].producer = pi;
+  ts[xt].producer = -1;
+  // The batchnorm now reads nothing live; prune drops it and the old conv output.
+  nodes[bi].inputs[0] = nw.id;
+  nodes[bi].outputs.clear();
+  g.prune();
+  return true;
+}
+
+}  // namespace
+
+int fold_batchnorm(Graph& g) {
+  int folded = 0;
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (size_t i = 0; i < g.nodes().size(); ++i) {
+      if (try_fold(g, static_cast<int>(i))) {
+        ++folded;
+        changed = true;
+        break;
+      }
+    }
+  }
+  return folded;
+}
+
+}  // namespace kiln

@@ -1,0 +1,351 @@
+// GPU correctness of the conv2d / matmul kernels against the CPU reference (f64), on fresh
+// random inputs with outputs poisoned (NaN) before each launch. Two levels:
+//  - ContractionGpu.Kernel*: emit_contraction's kernel alone (NVRTC, load, launch here), so a
+//    codegen bug is found even without the rest of the runtime;
+//  - ContractionGpu.Engine*: the same graphs through Engine::compile / CompiledGraph::run.
+// Skipped (GTEST_SKIP) when there is no CUDA device.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <set>
+
+#include "codegen/emit.hpp"
+#include "codegen/nvrtc.hpp"
+#include "heuristics/device_info.hpp"
+#include "kiln/engine.hpp"
+#include "kiln/error.hpp"
+#include "kiln/graph.hpp"
+#include "kiln/reference.hpp"
+#include "runtime/cuda_driver.hpp"
+
+using namespace kiln;
+
+namespace {
+
+#define REQUIRE_GPU()                                                             \
+  do {                                                                            \
+    std::string why;                                                              \
+    if (!cuda::driver_available(&why)) GTEST_SKIP() << "no CUDA device: " << why; \
+  } while (0)
+
+HostTensor random_tensor(DType dt, const std::vector<int64_t>& shape, Layout l, uint64_t seed,
+                         double scale = 1.0) {
+  int64_t n = 1;
+  for (auto d : shape) n *= d;
+  std::vector<double> v(n);
+  uint64_t s = seed * 0x9E3779B97F4A7C15ULL + 12345;
+  for (auto& x : v) {
+    s ^= s << 13;
+    s ^= s >> 7;
+    s ^= s << 17;
+    x = scale * (static_cast<double>(s % 200001) / 100000.0 - 1.0);
+  }
+  return HostTensor::from_f64(dt, shape, v, l);
+}
+
+double tolerance(DType dt) {
+  return dt == DType::F32 ? 1e-5 : 1e-2;
+}
+
+// |got - ref| <= tol * (|ref| + rms(ref)); NaN never passes. Returns a message or "".
+std::string compare(const HostTensor& got, const HostTensor& ref, double tol) {
+  auto a = got.to_f64(), b = ref.to_f64();
+  if (a.size() != b.size()) return "size mismatch";
+  double rms = 0;
+  for (double x : b) rms += x * x;
+  rms = std::sqrt(rms / std::max<size_t>(1, b.size())) + 1e-30;
+  int bad = 0;
+  std::string first;
+  for (size_t i = 0; i < a.size(); ++i) {
+    bool ok = !std::isnan(a[i]) && std::abs(a[i] - b[i]) <= tol * (std::abs(b[i]) + rms);
+    if (!ok && bad++ == 0) first = fmt::format("element {}: got {} expected {}", i, a[i], b[i]);
+  }
+  if (!bad) return "";
+  return fmt::format("{} of {} elements differ (tol {}); first: {}", bad, a.size(), tol, first);
+}
+
+// The group a planner would make: anchor + the pointwise nodes after it, outputs = graph outputs.
+FusionGroup contraction_group(const Graph& g) {
+  FusionGroup grp;
+  grp.kind = GroupKind::Contraction;
+  std::set<int> produced;
+  for (int i = 0; i < static_cast<int>(g.nodes().size()); ++i) {
+    const Node& n = g.nodes()[i];
+    if (grp.anchor < 0 && (n.op == OpKind::Conv2d || n.op == OpKind::Matmul)) grp.anchor = i;
+    if (grp.anchor < 0) continue;
+    grp.nodes.push_back(i);
+    for (int t : n.inputs)
+      if (!produced.count(t)) grp.inputs.push_back(t);
+    for (int t : n.outputs) produced.insert(t);
+  }
+  grp.outputs = g.outputs();
+  return grp;
+}
+
+size_t nbytes(const HostTensor& t) {
+  return t.data.size();
+}
+
+// Runs the contraction kernel of `g` (one group) directly; returns the outputs by name.
+std::map<std::string, HostTensor> run_kernel(const Graph& g,
+                                             const std::map<std::string, HostTensor>& inputs,
+                                             std::string* kernel_name) {
+  cuda::make_current();
+  DeviceInfo dev = cuda::query_device_info();
+  CodegenOptions o;
+  o.sm = dev.sm;
+  EmitContext cx{g, o};
+  FusionGroup grp = contraction_group(g);
+  KernelSpec k = emit_contraction(cx, grp);
+  *kernel_name = k.name;
+  std::map<std::string, std::vector<int64_t>> shapes;
+  for (auto& [n, t] : inputs) shapes[n] = t.shape;
+  Bindings b = g.bind(shapes);
+  NvrtcResult r = nvrtc_compile(k.source, k.name, dev.arch);
+  void* mod = cuda::module_load(r.cubin);
+  void* fn = cuda::module_function(mod, k.entry);
+  if (k.smem_bytes > 48 * 1024) cuda::func_set_max_dynamic_smem(fn, k.smem_bytes);
+
+  std::map<int, cuda::DeviceBuffer> bufs;
+  std::map<int, HostTensor> outs;
+  for (int t : grp.inputs) {
+    const TensorInfo& ti = g.tensor(t);
+    HostTensor h =
+        ti.role == TensorRole::Constant ? ti.data->relayout(ti.desc.layout) : inputs.at(ti.name);
+    bufs.emplace(t, cuda::DeviceBuffer(std::max<size_t>(16, nbytes(h))));
+    cuda::memcpy_htod(bufs.at(t).ptr(), h.data.data(), nbytes(h));
+  }
+  for (int t : grp.outputs) {
+    const TensorInfo& ti = g.tensor(t);
+    HostTensor h = HostTensor::zeros(ti.desc.dtype, eval_shape(ti.desc.shape, b), ti.desc.layout);
+    bufs.emplace(t, cuda::DeviceBuffer(std::max<size_t>(16, nbytes(h))));
+    cuda::memset_d8(bufs.at(t).ptr(), 0xFF, nbytes(h));  // NaN poison
+    outs.emplace(t, std::move(h));
+  }
+  std::vector<uint64_t> ptrs(k.args.size());
+  std::vector<long long> ints(k.args.size());
+  std::vector<void*> params(k.args.size());
+  for (size_t i = 0; i < k.args.size(); ++i) {
+    if (k.args[i].kind == KernelArg::Kind::Tensor) {
+      ptrs[i] = bufs.at(k.args[i].tensor).ptr();
+      params[i] = &ptrs[i];
+    } else {
+      ints[i] = k.args[i].value.eval(b);
+      params[i] = &ints[i];
+    }
+  }
+  uint32_t grid[3], block[3];
+  for (int i = 0; i < 3; ++i) {
+    grid[i] = static_cast<uint32_t>(k.grid[i].eval(b));
+    block[i] = static_cast<uint32_t>(k.block[i]);
+  }
+  cuda::launch(fn, grid, block, k.smem_bytes, nullptr, params.data(), k.name);
+  cuda::ctx_synchronize();
+  std::map<std::string, HostTensor> res;
+  for (auto& [t, h] : outs) {
+    cuda::memcpy_dtoh(h.data.data(), bufs.at(t).ptr(), nbytes(h));
+    res.emplace(g.tensor(t).name, h);
+  }
+  cuda::module_unload(mod);
+  return res;
+}
+
+void check_kernel(const Graph& g, const std::map<std::string, HostTensor>& in, DType dt) {
+  std::string name;
+  auto got = run_kernel(g, in, &name);
+  auto ref = run_reference(g, in);
+  for (auto& [n, t] : ref) {
+    ASSERT_TRUE(got.count(n)) << n;
+    std::string msg = compare(got.at(n), t, tolerance(dt));
+    EXPECT_EQ(msg, "") << name << " output " << n;
+  }
+}
+
+struct ConvCase {
+  DType dt;
+  int64_t n, c, h, w, k, r, s;
+  std::array<int64_t, 2> stride;
+  std::vector<int64_t> pad;
+  std::array<int64_t, 2> dil;
+  int64_t groups;
+  Layout layout;
+  bool bias;
+  std::string act;  // "", "relu", "gelu_tanh", "silu", "add_relu"
+};
+
+Graph conv_graph(const ConvCase& c) {
+  Graph g("conv");
+  Tensor x = g.input("x", c.dt, {"N", c.c, c.h, c.w}, c.layout);
+  Tensor w = g.constant_random("w", {c.dt, {c.k, c.c / c.groups, c.r, c.s}, c.layout, {}}, "normal",
+                               0, 1.0 / std::sqrt(double(c.c / c.groups * c.r * c.s)), 1);
+  Tensor b = c.bias ? g.constant_random("b", {c.dt, {c.k}, Layout::NCHW, {}}, "normal", 0, 0.5, 2)
+                    : Tensor{};
+  Conv2dOptions o;
+  o.stride = c.stride;
+  o.padding = c.pad;
+  o.dilation = c.dil;
+  o.groups = c.groups;
+  Tensor y = g.conv2d(x, w, b, o);
+  if (c.act == "relu") y = g.relu(y);
+  if (c.act == "gelu_tanh") y = g.gelu(y, GeluApprox::Tanh);
+  if (c.act == "silu") y = g.silu(y);
+  if (c.act == "add_relu") {
+    Tensor res = g.input("res", g.desc(y));
+    y = g.relu(g.add(y, res));
+  }
+  g.output(y);
+  return g;
+}
+
+std::map<std::string, HostTensor> conv_inputs(const Graph& g, const ConvCase& c, uint64_t seed) {
+  std::map<std::string, HostTensor> in;
+  for (int t : g.inputs()) {
+    const TensorInfo& ti = g.tensor(t);
+    std::vector<int64_t> shape = eval_shape(ti.desc.shape, {{"N", c.n}});
+    in.emplace(ti.name, random_tensor(ti.desc.dtype, shape, ti.desc.layout, seed++));
+  }
+  return in;
+}
+
+std::vector<ConvCase> conv_cases() {
+  const Layout H = Layout::NHWC, C = Layout::NCHW;
+  return {
+      {DType::F16, 2, 64, 14, 14, 64, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, H, true, "relu"},
+      {DType::BF16, 3, 32, 9, 11, 96, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, H, true, "gelu_tanh"},
+      {DType::F16, 2, 256, 7, 7, 64, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, H, false, ""},
+      {DType::F16, 1, 3, 32, 32, 64, 7, 7, {2, 2}, {3, 3}, {1, 1}, 1, H, true, "relu"},
+      {DType::F16, 2, 16, 13, 10, 24, 3, 3, {2, 2}, {0, 1, 1, 0}, {1, 1}, 1, H, true, "add_relu"},
+      {DType::BF16, 2, 16, 12, 12, 32, 3, 3, {1, 1}, {2, 2}, {2, 2}, 1, H, true, "silu"},
+      {DType::F16, 2, 5, 9, 9, 7, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, H, true, "relu"},
+      {DType::F16, 2, 32, 10, 10, 64, 3, 3, {1, 1}, {1, 1}, {1, 1}, 4, H, true, "relu"},
+      {DType::F16, 2, 32, 10, 10, 32, 3, 3, {2, 2}, {1, 1}, {1, 1}, 32, H, true, "relu"},
+      {DType::F16, 2, 16, 10, 10, 32, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, C, true, "relu"},
+      {DType::F32, 2, 16, 10, 10, 32, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, H, true, "relu"},
+      {DType::F32, 2, 3, 11, 11, 8, 5, 5, {2, 2}, {2, 2}, {1, 1}, 1, C, false, ""},
+      // Big enough for many CTAs, partial tiles in M and N.
+      {DType::F16, 3, 64, 28, 28, 200, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, H, true, "relu"},
+  };
+}
+
+struct MatmulCase {
+  DType dt;
+  Shape a, b;
+  bool ta, tb, bias;
+  std::string act;
+  Bindings binds;
+};
+
+std::vector<MatmulCase> matmul_cases() {
+  return {
+      {DType::BF16, {"M", 256}, {256, 512}, false, false, true, "gelu_tanh", {{"M", 200}}},
+      {DType::F16, {128, "M"}, {128, 64}, true, false, false, "", {{"M", 96}}},
+      {DType::F16, {"M", 96}, {80, 96}, false, true, true, "relu", {{"M", 77}}},
+      {DType::BF16, {64, "M"}, {40, 64}, true, true, false, "silu", {{"M", 50}}},
+      {DType::F16, {"M", 37}, {37, 19}, false, false, true, "", {{"M", 33}}},
+      {DType::F16, {"B", "M", 64}, {64, 32}, false, false, false, "relu", {{"B", 3}, {"M", 40}}},
+      {DType::BF16, {2, "B", 16, 64}, {1, "B", 48, 64}, false, true, true, "", {{"B", 2}}},
+      {DType::F32, {"M", 64}, {64, 32}, false, false, true, "relu", {{"M", 70}}},
+      {DType::F16, {"M", 1024}, {1024, 1024}, false, false, true, "gelu_tanh", {{"M", 1000}}},
+  };
+}
+
+Graph matmul_graph(const MatmulCase& c) {
+  Graph g("mm");
+  Tensor a = g.input("a", c.dt, c.a);
+  Tensor b = g.input("b", c.dt, c.b);
+  Dim n = c.tb ? c.b[c.b.size() - 2] : c.b.back();
+  Tensor bias = c.bias ? g.constant_random("bias", {c.dt, {n}, Layout::NCHW, {}}, "normal", 0, 1, 3)
+                       : Tensor{};
+  Tensor y = g.matmul(a, b, bias, c.ta, c.tb);
+  if (c.act == "relu") y = g.relu(y);
+  if (c.act == "gelu_tanh") y = g.gelu(y, GeluApprox::Tanh);
+  if (c.act == "silu") y = g.silu(y);
+  g.output(y);
+  return g;
+}
+
+std::map<std::string, HostTensor> matmul_inputs(const Graph& g, const MatmulCase& c) {
+  std::map<std::string, HostTensor> in;
+  uint64_t seed = 100;
+  for (int t : g.inputs()) {
+    const TensorInfo& ti = g.tensor(t);
+    in.emplace(ti.name, random_tensor(ti.desc.dtype, eval_shape(ti.desc.shape, c.binds),
+                                      ti.desc.layout, seed++, 0.5));
+  }
+  return in;
+}
+
+}  // namespace
+
+TEST(ContractionGpu, KernelConvVariants) {
+  REQUIRE_GPU();
+  int i = 0;
+  for (const auto& c : conv_cases()) {
+    SCOPED_TRACE(fmt::format("conv case {}", i++));
+    Graph g = conv_graph(c);
+    check_kernel(g, conv_inputs(g, c, 7), c.dt);
+  }
+}
+
+TEST(ContractionGpu, KernelMatmulVariants) {
+  REQUIRE_GPU();
+  int i = 0;
+  for (const auto& c : matmul_cases()) {
+    SCOPED_TRACE(fmt::format("matmul case {}", i++));
+    Graph g = matmul_graph(c);
+    check_kernel(g, matmul_inputs(g, c), c.dt);
+  }
+}
+
+TEST(ContractionGpu, KernelBatchSizeChangesWithoutRecompile) {
+  REQUIRE_GPU();
+  ConvCase c = conv_cases()[0];
+  Graph g = conv_graph(c);
+  for (int64_t n : {1, 5}) {
+    c.n = n;
+    check_kernel(g, conv_inputs(g, c, 3 + n), c.dt);
+  }
+}
+
+TEST(ContractionGpu, EngineConvAndMatmul) {
+  REQUIRE_GPU();
+  Engine eng;
+  auto run_engine = [&](const Graph& g, const std::map<std::string, HostTensor>& in, DType dt) {
+    CompiledGraph cg = eng.compile(g);
+    std::map<std::string, std::vector<int64_t>> shapes;
+    for (auto& [n, t] : in) shapes[n] = t.shape;
+    Bindings b = g.bind(shapes);
+    std::vector<cuda::DeviceBuffer> keep;
+    std::map<std::string, DeviceTensor> din, dout;
+    for (auto& [n, t] : in) {
+      HostTensor h = t.relayout(g.tensor(g.find(n)).desc.layout);
+      keep.emplace_back(std::max<size_t>(16, h.data.size()));
+      cuda::memcpy_htod(keep.back().ptr(), h.data.data(), h.data.size());
+      din[n] = {keep.back().ptr(), h.shape};
+    }
+    auto oshapes = cg.output_shapes(b);
+    std::map<std::string, HostTensor> got;
+    for (auto& [n, s] : oshapes) {
+      const TensorDesc& d = g.tensor(g.find(n)).desc;
+      HostTensor h = HostTensor::zeros(d.dtype, s, d.layout);
+      keep.emplace_back(std::max<size_t>(16, h.data.size()));
+      cuda::memset_d8(keep.back().ptr(), 0xFF, h.data.size());
+      dout[n] = {keep.back().ptr(), s};
+      got.emplace(n, std::move(h));
+    }
+    cg.run(din, dout);
+    cuda::ctx_synchronize();
+    for (auto& [n, h] : got) cuda::memcpy_dtoh(h.data.data(), dout[n].ptr, h.data.size());
+    auto ref = run_reference(g, in);
+    for (auto& [n, t] : ref) EXPECT_EQ(compare(got.at(n), t, tolerance(dt)), "") << n;
+  };
+  for (const auto& c : conv_cases()) {
+    Graph g = conv_graph(c);
+    run_engine(g, conv_inputs(g, c, 21), c.dt);
+  }
+  for (const auto& c : matmul_cases()) {
+    Graph g = matmul_graph(c);
+    run_engine(g, matmul_inputs(g, c), c.dt);
+  }
+}
