@@ -31,6 +31,13 @@ int parse_arch(const std::string& arch, bool* arch_specific, const std::string& 
   return v;
 }
 
+bool cubin_runs_on(const std::string& arch, int device_sm) {
+  bool a = false;
+  int sm = parse_arch(arch, &a);
+  if (a) return sm == device_sm;
+  return sm / 10 == device_sm / 10 && sm % 10 <= device_sm % 10;
+}
+
 DeviceInfo default_device_info(const std::string& arch) {
   int sm = parse_arch(arch);
   DeviceInfo d;

@@ -25,6 +25,10 @@ struct DeviceInfo {
 int parse_arch(const std::string& arch, bool* arch_specific = nullptr,
                const std::string& where = "arch");
 
+// True when a cubin built for `arch` runs on a device of compute capability `device_sm`: same
+// major version and a minor no newer than the device's; the 'a' variants only on their exact sm.
+bool cubin_runs_on(const std::string& arch, int device_sm);
+
 // Default facts for a target arch with no device to ask.
 DeviceInfo default_device_info(const std::string& arch);
 

@@ -24,10 +24,11 @@ namespace {
 #define KILN_CU_FUNCS(X)                                                                         \
   X(cuInit)                                                                                      \
   X(cuDeviceGet)                                                                                 \
-  X(cuDeviceGetCount) X(cuDeviceGetName) X(cuDeviceGetAttribute) X(cuDevicePrimaryCtxRetain)     \
-      X(cuCtxSetCurrent) X(cuCtxGetCurrent) X(cuCtxSynchronize) X(cuModuleLoadData)              \
-          X(cuModuleUnload) X(cuModuleGetFunction) X(cuFuncSetAttribute) X(cuLaunchKernel)       \
-              X(cuMemAlloc) X(cuMemFree) X(cuMemcpyHtoD) X(cuMemcpyDtoH) X(cuMemsetD8)           \
+  X(cuDeviceGetCount)                                                                            \
+  X(cuDeviceGetName) X(cuDeviceGetAttribute) X(cuDevicePrimaryCtxRetain) X(cuCtxSetCurrent)      \
+      X(cuCtxGetCurrent) X(cuCtxSynchronize) X(cuModuleLoadData) X(cuModuleUnload)               \
+          X(cuModuleGetFunction) X(cuFuncSetAttribute) X(cuLaunchKernel) X(cuMemAlloc)           \
+              X(cuMemFree) X(cuMemcpyHtoD) X(cuMemcpyDtoH) X(cuMemcpyDtoDAsync) X(cuMemsetD8)    \
                   X(cuMemsetD8Async) X(cuStreamCreate) X(cuStreamDestroy) X(cuStreamSynchronize) \
                       X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord) X(cuEventSynchronize)  \
                           X(cuEventElapsedTime) X(cuGetErrorName) X(cuGetErrorString)
@@ -283,6 +284,13 @@ void memcpy_dtoh(void* dst, uint64_t src, size_t bytes) {
   if (bytes == 0) return;
   check(ctx_api().cuMemcpyDtoH(dst, static_cast<CUdeviceptr>(src), bytes),
         fmt::format("cuMemcpyDtoH({} bytes)", bytes));
+}
+
+void memcpy_dtod_async(uint64_t dst, uint64_t src, size_t bytes, void* stream) {
+  if (bytes == 0) return;
+  check(ctx_api().cuMemcpyDtoDAsync(static_cast<CUdeviceptr>(dst), static_cast<CUdeviceptr>(src),
+                                    bytes, as_stream(stream)),
+        fmt::format("cuMemcpyDtoDAsync({} bytes)", bytes));
 }
 
 void memset_d8(uint64_t dst, uint8_t value, size_t bytes) {

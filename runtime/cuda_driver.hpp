@@ -45,6 +45,7 @@ uint64_t mem_alloc(size_t bytes);
 void mem_free(uint64_t ptr);  // never throws (logs nothing; errors are ignored on free)
 void memcpy_htod(uint64_t dst, const void* src, size_t bytes);
 void memcpy_dtoh(void* dst, uint64_t src, size_t bytes);
+void memcpy_dtod_async(uint64_t dst, uint64_t src, size_t bytes, void* stream);
 void memset_d8(uint64_t dst, uint8_t value, size_t bytes);
 void memset_d8_async(uint64_t dst, uint8_t value, size_t bytes, void* stream);
 

@@ -1,0 +1,343 @@
+#include "runtime/executor.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+#include <set>
+
+#include "engine/check.hpp"
+#include "engine/env.hpp"
+
+namespace kiln {
+
+namespace {
+
+constexpr int kDefaultSmem = 48 * 1024;
+constexpr uint64_t kPtrAlign = 16;  // kernels use 16-byte vector accesses
+
+std::string bindings_str(const Bindings& b) {
+  std::string s;
+  for (const auto& [k, v] : b) s += fmt::format("{}{}={}", s.empty() ? "" : ", ", k, v);
+  return s.empty() ? "static shapes" : s;
+}
+
+std::string shape_text(const std::vector<int64_t>& s) {
+  return fmt::format("[{}]", fmt::join(s, ","));
+}
+
+std::string names_of(const Graph& g, const std::vector<int>& ids) {
+  std::string s;
+  for (int id : ids) s += (s.empty() ? "" : ", ") + g.tensor(id).name;
+  return s.empty() ? "(none)" : s;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- ModuleCache
+
+ModuleCache::~ModuleCache() {
+  for (auto& [key, m] : modules_) {
+    try {
+      cuda::module_unload(m.module);
+    } catch (const Error&) {
+      // Unloading at exit can fail when the context is gone: nothing to do.
+    }
+  }
+}
+
+void* ModuleCache::function(const CachedKernel& k, const std::string& entry, int smem_bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Loaded& m = modules_[k.key];
+  if (!m.module) {
+    KILN_ASSERT(k.cubin && !k.cubin->empty(), "no cubin for cache key {}", k.key);
+    m.module = cuda::module_load(*k.cubin);
+  }
+  void*& fn = m.functions[entry];
+  if (!fn) fn = cuda::module_function(m.module, entry);
+  int& set = m.smem_set[fn];
+  if (smem_bytes > kDefaultSmem && smem_bytes > set) {
+    cuda::func_set_max_dynamic_smem(fn, smem_bytes);
+    set = smem_bytes;
+  }
+  return fn;
+}
+
+int64_t ModuleCache::loaded_modules() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return static_cast<int64_t>(modules_.size());
+}
+
+// ---------------------------------------------------------------- constants
+
+std::vector<std::byte> constant_device_bytes(const TensorInfo& t) {
+  KILN_ASSERT(t.data.has_value(), "constant '{}' has no data", t.name);
+  const HostTensor& h = *t.data;
+  const TensorDesc& d = t.desc;
+  KILN_ASSERT(h.dtype == d.dtype, "constant '{}' holds {} data for a {} tensor", t.name,
+              dtype_name(h.dtype), dtype_name(d.dtype));
+  if (d.layout == Layout::NCHW || d.layout == Layout::NHWC) {
+    HostTensor r = h.relayout(d.layout);
+    return r.data;
+  }
+  // Strided: place every element at its explicit stride (gaps stay zero).
+  Bindings none;
+  std::vector<std::byte> out(static_cast<size_t>(tensor_bytes(d, none)));
+  std::vector<int64_t> st = layout_strides(h.shape, d.layout, d.strides);
+  size_t es = dtype_size(d.dtype);
+  HostTensor rm = h.relayout(Layout::NCHW);
+  int64_t n = rm.numel();
+  std::vector<int64_t> idx(h.shape.size(), 0);
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t off = 0;
+    for (size_t k = 0; k < idx.size(); ++k) off += idx[k] * st[k];
+    std::memcpy(out.data() + off * static_cast<int64_t>(es), rm.data.data() + i * es, es);
+    for (int k = static_cast<int>(idx.size()) - 1; k >= 0; --k) {
+      if (++idx[k] < h.shape[k]) break;
+      idx[k] = 0;
+    }
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------- Executor
+
+Executor::Executor(std::shared_ptr<const Graph> g, std::vector<ExecutorKernel> kernels,
+                   std::shared_ptr<ModuleCache> modules, std::string not_loaded_reason)
+    : graph_(std::move(g)),
+      kernels_(std::move(kernels)),
+      modules_(std::move(modules)),
+      not_loaded_reason_(std::move(not_loaded_reason)) {
+  if (!modules_) return;
+  for (ExecutorKernel& k : kernels_)
+    k.function = modules_->function(k.cached, k.spec.entry, k.spec.smem_bytes);
+  // Upload the constants the kernels use, once, into one buffer.
+  std::set<int> used;
+  for (const ExecutorKernel& k : kernels_)
+    for (const KernelArg& a : k.spec.args)
+      if (a.kind == KernelArg::Kind::Tensor && a.tensor >= 0 &&
+          graph_->tensor(a.tensor).role == TensorRole::Constant)
+        used.insert(a.tensor);
+  for (int id : graph_->outputs())
+    if (graph_->tensor(id).role == TensorRole::Constant) used.insert(id);
+  std::vector<std::pair<int, std::vector<std::byte>>> blobs;
+  size_t total = 0;
+  for (int id : used) {
+    blobs.emplace_back(id, constant_device_bytes(graph_->tensor(id)));
+    total += (blobs.back().second.size() + kArenaAlign - 1) / kArenaAlign * kArenaAlign;
+  }
+  if (total == 0) return;
+  std::vector<std::byte> host(total);
+  size_t off = 0;
+  std::vector<std::pair<int, size_t>> offsets;
+  for (auto& [id, bytes] : blobs) {
+    std::memcpy(host.data() + off, bytes.data(), bytes.size());
+    offsets.emplace_back(id, off);
+    off += (bytes.size() + kArenaAlign - 1) / kArenaAlign * kArenaAlign;
+  }
+  constants_ = cuda::DeviceBuffer(total);
+  cuda::memcpy_htod(constants_.ptr(), host.data(), total);
+  for (auto [id, o] : offsets) constant_ptr_[id] = constants_.ptr() + o;
+}
+
+Executor::~Executor() = default;
+
+std::shared_ptr<const ArenaPlan> Executor::arena(const Bindings& b) const {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = arenas_.find(b);
+    if (it != arenas_.end()) return it->second;
+  }
+  std::vector<KernelSpec> specs;
+  specs.reserve(kernels_.size());
+  for (const ExecutorKernel& k : kernels_) specs.push_back(k.spec);
+  auto plan = std::make_shared<const ArenaPlan>(plan_arena(*graph_, specs, b));
+  std::lock_guard<std::mutex> lock(mu_);
+  if (arenas_.size() >= 64) arenas_.clear();  // bounded: many distinct shapes just replan
+  arenas_.emplace(b, plan);
+  return plan;
+}
+
+std::map<std::string, std::vector<int64_t>> Executor::output_shapes(const Bindings& b) const {
+  std::map<std::string, std::vector<int64_t>> out;
+  for (int id : graph_->outputs()) {
+    const TensorInfo& t = graph_->tensor(id);
+    out[t.name] = eval_shape(t.desc.shape, b);
+  }
+  return out;
+}
+
+Executor::Prepared Executor::prepare(const std::map<std::string, DeviceTensor>& inputs,
+                                     const std::map<std::string, DeviceTensor>& outputs,
+                                     uint64_t workspace) const {
+  const Graph& g = *graph_;
+  KILN_CHECK(loaded(), "run: graph '{}' was compiled without loading its kernels ({})", g.name(),
+             not_loaded_reason_);
+  // Names first: every given name must exist, every declared one must be given.
+  std::map<std::string, int> in_ids, out_ids;
+  for (int id : g.inputs()) in_ids[g.tensor(id).name] = id;
+  for (int id : g.outputs()) out_ids[g.tensor(id).name] = id;
+  for (const auto& [name, t] : inputs)
+    KILN_CHECK(in_ids.count(name),
+               "run: inputs: '{}' is not an input of graph '{}'; its inputs are: {}", name,
+               g.name(), names_of(g, g.inputs()));
+  for (const auto& [name, t] : outputs)
+    KILN_CHECK(out_ids.count(name),
+               "run: outputs: '{}' is not an output of graph '{}'; its outputs are: {}", name,
+               g.name(), names_of(g, g.outputs()));
+  std::map<std::string, std::vector<int64_t>> shapes;
+  for (const auto& [name, id] : in_ids) {
+    auto it = inputs.find(name);
+    KILN_CHECK(it != inputs.end(), "run: input '{}' ({}) is missing", name,
+               g.tensor(id).desc.str());
+    KILN_CHECK(it->second.ptr != 0, "run: input '{}': the device pointer is null", name);
+    KILN_CHECK(it->second.ptr % kPtrAlign == 0,
+               "run: input '{}': device pointer {:#x} is not {}-byte aligned", name, it->second.ptr,
+               kPtrAlign);
+    shapes[name] = it->second.shape;
+  }
+  Prepared p;
+  p.bindings = g.bind(shapes);  // located errors for rank/dim mismatches
+  const Bindings& b = p.bindings;
+
+  std::map<int, uint64_t> ptr;
+  for (const auto& [name, id] : in_ids) ptr[id] = inputs.at(name).ptr;
+  for (const auto& [id, dp] : constant_ptr_) ptr[id] = dp;
+  for (const auto& [name, id] : out_ids) {
+    auto it = outputs.find(name);
+    const TensorInfo& t = g.tensor(id);
+    KILN_CHECK(it != outputs.end(), "run: output '{}' ({}) is missing", name, t.desc.str());
+    KILN_CHECK(it->second.ptr != 0, "run: output '{}': the device pointer is null", name);
+    KILN_CHECK(it->second.ptr % kPtrAlign == 0,
+               "run: output '{}': device pointer {:#x} is not {}-byte aligned", name,
+               it->second.ptr, kPtrAlign);
+    std::vector<int64_t> want = eval_shape(t.desc.shape, b);
+    KILN_CHECK(it->second.shape == want,
+               "run: output '{}': expected shape {} ({} with {}), found {}", name, shape_text(want),
+               shape_str(t.desc.shape), bindings_str(b), shape_text(it->second.shape));
+    if (t.role == TensorRole::Intermediate) {
+      ptr[id] = it->second.ptr;
+    } else {  // an input or constant listed as an output: copied after the kernels
+      auto src = ptr.find(id);
+      KILN_ASSERT(src != ptr.end(), "output '{}' has no device data", name);
+      p.copies.push_back(
+          {it->second.ptr, src->second, static_cast<size_t>(tensor_bytes(t.desc, b))});
+    }
+  }
+
+  std::shared_ptr<const ArenaPlan> ap = arena(b);
+  uint64_t base = workspace;
+  if (!ap->offset.empty() && base == 0) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (static_cast<int64_t>(arena_.bytes()) < ap->peak) {
+      // Earlier runs may still use the old arena: wait for them before freeing it.
+      if (arena_.ptr()) cuda::ctx_synchronize();
+      arena_ = cuda::DeviceBuffer(static_cast<size_t>(ap->peak));
+    }
+    base = arena_.ptr();
+  }
+  KILN_CHECK(ap->offset.empty() || base % kArenaAlign == 0,
+             "run: workspace pointer {:#x} is not {}-byte aligned", workspace, kArenaAlign);
+  for (const auto& [id, off] : ap->offset) ptr[id] = base + static_cast<uint64_t>(off);
+
+  for (const ExecutorKernel& k : kernels_) {
+    Launch l;
+    l.kernel = &k;
+    for (const KernelArg& a : k.spec.args) {
+      if (a.kind == KernelArg::Kind::Int) {
+        int64_t v = a.value.eval(b);
+        uint64_t u = 0;
+        std::memcpy(&u, &v, sizeof(u));
+        l.args.push_back(u);
+      } else {
+        auto it = ptr.find(a.tensor);
+        KILN_ASSERT(it != ptr.end(), "kernel {} argument tensor {} has no device memory",
+                    k.spec.name, a.tensor);
+        l.args.push_back(it->second);
+      }
+    }
+    static constexpr int64_t kMax[3] = {2147483647, 65535, 65535};
+    for (int i = 0; i < 3; ++i) {
+      int64_t v = k.spec.grid[i].eval(b);
+      if (v <= 0) {
+        l.empty = true;
+        v = 1;
+      }
+      KILN_CHECK(v <= kMax[i],
+                 "run: kernel {}: grid dim {} is {} for {}, above the CUDA limit {} (shapes too "
+                 "large for this kernel)",
+                 k.spec.name, "xyz"[i], v, bindings_str(b), kMax[i]);
+      l.grid[i] = static_cast<uint32_t>(v);
+      KILN_ASSERT(k.spec.block[i] > 0, "kernel {}: block dim {} is {}", k.spec.name, i,
+                  k.spec.block[i]);
+      l.block[i] = static_cast<uint32_t>(k.spec.block[i]);
+    }
+    p.launches.push_back(std::move(l));
+  }
+  return p;
+}
+
+void Executor::launch(Launch& l, void* stream) const {
+  if (l.empty) return;
+  const KernelSpec& s = l.kernel->spec;
+  std::vector<void*> params(l.args.size());
+  for (size_t i = 0; i < l.args.size(); ++i) params[i] = &l.args[i];
+  cuda::launch(l.kernel->function, l.grid, l.block, static_cast<uint32_t>(s.smem_bytes), stream,
+               params.data(), s.name);
+}
+
+Bindings Executor::run(const std::map<std::string, DeviceTensor>& inputs,
+                       const std::map<std::string, DeviceTensor>& outputs, void* stream,
+                       uint64_t workspace) const {
+  Prepared p = prepare(inputs, outputs, workspace);
+  bool dump = env().dump_launch;
+  for (Launch& l : p.launches) {
+    if (dump) {
+      const KernelSpec& s = l.kernel->spec;
+      fmt::print(stderr, "kiln: launch {} grid [{},{},{}] block [{},{},{}] smem {} ({}){}\n",
+                 s.name, l.grid[0], l.grid[1], l.grid[2], l.block[0], l.block[1], l.block[2],
+                 s.smem_bytes, bindings_str(p.bindings), l.empty ? " skipped: empty" : "");
+    }
+    launch(l, stream);
+  }
+  for (const Copy& c : p.copies) cuda::memcpy_dtod_async(c.dst, c.src, c.bytes, stream);
+  return p.bindings;
+}
+
+std::vector<double> Executor::time_kernels(const std::map<std::string, DeviceTensor>& inputs,
+                                           const std::map<std::string, DeviceTensor>& outputs,
+                                           int warmup, int iters, Bindings* bound) const {
+  KILN_CHECK(iters >= 1, "time_kernels: iters must be at least 1, found {}", iters);
+  KILN_CHECK(warmup >= 0, "time_kernels: warmup must be non-negative, found {}", warmup);
+  Prepared p = prepare(inputs, outputs, 0);
+  if (bound) *bound = p.bindings;
+  for (int w = 0; w < warmup; ++w)
+    for (Launch& l : p.launches) launch(l, nullptr);
+  struct Events {
+    void* a = cuda::event_create();
+    void* b = cuda::event_create();
+    ~Events() {
+      cuda::event_destroy(a);
+      cuda::event_destroy(b);
+    }
+  } ev;
+  std::vector<double> medians;
+  for (Launch& l : p.launches) {
+    std::vector<double> t;
+    for (int i = 0; i < iters; ++i) {
+      cuda::event_record(ev.a, nullptr);
+      launch(l, nullptr);
+      cuda::event_record(ev.b, nullptr);
+      cuda::event_synchronize(ev.b);
+      t.push_back(cuda::event_elapsed_ms(ev.a, ev.b));
+    }
+    std::sort(t.begin(), t.end());
+    medians.push_back(t.size() % 2 ? t[t.size() / 2]
+                                   : 0.5 * (t[t.size() / 2 - 1] + t[t.size() / 2]));
+  }
+  for (const Copy& c : p.copies) cuda::memcpy_dtod_async(c.dst, c.src, c.bytes, nullptr);
+  cuda::stream_synchronize(nullptr);
+  return medians;
+}
+
+}  // namespace kiln

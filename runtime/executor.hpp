@@ -1,0 +1,114 @@
+// Runs compiled kernels: binds symbols from the input shapes, checks the caller's buffers, places
+// intermediates in an arena (runtime/memory_plan.hpp), evaluates every kernel's arguments and grid
+// for the bindings and launches them in order on a stream. Nothing is recompiled for new shapes.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "codegen/kernel_cache.hpp"
+#include "codegen/kernel_spec.hpp"
+#include "kiln/engine.hpp"
+#include "runtime/cuda_driver.hpp"
+#include "runtime/memory_plan.hpp"
+
+namespace kiln {
+
+// Modules loaded into the primary context of device 0, by cache key and entry. Thread-safe;
+// unloads everything when destroyed.
+class ModuleCache {
+ public:
+  ModuleCache() = default;
+  ~ModuleCache();
+  ModuleCache(const ModuleCache&) = delete;
+  ModuleCache& operator=(const ModuleCache&) = delete;
+
+  // The CUfunction of `entry` in the cubin of `k` (loading it once), with its max dynamic shared
+  // memory raised to `smem_bytes` when that is above the 48 KB default.
+  void* function(const CachedKernel& k, const std::string& entry, int smem_bytes);
+  int64_t loaded_modules() const;
+
+ private:
+  struct Loaded {
+    void* module = nullptr;
+    std::map<std::string, void*> functions;
+    std::map<void*, int> smem_set;
+  };
+  mutable std::mutex mu_;
+  std::map<std::string, Loaded> modules_;
+};
+
+struct ExecutorKernel {
+  KernelSpec spec;
+  CachedKernel cached;
+  void* function = nullptr;  // set when loaded
+};
+
+class Executor {
+ public:
+  // `modules` null: compile-only (run() is then a user error saying why: `not_loaded_reason`).
+  // Otherwise every kernel is loaded and the constants the kernels use are uploaded now.
+  Executor(std::shared_ptr<const Graph> g, std::vector<ExecutorKernel> kernels,
+           std::shared_ptr<ModuleCache> modules, std::string not_loaded_reason);
+  ~Executor();
+
+  const Graph& graph() const { return *graph_; }
+  const std::vector<ExecutorKernel>& kernels() const { return kernels_; }
+  bool loaded() const { return modules_ != nullptr; }
+
+  // The arena layout for these bindings (cached per Bindings).
+  std::shared_ptr<const ArenaPlan> arena(const Bindings& b) const;
+  std::map<std::string, std::vector<int64_t>> output_shapes(const Bindings& b) const;
+
+  // Checks, binds, launches; returns the bindings used.
+  Bindings run(const std::map<std::string, DeviceTensor>& inputs,
+               const std::map<std::string, DeviceTensor>& outputs, void* stream,
+               uint64_t workspace) const;
+  // Per-kernel median time in ms (CUDA events) over `iters` launches after `warmup` full runs.
+  std::vector<double> time_kernels(const std::map<std::string, DeviceTensor>& inputs,
+                                   const std::map<std::string, DeviceTensor>& outputs, int warmup,
+                                   int iters, Bindings* bound) const;
+
+  // Bytes of constants on the device.
+  int64_t constant_bytes() const { return static_cast<int64_t>(constants_.bytes()); }
+
+ private:
+  struct Launch {
+    const ExecutorKernel* kernel = nullptr;
+    uint32_t grid[3] = {1, 1, 1};
+    uint32_t block[3] = {1, 1, 1};
+    std::vector<uint64_t> args;  // device pointers and long longs, 8 bytes each
+    bool empty = false;          // a zero-sized grid: nothing to do
+  };
+  struct Copy {
+    uint64_t dst = 0, src = 0;
+    size_t bytes = 0;
+  };
+  struct Prepared {
+    Bindings bindings;
+    std::vector<Launch> launches;
+    std::vector<Copy> copies;  // graph outputs that are inputs/constants
+  };
+  Prepared prepare(const std::map<std::string, DeviceTensor>& inputs,
+                   const std::map<std::string, DeviceTensor>& outputs, uint64_t workspace) const;
+  void launch(Launch& l, void* stream) const;
+
+  std::shared_ptr<const Graph> graph_;
+  std::vector<ExecutorKernel> kernels_;
+  std::shared_ptr<ModuleCache> modules_;
+  std::string not_loaded_reason_;
+  cuda::DeviceBuffer constants_;
+  std::map<int, uint64_t> constant_ptr_;  // tensor id -> device pointer
+
+  mutable std::mutex mu_;
+  mutable std::map<Bindings, std::shared_ptr<const ArenaPlan>> arenas_;
+  mutable cuda::DeviceBuffer arena_;  // the internal arena when the caller gives no workspace
+};
+
+// The bytes of a constant in its declared device layout (NCHW row-major, NHWC, or Strided).
+std::vector<std::byte> constant_device_bytes(const TensorInfo& t);
+
+}  // namespace kiln

@@ -1,0 +1,248 @@
+// The GPU runtime: driver facts, a hand-written two-kernel spec through the executor (arena
+// intermediate, uploaded constant, symbolic N re-bound without recompiling), located run errors,
+// caller workspace, kernel timing, and the Engine facade end to end against the CPU reference.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "codegen/kernel_cache.hpp"
+#include "engine/env.hpp"
+#include "kiln/engine.hpp"
+#include "kiln/error.hpp"
+#include "kiln/reference.hpp"
+#include "runtime/executor.hpp"
+#include "tests/gpu/gpu_test_util.hpp"
+
+using namespace kiln;
+using namespace kiln::gputest;
+namespace fs = std::filesystem;
+
+namespace {
+
+const char* kTimes2 = R"(
+extern "C" __global__ void times2(float* t, const float* x, long long n) {
+  long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) t[i] = x[i] * 2.0f;
+}
+)";
+const char* kPlusC = R"(
+extern "C" __global__ void plus_c(float* y, const float* t, const float* c, long long n) {
+  long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = t[i] + c[0];
+}
+)";
+
+std::string user_error(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::User) << e.what();
+    return e.what();
+  }
+  ADD_FAILURE() << "expected a user error";
+  return "";
+}
+
+// y = x * 2 + 1 over a symbolic N, as two hand-written kernels: t = x*2 (t lives in the arena),
+// y = t + one[0] (one is an uploaded constant).
+struct Axpb {
+  std::shared_ptr<Graph> g = std::make_shared<Graph>("axpb");
+  Tensor x, two, one, t, y;
+  std::vector<KernelSpec> specs;
+
+  Axpb() {
+    x = g->input("x", DType::F32, {"N"});
+    two = g->constant("two", TensorDesc{DType::F32, {1}, Layout::NCHW, {}},
+                      HostTensor::from_f64(DType::F32, {1}, {2.0}));
+    one = g->constant("one", TensorDesc{DType::F32, {1}, Layout::NCHW, {}},
+                      HostTensor::from_f64(DType::F32, {1}, {1.0}));
+    t = g->mul(x, two);
+    y = g->add(t, one);
+    g->output(y);
+    Dim blocks = (Dim("N") + Dim(255)) / Dim(256);
+    KernelSpec k1;
+    k1.name = k1.entry = "times2";
+    k1.source = kTimes2;
+    k1.args = {{KernelArg::Kind::Tensor, t.id, Dim(1)},
+               {KernelArg::Kind::Tensor, x.id, Dim(1)},
+               {KernelArg::Kind::Int, -1, Dim("N")}};
+    k1.grid = {blocks, Dim(1), Dim(1)};
+    k1.block = {256, 1, 1};
+    k1.bytes_moved = Dim("N") * Dim(8);
+    k1.flops = Dim("N");
+    k1.group = 0;
+    KernelSpec k2 = k1;
+    k2.name = k2.entry = "plus_c";
+    k2.source = kPlusC;
+    k2.args = {{KernelArg::Kind::Tensor, y.id, Dim(1)},
+               {KernelArg::Kind::Tensor, t.id, Dim(1)},
+               {KernelArg::Kind::Tensor, one.id, Dim(1)},
+               {KernelArg::Kind::Int, -1, Dim("N")}};
+    k2.group = 1;
+    specs = {k1, k2};
+  }
+};
+
+class RuntimeGpu : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("kiln-test-rtgpu-" + std::to_string(getpid()));
+    EnvConfig c;
+    c.cache_dir = dir_.string();
+    set_env_override(&c);
+  }
+  void TearDown() override {
+    set_env_override(nullptr);
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+  fs::path dir_;
+};
+
+}  // namespace
+
+TEST_F(RuntimeGpu, DeviceInfoFromDriver) {
+  KILN_REQUIRE_DEVICE();
+  DeviceInfo d = cuda::query_device_info(0);
+  EXPECT_TRUE(d.from_device);
+  EXPECT_FALSE(d.name.empty());
+  EXPECT_GE(d.sm, 70);
+  EXPECT_GT(d.sm_count, 0);
+  EXPECT_GE(d.smem_per_block_optin, 48 * 1024);
+  EXPECT_GT(d.l2_bytes, 0);
+  EXPECT_GT(d.mem_bandwidth, 1e11);
+  EXPECT_GE(cuda::device_count(), 1);
+  EXPECT_GE(cuda::driver_version(), 12000);
+  std::cout << "device: " << d.name << " " << d.arch << ", " << d.sm_count << " SMs, "
+            << d.mem_bandwidth / 1e12 << " TB/s, driver " << cuda::driver_version() << "\n";
+}
+
+TEST_F(RuntimeGpu, HandWrittenSpecsTwoSizesNoRecompile) {
+  KILN_REQUIRE_DEVICE();
+  Axpb a;
+  DeviceInfo dev = cuda::query_device_info(0);
+  KernelCache cache({dir_.string(), false});
+  auto modules = std::make_shared<ModuleCache>();
+  std::vector<ExecutorKernel> ks;
+  for (const KernelSpec& s : a.specs) ks.push_back({s, cache.get(s.source, s.name, dev.arch)});
+  Executor ex(a.g, ks, modules, "");
+  EXPECT_EQ(cache.stats().nvrtc_compiles, 2);
+  EXPECT_EQ(modules->loaded_modules(), 2);
+  EXPECT_GT(ex.constant_bytes(), 0);
+
+  void* stream = cuda::stream_create();
+  int64_t seed = 1;
+  for (int64_t n : {1000, 77777, 1}) {
+    HostTensor x = random_tensor(DType::F32, {n}, seed++);
+    DeviceData dx = upload(x);
+    DeviceData dy = alloc_poisoned(DType::F32, {n});
+    Bindings b = ex.run({{"x", dx.t}}, {{"y", dy.t}}, stream, 0);
+    EXPECT_EQ(b.at("N"), n);
+    cuda::stream_synchronize(stream);
+    HostTensor want = run_reference(*a.g, {{"x", x}}).at("y");
+    EXPECT_TRUE(all_close(download(dy), want, 1e-6)) << "N=" << n;
+    EXPECT_EQ(ex.arena(b)->peak, (n * 4 + 255) / 256 * 256);  // only t lives in the arena
+  }
+  cuda::stream_destroy(stream);
+  EXPECT_EQ(cache.stats().nvrtc_compiles, 2);  // new N: no recompile, no reload
+  EXPECT_EQ(modules->loaded_modules(), 2);
+}
+
+TEST_F(RuntimeGpu, CallerWorkspaceAndTiming) {
+  KILN_REQUIRE_DEVICE();
+  Axpb a;
+  DeviceInfo dev = cuda::query_device_info(0);
+  KernelCache cache({dir_.string(), false});
+  std::vector<ExecutorKernel> ks;
+  for (const KernelSpec& s : a.specs) ks.push_back({s, cache.get(s.source, s.name, dev.arch)});
+  Executor ex(a.g, ks, std::make_shared<ModuleCache>(), "");
+  const int64_t n = 1 << 20;
+  HostTensor x = random_tensor(DType::F32, {n}, 42);
+  DeviceData dx = upload(x);
+  DeviceData dy = alloc_poisoned(DType::F32, {n});
+  cuda::DeviceBuffer ws(static_cast<size_t>(ex.arena({{"N", n}})->peak));
+  cuda::memset_d8(ws.ptr(), 0xFF, ws.bytes());
+  ex.run({{"x", dx.t}}, {{"y", dy.t}}, nullptr, ws.ptr());
+  HostTensor want = run_reference(*a.g, {{"x", x}}).at("y");
+  EXPECT_TRUE(all_close(download(dy), want, 1e-6));
+  // The intermediate really went to the caller's workspace: t = 2x sits there.
+  std::vector<float> t(16);
+  cuda::memcpy_dtoh(t.data(), ws.ptr(), 64);
+  std::vector<double> xv = x.to_f64();
+  for (int i = 0; i < 16; ++i) EXPECT_FLOAT_EQ(t[i], static_cast<float>(2 * xv[i]));
+
+  std::vector<double> ms = ex.time_kernels({{"x", dx.t}}, {{"y", dy.t}}, 2, 5, nullptr);
+  ASSERT_EQ(ms.size(), 2u);
+  for (double m : ms) {
+    EXPECT_GT(m, 0.0);
+    EXPECT_LT(m, 100.0);
+  }
+}
+
+TEST_F(RuntimeGpu, RunErrorsAreLocatedUserErrors) {
+  KILN_REQUIRE_DEVICE();
+  Axpb a;
+  DeviceInfo dev = cuda::query_device_info(0);
+  KernelCache cache({dir_.string(), false});
+  std::vector<ExecutorKernel> ks;
+  for (const KernelSpec& s : a.specs) ks.push_back({s, cache.get(s.source, s.name, dev.arch)});
+  Executor ex(a.g, ks, std::make_shared<ModuleCache>(), "");
+  DeviceData dx = upload(random_tensor(DType::F32, {100}, 3));
+  DeviceData dy = alloc_poisoned(DType::F32, {100});
+  DeviceData bad = alloc_poisoned(DType::F32, {99});
+  std::string m = user_error([&] { ex.run({}, {{"y", dy.t}}, nullptr, 0); });
+  EXPECT_NE(m.find("input 'x'"), std::string::npos) << m;
+  EXPECT_NE(m.find("missing"), std::string::npos) << m;
+  m = user_error([&] { ex.run({{"x", dx.t}, {"z", dx.t}}, {{"y", dy.t}}, nullptr, 0); });
+  EXPECT_NE(m.find("'z' is not an input"), std::string::npos) << m;
+  m = user_error([&] { ex.run({{"x", dx.t}}, {{"y", bad.t}}, nullptr, 0); });
+  EXPECT_NE(m.find("output 'y': expected shape [100]"), std::string::npos) << m;
+  EXPECT_NE(m.find("found [99]"), std::string::npos) << m;
+  m = user_error([&] { ex.run({{"x", {0, {100}}}}, {{"y", dy.t}}, nullptr, 0); });
+  EXPECT_NE(m.find("null"), std::string::npos) << m;
+  m = user_error([&] { ex.run({{"x", {dx.t.ptr + 4, {99}}}}, {{"y", bad.t}}, nullptr, 0); });
+  EXPECT_NE(m.find("aligned"), std::string::npos) << m;
+  m = user_error([&] { ex.run({{"x", {dx.t.ptr, {10, 10}}}}, {{"y", dy.t}}, nullptr, 0); });
+  EXPECT_NE(m.find("input 'x'"), std::string::npos) << m;
+}
+
+TEST_F(RuntimeGpu, EngineEndToEndTwoBatchSizes) {
+  KILN_REQUIRE_DEVICE();
+  Graph g("mlp_tail");
+  Tensor x = g.input("x", DType::F32, {"N", 128});
+  Tensor w = g.constant_random("w", TensorDesc{DType::F32, {128}, Layout::NCHW, {}}, "uniform", 0.5,
+                               1.5, 7);
+  Tensor b = g.constant_random("b", TensorDesc{DType::F32, {128}, Layout::NCHW, {}}, "normal", 0.0,
+                               0.1, 8);
+  Tensor h = g.add(g.mul(x, w), b);
+  Tensor s = g.softmax(g.relu(h), -1);
+  g.output(g.add(s, x));
+
+  Engine e;
+  ASSERT_TRUE(e.has_device());
+  CompiledGraph cg = e.compile(g);
+  EngineStats s0 = e.stats();
+  EXPECT_EQ(s0.plans, 1);
+  EXPECT_EQ(s0.nvrtc_compiles + s0.disk_cache_hits + s0.memory_cache_hits,
+            static_cast<int64_t>(cg.kernels().size()));
+  std::string out_name = g.tensor(g.outputs()[0]).name;
+  for (int64_t n : {3, 517}) {
+    HostTensor hx = random_tensor(DType::F32, {n, 128}, 100 + n);
+    DeviceData dx = upload(hx);
+    Bindings bind = cg.graph().bind({{"x", {n, 128}}});
+    DeviceData dy = alloc_poisoned(DType::F32, cg.output_shapes(bind).at(out_name));
+    cg.run({{"x", dx.t}}, {{out_name, dy.t}});
+    HostTensor want = run_reference(g, {{"x", hx}}).at(out_name);
+    EXPECT_TRUE(all_close(download(dy), want, 1e-5)) << "N=" << n;
+    for (const KernelInfo& k : cg.kernels()) EXPECT_GT(k.bytes_moved, 0) << k.name;
+  }
+  EngineStats s1 = e.stats();
+  EXPECT_EQ(s1.nvrtc_compiles, s0.nvrtc_compiles);  // a new N never recompiles
+  EXPECT_EQ(s1.plans, 1);
+
+  // A second compile of the same graph is served from the memory cache.
+  CompiledGraph again = e.compile(g);
+  EXPECT_EQ(e.stats().nvrtc_compiles, s0.nvrtc_compiles);
+  for (const KernelInfo& k : again.kernels()) EXPECT_EQ(k.cache, "memory") << k.name;
+}
