@@ -1,0 +1,192 @@
+// Times kiln's conv2d / matmul kernels (emit_contraction -> NVRTC -> launch) on the GPU.
+//
+//   bench_contraction conv N C K H W R stride pad [act]     conv + bias + act, f16 NHWC / KRSC
+//   bench_contraction matmul M N K [act] [dtype]            matmul + bias + act (default bf16)
+//
+// act: relu (default for conv), gelu_tanh (default for matmul), none. Prints one JSON line: the
+// kernel name, median ms over CUDA-event-timed launches, TFLOP/s. Inputs are fresh random data.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "codegen/emit.hpp"
+#include "codegen/nvrtc.hpp"
+#include "kiln/error.hpp"
+#include "kiln/graph.hpp"
+#include "runtime/cuda_driver.hpp"
+
+using namespace kiln;
+
+namespace {
+
+int usage() {
+  std::fprintf(stderr,
+               "usage: bench_contraction conv N C K H W R stride pad [relu|none]\n"
+               "       bench_contraction matmul M N K [gelu_tanh|relu|none] [bf16|f16]\n");
+  return 2;
+}
+
+Tensor act(Graph& g, Tensor y, const std::string& a) {
+  if (a == "relu") return g.relu(y);
+  if (a == "gelu_tanh") return g.gelu(y, GeluApprox::Tanh);
+  if (a == "none") return y;
+  throw Error(ErrorKind::User, "unknown activation '" + a + "' (relu, gelu_tanh, none)");
+}
+
+void fill_random(uint64_t ptr, size_t bytes, DType dt, uint64_t seed, double scale) {
+  size_t n = bytes / dtype_size(dt);
+  std::vector<unsigned char> host(bytes);
+  uint64_t s = seed * 0x9E3779B97F4A7C15ULL + 1;
+  for (size_t i = 0; i < n; ++i) {
+    s ^= s << 13;
+    s ^= s >> 7;
+    s ^= s << 17;
+    float v = static_cast<float>(scale * ((s % 20001) / 10000.0 - 1.0));
+    if (dt == DType::F32) {
+      std::memcpy(&host[i * 4], &v, 4);
+    } else {
+      HostTensor t = HostTensor::from_f64(dt, {1}, {v});
+      std::memcpy(&host[i * 2], t.data.data(), 2);
+    }
+  }
+  cuda::memcpy_htod(ptr, host.data(), bytes);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    if (argc < 2) return usage();
+    std::string mode = argv[1];
+    Graph g("bench");
+    Bindings b;
+    std::string label;
+    if (mode == "conv" && argc >= 10) {
+      int64_t n = std::atoll(argv[2]), c = std::atoll(argv[3]), k = std::atoll(argv[4]),
+              h = std::atoll(argv[5]), w = std::atoll(argv[6]), r = std::atoll(argv[7]),
+              st = std::atoll(argv[8]), pad = std::atoll(argv[9]);
+      std::string a = argc > 10 ? argv[10] : "relu";
+      Tensor x = g.input("x", DType::F16, {"N", c, h, w}, Layout::NHWC);
+      Tensor wt = g.constant_random("w", {DType::F16, {k, c, r, r}, Layout::NHWC, {}}, "normal", 0,
+                                    0.05, 1);
+      Tensor bias = g.constant_random("b", {DType::F16, {k}, Layout::NCHW, {}}, "normal", 0, 1, 2);
+      Conv2dOptions o;
+      o.stride = {st, st};
+      o.padding = {pad, pad};
+      g.output(act(g, g.conv2d(x, wt, bias, o), a));
+      b["N"] = n;
+      label = fmt::format("conv N={} C={} K={} {}x{} {}x{} s{} p{} +bias+{}", n, c, k, h, w, r, r,
+                          st, pad, a);
+    } else if (mode == "matmul" && argc >= 5) {
+      int64_t m = std::atoll(argv[2]), n = std::atoll(argv[3]), k = std::atoll(argv[4]);
+      std::string a = argc > 5 ? argv[5] : "gelu_tanh";
+      DType dt = DType::BF16;
+      if (argc > 6 && !parse_dtype(argv[6], &dt)) return usage();
+      Tensor x = g.input("a", dt, {"M", k});
+      Tensor wt = g.input("b", dt, {k, n});
+      Tensor bias = g.constant_random("bias", {dt, {n}, Layout::NCHW, {}}, "normal", 0, 1, 2);
+      g.output(act(g, g.matmul(x, wt, bias), a));
+      b["M"] = m;
+      label = fmt::format("matmul {} {}x{}x{} +bias+{}", dtype_name(dt), m, n, k, a);
+    } else {
+      return usage();
+    }
+
+    std::string why;
+    if (!cuda::driver_available(&why)) {
+      std::fprintf(stderr, "bench_contraction: no CUDA device: %s\n", why.c_str());
+      return 1;
+    }
+    cuda::make_current();
+    DeviceInfo dev = cuda::query_device_info();
+    CodegenOptions co;
+    co.sm = dev.sm;
+    FusionGroup grp;
+    grp.kind = GroupKind::Contraction;
+    grp.anchor = 0;
+    for (int i = 0; i < static_cast<int>(g.nodes().size()); ++i) grp.nodes.push_back(i);
+    for (int t = 0; t < static_cast<int>(g.tensors().size()); ++t)
+      if (g.tensor(t).role != TensorRole::Intermediate) grp.inputs.push_back(t);
+    grp.outputs = g.outputs();
+    EmitContext cx{g, co};
+    KernelSpec k = emit_contraction(cx, grp);
+    NvrtcResult nr = nvrtc_compile(k.source, k.name, dev.arch);
+    void* mod = cuda::module_load(nr.cubin);
+    void* fn = cuda::module_function(mod, k.entry);
+    if (k.smem_bytes > 48 * 1024) cuda::func_set_max_dynamic_smem(fn, k.smem_bytes);
+
+    std::vector<cuda::DeviceBuffer> bufs;
+    std::vector<uint64_t> ptrs(k.args.size());
+    std::vector<long long> ints(k.args.size());
+    std::vector<void*> params(k.args.size());
+    uint64_t seed = 1;
+    for (size_t i = 0; i < k.args.size(); ++i) {
+      const KernelArg& a = k.args[i];
+      if (a.kind == KernelArg::Kind::Int) {
+        ints[i] = a.value.eval(b);
+        params[i] = &ints[i];
+        continue;
+      }
+      const TensorInfo& ti = g.tensor(a.tensor);
+      int64_t numel = 1;
+      for (int64_t d : eval_shape(ti.desc.shape, b)) numel *= d;
+      size_t bytes = static_cast<size_t>(numel) * dtype_size(ti.desc.dtype);
+      bufs.emplace_back(std::max<size_t>(bytes, 16));
+      if (ti.role == TensorRole::Constant) {
+        HostTensor h = ti.data->relayout(ti.desc.layout);
+        cuda::memcpy_htod(bufs.back().ptr(), h.data.data(), h.data.size());
+      } else {
+        fill_random(bufs.back().ptr(), bytes, ti.desc.dtype, seed++, 1.0);
+      }
+      ptrs[i] = bufs.back().ptr();
+      params[i] = &ptrs[i];
+    }
+    uint32_t grid[3], block[3];
+    for (int i = 0; i < 3; ++i) {
+      grid[i] = static_cast<uint32_t>(k.grid[i].eval(b));
+      block[i] = static_cast<uint32_t>(k.block[i]);
+    }
+    auto launch = [&] {
+      cuda::launch(fn, grid, block, k.smem_bytes, nullptr, params.data(), k.name);
+    };
+    for (int i = 0; i < 20; ++i) launch();
+    cuda::ctx_synchronize();
+    void* e0 = cuda::event_create();
+    void* e1 = cuda::event_create();
+    // About 1 s of timed launches, at least 20, at most 1000.
+    cuda::event_record(e0, nullptr);
+    for (int i = 0; i < 5; ++i) launch();
+    cuda::event_record(e1, nullptr);
+    cuda::event_synchronize(e1);
+    double est = cuda::event_elapsed_ms(e0, e1) / 5;
+    int iters = std::clamp(static_cast<int>(1000.0 / std::max(est, 1e-3)), 20, 1000);
+    std::vector<double> ms;
+    for (int i = 0; i < iters; ++i) {
+      cuda::event_record(e0, nullptr);
+      launch();
+      cuda::event_record(e1, nullptr);
+      cuda::event_synchronize(e1);
+      ms.push_back(cuda::event_elapsed_ms(e0, e1));
+    }
+    std::sort(ms.begin(), ms.end());
+    double med = ms[ms.size() / 2];
+    double flops = static_cast<double>(k.flops.eval(b));
+    std::printf(
+        "{\"case\": \"%s\", \"kernel\": \"%s\", \"ms\": %.5f, \"TFLOP/s\": %.2f, \"iters\": %d, "
+        "\"grid\": [%u, %u, %u], \"block\": %u, \"smem\": %d, \"device\": \"%s\"}\n",
+        label.c_str(), k.name.c_str(), med, flops / med / 1e9, iters, grid[0], grid[1], grid[2],
+        block[0], k.smem_bytes, dev.name.c_str());
+    cuda::event_destroy(e0);
+    cuda::event_destroy(e1);
+    bufs.clear();
+    cuda::module_unload(mod);
+    return 0;
+  } catch (const Error& e) {
+    std::fprintf(stderr, "bench_contraction: %s\n", e.what());
+    return e.kind() == ErrorKind::User ? 2 : 1;
+  }
+}
