@@ -173,6 +173,10 @@ CompiledGraph Engine::compile(const Graph& g) {
   CodegenOptions co;
   co.sm = e.sm;
   std::vector<KernelSpec> specs = generate_kernels(graph, impl->plan, co);
+  for (const KernelSpec& s : specs)
+    KILN_ASSERT(!s.name.empty() && !s.entry.empty() && !s.source.empty(),
+                "codegen returned an incomplete kernel for group {} (name '{}', entry '{}')",
+                s.group, s.name, s.entry);
 
   // NVRTC compiles in parallel (the cache compiles each distinct source once).
   std::vector<ExecutorKernel> kernels(specs.size());
