@@ -89,6 +89,10 @@ KernelSpec emit_direct(const Problem& p);
 // activations and groups == 1.
 bool mma_supported(const Problem& p);
 KernelSpec emit_mma(const Problem& p, const ContractionConfig& cfg, int sm);
+// The tiled SIMT kernel (codegen/emit_conv_simt.cpp): exact f32 math, any dtype and layout;
+// conv needs groups == 1.
+bool simt_supported(const Problem& p);
+KernelSpec emit_simt(const Problem& p);
 // The heuristics' view of the problem (symbolic dims estimated).
 ContractionProblemInfo problem_info(const Problem& p, int sm);
 

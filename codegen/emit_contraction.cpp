@@ -358,7 +358,7 @@ KernelSpec emit_direct(const Problem& p) {
     name = fmt::format("matmul_{}{}{}", dtype_name(p.dtype), m.ta ? "_ta" : "", m.tb ? "_tb" : "");
     if (nb) name += "_batched";
   }
-  name += "_simt" + epilogue_suffix(p);
+  name += "_direct" + epilogue_suffix(p);
   EpilogueCode e = epilogue(p, a, coords, "acc", "    ");
   std::string tot = a.dim(total);
 
@@ -407,6 +407,7 @@ ContractionProblemInfo problem_info(const Problem& p, int sm) {
   info.smem_optin = dev.smem_per_block_optin;
   info.dtype = p.dtype;
   info.mma_ok = mma_supported(p);
+  info.simt_ok = simt_supported(p);
   bool e = false;
   if (p.is_conv) {
     info.m = est(p.conv.n * p.conv.oh * p.conv.ow, &e);
@@ -430,6 +431,7 @@ KernelSpec emit_contraction(const EmitContext& cx, const FusionGroup& g) {
   contraction::Problem p = contraction::describe(cx.graph, g);
   ContractionConfig cfg = choose_contraction_config(contraction::problem_info(p, cx.opts.sm));
   if (cfg.kind == ContractionConfig::Kind::Mma) return contraction::emit_mma(p, cfg, cx.opts.sm);
+  if (cfg.kind == ContractionConfig::Kind::Simt) return contraction::emit_simt(p);
   return contraction::emit_direct(p);
 }
 

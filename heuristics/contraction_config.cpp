@@ -10,7 +10,8 @@
 namespace kiln {
 
 std::string ContractionConfig::str() const {
-  if (kind == Kind::Direct) return "simt";
+  if (kind == Kind::Direct) return "direct";
+  if (kind == Kind::Simt) return "simt";
   std::string s = fmt::format("t{}x{}x{}_s{}", bm, bn, bk, stages);
   if (split_k > 1) s += fmt::format("_sk{}", split_k);
   return s;
@@ -33,7 +34,10 @@ constexpr Candidate kCandidates[] = {
 ContractionConfig choose_contraction_config(const ContractionProblemInfo& p) {
   ContractionConfig c;
   bool half = p.dtype == DType::F16 || p.dtype == DType::BF16;
-  if (!half || !p.mma_ok || p.sm < 80 || p.k < 16) return c;  // direct SIMT kernel
+  if (!half || !p.mma_ok || p.sm < 80 || p.k < 16) {
+    if (p.simt_ok) c.kind = ContractionConfig::Kind::Simt;
+    return c;
+  }
   double best = -1;
   for (const Candidate& cand : kCandidates) {
     int stages = cand.bm + cand.bn >= 384 ? 3 : 4;

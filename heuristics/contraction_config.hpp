@@ -18,18 +18,21 @@ struct ContractionProblemInfo {
   int sm = 90;         // compute capability
   int sm_count = 132;  // SMs on the target
   int smem_optin = 232448;
-  bool mma_ok = true;  // the tensor-core path supports the layout / group count
+  bool mma_ok = true;   // the tensor-core path supports the layout / group count
+  bool simt_ok = true;  // the tiled SIMT path supports it (groups == 1)
 };
 
 struct ContractionConfig {
-  enum class Kind { Direct, Mma } kind = Kind::Direct;
+  // Direct: one thread per output (grouped / depthwise conv). Simt: tiled 128x128x8 f32-math
+  // kernel. Mma: tensor cores (f16/bf16, sm_80+).
+  enum class Kind { Direct, Simt, Mma } kind = Kind::Direct;
   int bm = 0, bn = 0, bk = 0;  // block tile
   int wm = 0, wn = 0;          // warp tile
   int stages = 0;
   int split_k = 1;
   int threads() const { return kind == Kind::Mma ? (bm / wm) * (bn / wn) * 32 : 256; }
   int smem_bytes() const { return kind == Kind::Mma ? (bm + bn) * bk * 2 * stages : 0; }
-  std::string str() const;  // "t128x128x32_s4" / "simt"
+  std::string str() const;  // "t128x128x32_s4" / "simt" / "direct"
 };
 
 ContractionConfig choose_contraction_config(const ContractionProblemInfo& p);

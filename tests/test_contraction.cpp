@@ -60,6 +60,9 @@ void compile_for(const KernelSpec& k, std::vector<std::string> archs = {"sm_80",
 bool uses_mma(const KernelSpec& k) {
   return k.source.find("G::mainloop") != std::string::npos;
 }
+bool uses_direct(const KernelSpec& k) {
+  return k.name.find("_direct") != std::string::npos;
+}
 
 struct ConvCase {
   const char* label;
@@ -98,6 +101,13 @@ Graph conv_graph(const ConvCase& c, Dim n = "N", Dim h = 20, Dim w = 18) {
       Tensor sh =
           g.constant_random("sh", {c.dt, {1, c.k, 1, 1}, Layout::NCHW, {}}, "normal", 0, 0.1, 4);
       y = g.add(g.mul(y, sc), sh);
+    } else if (op == "batchnorm") {
+      auto v = [&](const char* nm, double mean, uint64_t seed) {
+        return g.constant_random(nm, {c.dt, {c.k}, Layout::NCHW, {}}, "uniform", mean, mean + 1,
+                                 seed);
+      };
+      y = g.batchnorm(y, v("bn_g", 0.5, 5), v("bn_b", -0.5, 6), v("bn_m", -0.5, 7),
+                      v("bn_v", 0.5, 8));
     } else if (op == "gelu_tanh") {
       y = g.gelu(y, GeluApprox::Tanh);
     } else if (op == "leaky_relu") {
@@ -227,6 +237,21 @@ TEST(Contraction, ConvVariantsCompile) {
        {"leaky_relu", "cast_f32"},
        true,
        true},
+      {"batchnorm epilogue",
+       DType::BF16,
+       32,
+       32,
+       3,
+       3,
+       {1, 1},
+       {1, 1},
+       {1, 1},
+       1,
+       H,
+       H,
+       {"batchnorm", "relu"},
+       false,
+       true},
       {"groups 4",
        DType::F16,
        32,
@@ -281,6 +306,8 @@ TEST(Contraction, ConvVariantsCompile) {
     FusionGroup grp = make_group(g);
     KernelSpec k = emit(g, grp);
     EXPECT_EQ(uses_mma(k), c.expect_mma) << k.name;
+    // Grouped / depthwise convs take the direct kernel, everything else a tiled one.
+    EXPECT_EQ(uses_direct(k), c.groups > 1) << k.name;
     EXPECT_EQ(k.group, 7);
     EXPECT_EQ(k.name.rfind("conv_", 0), 0u) << k.name;
     for (const auto& op : c.epi)
@@ -407,7 +434,7 @@ TEST(Contraction, ConfigAlwaysExists) {
           p.dtype = dt;
           ContractionConfig c = choose_contraction_config(p);
           if (dt == DType::F32 || kk < 16) {
-            EXPECT_EQ(c.kind, ContractionConfig::Kind::Direct);
+            EXPECT_EQ(c.kind, ContractionConfig::Kind::Simt);
           } else {
             ASSERT_EQ(c.kind, ContractionConfig::Kind::Mma);
             EXPECT_LE(c.smem_bytes(), p.smem_optin);

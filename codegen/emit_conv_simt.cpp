@@ -1,0 +1,210 @@
+// Tiled SIMT kernel for conv2d (groups == 1, any layout) and matmul (any layout, transposes,
+// batches): exact f32 math (f32 accumulate of the operands widened to f32), a 128x128 block tile
+// staged through shared memory 8 deep in K, 256 threads, each an 8x8 register block. The path
+// for f32 and for f16/bf16 problems the tensor-core kernel does not take (NCHW activations).
+#include "codegen/contraction_common.hpp"
+#include "codegen/writer.hpp"
+#include "engine/check.hpp"
+
+namespace kiln::contraction {
+namespace {
+
+constexpr int kBM = 128, kBN = 128, kBK = 8, kThreads = 256;
+
+}  // namespace
+
+bool simt_supported(const Problem& p) {
+  return !p.is_conv || p.conv.groups == 1;
+}
+
+KernelSpec emit_simt(const Problem& p) {
+  KILN_ASSERT(simt_supported(p), "{}: tiled SIMT kernel on a grouped conv", p.where);
+  const Graph& g = *p.graph;
+  ArgList a;
+  const TensorDesc& xd = g.tensor(p.x).desc;
+  const TensorDesc& wd = g.tensor(p.w).desc;
+  std::string xs = a.tensor(g, p.x, true), ws = a.tensor(g, p.w, true);
+  auto xst = stride_code(a, xd), wst = stride_code(a, wd);
+  std::string ldx = load_fn(xd.dtype), ldw = load_fn(wd.dtype);
+  Writer b;
+  std::vector<std::string> coords;
+  std::string name;
+  Dim gm, gn, gbatch(1);
+  std::string kred;
+
+  b.line("__shared__ float sa[{}][{}];", kBK, kBM);
+  b.line("__shared__ float sb[{}][{}];", kBK, kBN);
+  b.line("const long long m0 = (long long)blockIdx.x * {};", kBM);
+  b.line("const long long n0 = (long long)blockIdx.y * {};", kBN);
+  b.line("const int tid = threadIdx.x;");
+  // Loader mapping: thread loads row (tid / 2) of the A and B tiles, k = (tid % 2) * 4 + j.
+  b.line("const int lrow = tid >> 1, lk0 = (tid & 1) * 4;");
+  b.line("const long long am = m0 + lrow, bn = n0 + lrow;");
+  std::string a_elem, b_elem;  // code: value of A(am, k) / B(bn, k) for int k, 0 when out
+  if (p.is_conv) {
+    const ConvProblem& c = p.conv;
+    gm = c.n * c.oh * c.ow;
+    gn = Dim(c.k);
+    kred = fmt::format("{}", c.r * c.s * c.c);
+    std::string mcode = a.dim(gm), oh = a.dim(c.oh), ow = a.dim(c.ow);
+    b.line("long long a_base = 0;");
+    b.line("int a_ih = -(1 << 29), a_iw = -(1 << 29);");
+    {
+      auto s = b.block("if (am < {}) {{", mcode);
+      b.line("long long q = am;");
+      b.line("const int ow = (int)(q % {}); q /= {};", ow, ow);
+      b.line("const int oh = (int)(q % {}); q /= {};", oh, oh);
+      b.line("a_base = q * {};", xst[0]);
+      b.line("a_ih = oh * {} - {};", c.stride_h, c.pad_t);
+      b.line("a_iw = ow * {} - {};", c.stride_w, c.pad_l);
+    }
+    // Reduction index k = (r * S + s) * C + c for both operands.
+    b.open("auto load_a = [&](int k) -> float {{");
+    b.line("if (k >= {}) return 0.f;", kred);
+    b.line("const int rs = k / {}, cc = k - rs * {};", c.c, c.c);
+    b.line("const int r = rs / {}, sx = rs - r * {};", c.s, c.s);
+    b.line("const int ih = a_ih + r * {}, iw = a_iw + sx * {};", c.dil_h, c.dil_w);
+    b.line("if (ih < 0 || ih >= {} || iw < 0 || iw >= {}) return 0.f;", a.dim(c.h), a.dim(c.w));
+    b.line("return {}({} + a_base + cc * {} + ih * {} + iw * {});", ldx, xs, xst[1], xst[2],
+           xst[3]);
+    b.close("};");
+    b.open("auto load_b = [&](int k) -> float {{");
+    b.line("if (k >= {} || bn >= {}) return 0.f;", kred, c.k);
+    b.line("const int rs = k / {}, cc = k - rs * {};", c.c, c.c);
+    b.line("const int r = rs / {}, sx = rs - r * {};", c.s, c.s);
+    b.line("return {}({} + bn * {} + cc * {} + r * {} + sx * {});", ldw, ws, wst[0], wst[1], wst[2],
+           wst[3]);
+    b.close("};");
+    name = fmt::format("conv_{}_{}_{}x{}", dtype_name(p.dtype),
+                       xd.layout == Layout::NHWC ? "nhwc" : "nchw", c.r, c.s);
+    if (c.stride_h != 1 || c.stride_w != 1) name += fmt::format("_s{}", c.stride_h);
+  } else {
+    const MatmulProblem& m = p.mm;
+    gm = m.m;
+    gn = m.n;
+    for (const Dim& d : m.batch) gbatch = gbatch * d;
+    kred = a.dim(m.k);
+    size_t ra = xd.shape.size(), rb = wd.shape.size(), nb = m.batch.size();
+    if (nb) {
+      b.line("long long bz = blockIdx.z;");
+      for (size_t i = nb; i-- > 0;) {
+        std::string d = a.dim(m.batch[i]);
+        b.line("const long long b{} = bz % {}; bz /= {};", i, d, d);
+      }
+    }
+    auto base = [&](const TensorDesc& d, const std::vector<std::string>& st) {
+      size_t ob = d.shape.size() - 2;
+      std::string off;
+      for (size_t i = 0; i < ob; ++i) {
+        if (d.shape[i].is_static() && d.shape[i].value() == 1) continue;
+        off += fmt::format(" + b{} * {}", nb - ob + i, st[i]);
+      }
+      return off;
+    };
+    std::string sam = m.ta ? xst[ra - 1] : xst[ra - 2], sak = m.ta ? xst[ra - 2] : xst[ra - 1];
+    std::string sbn = m.tb ? wst[rb - 2] : wst[rb - 1], sbk = m.tb ? wst[rb - 1] : wst[rb - 2];
+    std::string mm = a.dim(m.m), mn = a.dim(m.n);
+    b.open("auto load_a = [&](int k) -> float {{");
+    b.line("if (k >= {} || am >= {}) return 0.f;", kred, mm);
+    b.line("return {}({}{} + am * {} + (long long)k * {});", ldx, xs, base(xd, xst), sam, sak);
+    b.close("};");
+    b.open("auto load_b = [&](int k) -> float {{");
+    b.line("if (k >= {} || bn >= {}) return 0.f;", kred, mn);
+    b.line("return {}({}{} + bn * {} + (long long)k * {});", ldw, ws, base(wd, wst), sbn, sbk);
+    b.close("};");
+    name = fmt::format("matmul_{}{}{}", dtype_name(p.dtype), m.ta ? "_ta" : "", m.tb ? "_tb" : "");
+    if (nb) name += "_batched";
+  }
+  name += fmt::format("_simt_t{}x{}x{}", kBM, kBN, kBK) + epilogue_suffix(p);
+  std::string m_code = a.dim(gm), n_code = a.dim(gn);
+
+  // Main loop: the next tile's values are loaded into registers while this one is computed.
+  b.line("const int ty = tid >> 4, tx = tid & 15;");
+  b.line("float acc[8][8];");
+  b.line("#pragma unroll");
+  b.line("for (int i = 0; i < 8; ++i)");
+  b.line("  #pragma unroll");
+  b.line("  for (int j = 0; j < 8; ++j) acc[i][j] = 0.f;");
+  b.line("float ra[4], rb[4];");
+  b.line("#pragma unroll");
+  b.line("for (int j = 0; j < 4; ++j) {{ ra[j] = load_a(lk0 + j); rb[j] = load_b(lk0 + j); }}");
+  b.line("const int ktiles = (int)(({} + {}) / {});", kred, kBK - 1, kBK);
+  {
+    auto loop = b.block("for (int kt = 0; kt < ktiles; ++kt) {{");
+    b.line("#pragma unroll");
+    b.line(
+        "for (int j = 0; j < 4; ++j) {{ sa[lk0 + j][lrow] = ra[j]; sb[lk0 + j][lrow] = rb[j]; }}");
+    b.line("__syncthreads();");
+    {
+      auto nx = b.block("if (kt + 1 < ktiles) {{");
+      b.line("const int kn = (kt + 1) * {} + lk0;", kBK);
+      b.line("#pragma unroll");
+      b.line("for (int j = 0; j < 4; ++j) {{ ra[j] = load_a(kn + j); rb[j] = load_b(kn + j); }}");
+    }
+    b.line("#pragma unroll");
+    {
+      auto kk = b.block("for (int k = 0; k < {}; ++k) {{", kBK);
+      b.line("float av[8], bv[8];");
+      b.line("#pragma unroll");
+      b.line(
+          "for (int i = 0; i < 8; ++i) {{ av[i] = sa[k][ty + 16 * i]; bv[i] = sb[k][tx + 16 * i]; "
+          "}}");
+      b.line("#pragma unroll");
+      b.line("for (int i = 0; i < 8; ++i)");
+      b.line("  #pragma unroll");
+      b.line("  for (int j = 0; j < 8; ++j) acc[i][j] = fmaf(av[i], bv[j], acc[i][j]);");
+    }
+    b.line("__syncthreads();");
+  }
+  // Epilogue: element (i, j) of the thread is row ty + 16 i, column tx + 16 j of the tile.
+  b.line("#pragma unroll");
+  {
+    auto li = b.block("for (int i = 0; i < 8; ++i) {{");
+    b.line("const long long row = m0 + ty + 16 * i;");
+    b.line("if (row >= {}) continue;", m_code);
+    if (p.is_conv) {
+      std::string oh = a.dim(p.conv.oh), ow = a.dim(p.conv.ow);
+      b.line("long long q = row;");
+      b.line("const long long ow = q % {}; q /= {};", ow, ow);
+      b.line("const long long oh = q % {}; q /= {};", oh, oh);
+      b.line("const long long n = q;");
+      coords = {"n", "col", "oh", "ow"};
+    } else {
+      for (size_t i = 0; i < p.mm.batch.size(); ++i) coords.push_back(fmt::format("b{}", i));
+      coords.push_back("row");
+      coords.push_back("col");
+    }
+    b.line("#pragma unroll");
+    auto lj = b.block("for (int j = 0; j < 8; ++j) {{");
+    b.line("const long long col = n0 + tx + 16 * j;");
+    b.line("if (col >= {}) continue;", n_code);
+    b.line("const float acc_v = acc[i][j];");
+    EpilogueCode e = epilogue(p, a, coords, "acc_v", "");
+    for (auto& l : e.lines) b.put(l);
+  }
+
+  std::string src = device_preamble();
+  src += fmt::format("extern \"C\" __global__ void __launch_bounds__({}) {}({}) {{\n", kThreads,
+                     name, a.params());
+  Writer ind;
+  ind.open("{{");
+  ind.raw(b.str());
+  std::string body = ind.str();
+  src += body.substr(body.find('\n') + 1);
+  src += "}\n";
+
+  KernelSpec k;
+  k.name = name;
+  k.entry = name;
+  k.source = std::move(src);
+  k.args = a.args();
+  k.grid = {(gm + Dim(kBM - 1)) / Dim(kBM), (gn + Dim(kBN - 1)) / Dim(kBN), gbatch};
+  k.block = {kThreads, 1, 1};
+  k.smem_bytes = 0;  // static shared memory only
+  k.bytes_moved = bytes_moved(p);
+  k.flops = flops(p);
+  k.group = p.group->id;
+  return k;
+}
+
+}  // namespace kiln::contraction
