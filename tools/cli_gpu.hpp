@@ -1,12 +1,14 @@
-// The GPU path of `kiln run` (and later `bench`): the one place that talks to the Engine.
-// tools/cli_gpu.cpp is what a GPU-enabled build fills in; everything else in the CLI is agnostic.
+// The GPU path of `kiln run` and `kiln bench`: the one place that talks to the Engine.
 #pragma once
 
 #include <map>
 #include <string>
+#include <vector>
 
+#include "kiln/engine.hpp"
 #include "kiln/graph.hpp"
 #include "kiln/host_tensor.hpp"
+#include "runtime/cuda_driver.hpp"
 
 namespace kiln::cli {
 
@@ -22,5 +24,31 @@ bool gpu_available(std::string* why);
 // Runs `g` on the GPU with host `inputs` (every graph input, bound by `bindings`).
 DeviceRunResult run_on_gpu(const Graph& g, const std::map<std::string, HostTensor>& inputs,
                            const Bindings& bindings);
+
+// A compiled graph with its inputs uploaded and its outputs allocated on the device.
+class DeviceSession {
+ public:
+  DeviceSession(const Graph& g, const std::map<std::string, HostTensor>& inputs,
+                const Bindings& bindings, const EngineOptions& opts);
+  // Poisons the outputs, runs once and synchronizes; returns the wall time of the run in ms.
+  double run();
+  std::map<std::string, HostTensor> download() const;
+
+  Engine& engine() { return engine_; }
+  const CompiledGraph& compiled() const { return compiled_; }
+  const std::map<std::string, DeviceTensor>& inputs() const { return inputs_; }
+  const std::map<std::string, DeviceTensor>& outputs() const { return outputs_; }
+  const Bindings& bindings() const { return bindings_; }
+  double compile_ms() const { return compile_ms_; }
+
+ private:
+  Engine engine_;
+  CompiledGraph compiled_;
+  Bindings bindings_;
+  double compile_ms_ = 0;
+  std::vector<cuda::DeviceBuffer> buffers_;
+  std::map<std::string, DeviceTensor> inputs_, outputs_;
+  std::map<std::string, HostTensor> host_outputs_;
+};
 
 }  // namespace kiln::cli
