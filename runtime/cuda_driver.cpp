@@ -21,16 +21,17 @@ namespace {
 // Every entry point kiln uses. Many names are macros in cuda.h (cuMemAlloc -> cuMemAlloc_v2):
 // decltype(&::name) then gives the versioned prototype, #name the base name cuGetProcAddress
 // wants, and KILN_STR(name) the versioned symbol for the dlsym fallback.
-#define KILN_CU_FUNCS(X)                                                                         \
-  X(cuInit)                                                                                      \
-  X(cuDeviceGet)                                                                                 \
-  X(cuDeviceGetCount)                                                                            \
-  X(cuDeviceGetName) X(cuDeviceGetAttribute) X(cuDevicePrimaryCtxRetain) X(cuCtxSetCurrent)      \
-      X(cuCtxGetCurrent) X(cuCtxSynchronize) X(cuModuleLoadData) X(cuModuleUnload)               \
-          X(cuModuleGetFunction) X(cuFuncSetAttribute) X(cuLaunchKernel) X(cuMemAlloc)           \
-              X(cuMemFree) X(cuMemcpyHtoD) X(cuMemcpyDtoH) X(cuMemcpyDtoDAsync) X(cuMemsetD8)    \
-                  X(cuMemsetD8Async) X(cuStreamCreate) X(cuStreamDestroy) X(cuStreamSynchronize) \
-                      X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord) X(cuEventSynchronize)  \
+#define KILN_CU_FUNCS(X)                                                                       \
+  X(cuInit)                                                                                    \
+  X(cuDeviceGet)                                                                               \
+  X(cuDeviceGetCount)                                                                          \
+  X(cuDeviceGetName)                                                                           \
+  X(cuDeviceGetAttribute) X(cuDevicePrimaryCtxRetain) X(cuCtxSetCurrent) X(cuCtxGetCurrent)    \
+      X(cuCtxSynchronize) X(cuModuleLoadData) X(cuModuleUnload) X(cuModuleGetFunction)         \
+          X(cuFuncSetAttribute) X(cuLaunchKernel) X(cuMemAlloc) X(cuMemFree) X(cuMemcpyHtoD)   \
+              X(cuMemcpyDtoH) X(cuMemcpyDtoDAsync) X(cuMemsetD8) X(cuMemsetD8Async)            \
+                  X(cuStreamCreate) X(cuStreamDestroy) X(cuStreamSynchronize) X(cuEventCreate) \
+                      X(cuEventDestroy) X(cuEventRecord) X(cuEventSynchronize)                 \
                           X(cuEventElapsedTime) X(cuGetErrorName) X(cuGetErrorString)
 
 struct Api {
@@ -307,7 +308,7 @@ void memset_d8_async(uint64_t dst, uint8_t value, size_t bytes, void* stream) {
 
 void* stream_create() {
   CUstream s = nullptr;
-  check(ctx_api().cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+  check(ctx_api().cuStreamCreate(&s, CU_STREAM_DEFAULT), "cuStreamCreate");
   return s;
 }
 

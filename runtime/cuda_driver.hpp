@@ -50,6 +50,8 @@ void memset_d8(uint64_t dst, uint8_t value, size_t bytes);
 void memset_d8_async(uint64_t dst, uint8_t value, size_t bytes, void* stream);
 
 // ---- streams and events
+// A stream that synchronizes with the legacy default stream (so that synchronous copies and
+// memsets issued before a launch on it are ordered before it).
 void* stream_create();
 void stream_destroy(void* stream);
 void stream_synchronize(void* stream);

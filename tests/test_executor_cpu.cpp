@@ -8,8 +8,10 @@
 #include <filesystem>
 
 #include "engine/env.hpp"
+#include "heuristics/device_info.hpp"
 #include "kiln/engine.hpp"
 #include "kiln/error.hpp"
+#include "runtime/cuda_driver.hpp"
 #include "runtime/executor.hpp"
 
 using namespace kiln;
@@ -191,4 +193,39 @@ TEST(ConstantLayout, NchwNhwcAndStridedBytes) {
           EXPECT_EQ(fb[((n * 2 + h) * 2 + w) * 3 + ch], v[((n * 3 + ch) * 2 + h) * 2 + w]);
   std::vector<float> fc = floats(constant_device_bytes(g.tensor(c)));
   EXPECT_EQ(fc, (std::vector<float>{1, 2, 3, 0, 4, 5, 6}));
+}
+
+TEST(CudaDriver, WithoutADeviceEveryCallIsADriverErrorWithTheReason) {
+  std::string reason;
+  if (cuda::driver_available(&reason)) GTEST_SKIP() << "a CUDA device is present";
+  EXPECT_FALSE(reason.empty());
+  EXPECT_EQ(reason, cuda::driver_unavailable_reason());
+  try {
+    cuda::mem_alloc(1024);
+    FAIL() << "expected a Driver error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Driver);
+    EXPECT_NE(std::string(e.what()).find(reason), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(cuda::query_device_info(0), Error);
+  cuda::mem_free(0);  // freeing never throws
+  cuda::DeviceBuffer empty;
+  EXPECT_EQ(empty.ptr(), 0u);
+}
+
+TEST(DeviceInfoDefaults, ArchFactsAndParsing) {
+  DeviceInfo h = default_device_info("sm_90");
+  EXPECT_EQ(h.sm, 90);
+  EXPECT_EQ(h.sm_count, 132);
+  EXPECT_FALSE(h.from_device);
+  DeviceInfo a = default_device_info("sm_80");
+  EXPECT_EQ(a.sm_count, 108);
+  EXPECT_LT(a.mem_bandwidth, h.mem_bandwidth);
+  bool spec = false;
+  EXPECT_EQ(parse_arch("sm_90a", &spec), 90);
+  EXPECT_TRUE(spec);
+  EXPECT_EQ(parse_arch("sm_120", &spec), 120);
+  EXPECT_FALSE(spec);
+  for (const char* bad : {"", "sm_", "sm_9", "sm90", "compute_90", "sm_90b", "sm_90aa", "sm_60"})
+    EXPECT_THROW(parse_arch(bad), Error) << bad;
 }

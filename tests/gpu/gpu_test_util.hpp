@@ -39,6 +39,7 @@ inline DeviceData upload(const HostTensor& h, Layout layout = Layout::NCHW) {
   DeviceData d;
   d.buf = cuda::DeviceBuffer(std::max<size_t>(r.data.size(), 1));
   cuda::memcpy_htod(d.buf.ptr(), r.data.data(), r.data.size());
+  cuda::ctx_synchronize();  // a pageable copy may still be in flight when cuMemcpyHtoD returns
   d.t.ptr = d.buf.ptr();
   d.t.shape = r.shape;
   d.dtype = r.dtype;
@@ -54,6 +55,7 @@ inline DeviceData alloc_poisoned(DType dtype, const std::vector<int64_t>& shape,
   DeviceData d;
   d.buf = cuda::DeviceBuffer(std::max<size_t>(z.data.size(), 1));
   cuda::memset_d8(d.buf.ptr(), 0xFF, d.buf.bytes());
+  cuda::ctx_synchronize();  // cuMemsetD8 may be asynchronous: never race the kernel under test
   d.t.ptr = d.buf.ptr();
   d.t.shape = shape;
   d.dtype = dtype;

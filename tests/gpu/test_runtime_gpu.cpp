@@ -172,6 +172,21 @@ TEST_F(RuntimeGpu, CallerWorkspaceAndTiming) {
   std::vector<double> xv = x.to_f64();
   for (int i = 0; i < 16; ++i) EXPECT_FLOAT_EQ(t[i], static_cast<float>(2 * xv[i]));
 
+  // KILN_DUMP=launch prints every launch with its geometry and bindings.
+  EnvConfig c;
+  c.cache_dir = dir_.string();
+  c.dump_launch = true;
+  set_env_override(&c);
+  ::testing::internal::CaptureStderr();
+  ex.run({{"x", dx.t}}, {{"y", dy.t}}, nullptr, ws.ptr());
+  std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(log.find("kiln: launch times2 grid [4096,1,1] block [256,1,1] smem 0 (N=1048576)"),
+            std::string::npos)
+      << log;
+  EXPECT_NE(log.find("kiln: launch plus_c"), std::string::npos) << log;
+  c.dump_launch = false;
+  set_env_override(&c);
+
   std::vector<double> ms = ex.time_kernels({{"x", dx.t}}, {{"y", dy.t}}, 2, 5, nullptr);
   ASSERT_EQ(ms.size(), 2u);
   for (double m : ms) {
