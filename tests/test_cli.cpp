@@ -1,5 +1,6 @@
 // The `kiln` command line, run as a subprocess: every example graph, every bad graph, bad usage,
 // --output files, and `--input` files against run_reference called directly.
+#include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -246,10 +247,21 @@ TEST(Cli, RandomInputNeedsItsSymbolsBound) {
 }
 
 TEST(Cli, DeviceGpuIsRefusedWithoutAGpu) {
-  // This build has no GPU path yet; when it does, this test moves to tests/gpu.
-  expect_user_error(
-      {"run", src("examples/graphs/resnet50_bottleneck.json"), "--shape", "N=1", "--device", "gpu"},
-      "--device gpu: this kiln build found no CUDA device");
+  if (void* h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL)) {
+    dlclose(h);
+    GTEST_SKIP() << "a CUDA driver is present: --device gpu is tested in tests/gpu";
+  }
+  std::vector<std::string> args = {
+      "run", src("examples/graphs/resnet50_bottleneck.json"), "--shape", "N=1", "--device", "gpu"};
+  expect_user_error(args, "kiln: --device gpu: ");
+  CliResult r = run_cli(args);
+  EXPECT_NE(r.err.find("CUDA"), std::string::npos) << r.err;
+  // auto falls back to the CPU reference and says why
+  args.back() = "auto";
+  r = run_cli(args);
+  EXPECT_EQ(r.rc, 0) << ctx(args, r);
+  EXPECT_NE(r.out.find("cpu reference"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("--device auto: "), std::string::npos) << r.out;
 }
 
 TEST(Cli, ExamplesCheckAndRun) {
@@ -445,6 +457,13 @@ TEST(Cli, BadInputFilesAreUserErrors) {
   // not a safetensors file at all
   std::ofstream(f) << "this is not a safetensors file";
   expect_user_error({"run", ex, "--input", "x=" + f, "--shape", "rows=4"}, f);
+  // the io engineer's broken safetensors files, as --inputs and as --input
+  for (const char* bad : {"bad_header", "f64", "overlap", "short"}) {
+    std::string bf = src(std::string("tests/bad_graphs/") + bad + ".safetensors");
+    if (!fs::exists(bf)) continue;
+    expect_user_error({"run", ex, "--inputs", bf}, bf);
+    expect_user_error({"run", ex, "--input", "x=" + bf, "--shape", "rows=4"}, bf);
+  }
   // --output into a directory that does not exist
   expect_user_error(
       {"run", ex, "--shape", "rows=4", "--output", (tmp / "no/such/dir/y.st").string()},
