@@ -1,0 +1,502 @@
+"""ONNX import: build small ONNX models, convert them with tools/onnx2kiln.py, run them with the
+kiln CLI (CPU reference) and compare with onnxruntime on the same inputs.
+
+Needs onnx, onnxruntime, numpy (tools/requirements.txt) and a built kiln CLI: env KILN_CLI, else
+build/kiln in the source tree.
+"""
+import json
+import math
+import os
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from conftest import ROOT
+import onnx2kiln
+
+SCRIPT = os.path.join(ROOT, "tools", "onnx2kiln.py")
+KILN = os.environ.get("KILN_CLI") or os.path.join(ROOT, "build", "kiln")
+F = TensorProto.FLOAT
+RNG = np.random.default_rng(1234)
+# kiln refuses unknown KILN_* variables: the CLI's own processes run without KILN_CLI.
+KILN_ENV = {k: v for k, v in os.environ.items() if k != "KILN_CLI"}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _kiln_cli():
+    if not os.access(KILN, os.X_OK):
+        pytest.fail(f"kiln CLI not found at {KILN} (set KILN_CLI or build build/kiln)")
+
+
+# ---------------------------------------------------------------------------- helpers
+
+def rand(*shape, lo=-1.0, hi=1.0):
+    return RNG.uniform(lo, hi, size=shape).astype(np.float32)
+
+
+def init(name, arr):
+    return numpy_helper.from_array(np.asarray(arr), name)
+
+
+def vi(name, shape, elem=F):
+    return helper.make_tensor_value_info(name, elem, shape)
+
+
+def model(nodes, inputs, outputs, inits=(), opset=17, name="g"):
+    g = helper.make_graph(nodes, name, inputs, outputs, initializer=list(inits))
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = 8 if opset <= 18 else 10
+    onnx.checker.check_model(m) if all(o.type.tensor_type.HasField("shape") for o in outputs) else None
+    return m
+
+
+def convert(tmp_path, m, *extra, name="m", expect_rc=0):
+    path = tmp_path / f"{name}.onnx"
+    onnx.save(m, str(path))
+    out = tmp_path / "out"
+    r = subprocess.run([sys.executable, SCRIPT, str(path), "--out", str(out), "--name", name,
+                        *extra], capture_output=True, text=True, env=KILN_ENV)
+    assert r.returncode == expect_rc, f"onnx2kiln exit {r.returncode}\n{r.stdout}\n{r.stderr}"
+    return out / f"{name}.json", r
+
+
+def kiln_run(tmp_path, graph, inputs, tag="run"):
+    inp = tmp_path / f"in_{tag}.safetensors"
+    outp = tmp_path / f"out_{tag}.safetensors"
+    onnx2kiln.write_safetensors(str(inp), {k: ("f32", v) for k, v in inputs.items()})
+    r = subprocess.run([KILN, "run", str(graph), "--device", "cpu", "--inputs", str(inp),
+                        "--output", str(outp)], capture_output=True, text=True, env=KILN_ENV)
+    assert r.returncode == 0, f"kiln run exit {r.returncode}\n{r.stdout}\n{r.stderr}"
+    return onnx2kiln.read_safetensors(str(outp))
+
+
+def ort_run(m, inputs):
+    sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    names = [o.name for o in sess.get_outputs()]
+    return dict(zip(names, sess.run(None, inputs)))
+
+
+def rel_err(got, want):
+    want = np.asarray(want, dtype=np.float64)
+    got = np.asarray(got, dtype=np.float64)
+    assert got.shape == want.shape, f"shape {got.shape} != {want.shape}"
+    assert not np.isnan(got).any(), "NaN in kiln output"
+    return float(np.max(np.abs(got - want)) / max(np.max(np.abs(want)), 1e-3))
+
+
+def check(tmp_path, m, inputs, *extra, tol=1e-4, name="m"):
+    """Converts m, runs it with kiln and onnxruntime, compares every output. Returns the graph."""
+    graph, _ = convert(tmp_path, m, *extra, name=name)
+    got = kiln_run(tmp_path, graph, inputs)
+    want = ort_run(m, inputs)
+    for k, v in want.items():
+        key = onnx2kiln.sanitize(k)
+        assert key in got, f"output {key} missing from kiln outputs {sorted(got)}"
+        err = rel_err(got[key], v.astype(np.float32))
+        assert err <= tol, f"output {k}: rel err {err:.3g} > {tol}"
+    with open(graph) as f:
+        return json.load(f)
+
+
+def ops_of(g):
+    return [n["op"] for n in g["nodes"]]
+
+
+# ---------------------------------------------------------------------------- contractions
+
+def test_conv_bn_relu_pads_strides_groups(tmp_path):
+    x = rand(2, 4, 11, 9)
+    w = rand(6, 2, 3, 3)
+    b = rand(6)
+    bn = [rand(6, lo=0.5, hi=1.5), rand(6), rand(6), rand(6, lo=0.5, hi=2.0)]
+    nodes = [
+        helper.make_node("Conv", ["x", "w", "b"], ["c"], name="conv1", pads=[1, 0, 2, 1],
+                         strides=[2, 1], dilations=[1, 2], group=2),
+        helper.make_node("BatchNormalization", ["c", "s", "bb", "mu", "var"], ["n"], name="bn1",
+                         epsilon=1e-3),
+        helper.make_node("Relu", ["n"], ["y"], name="relu1"),
+    ]
+    inits = [init("w", w), init("b", b)] + [init(k, v) for k, v in zip(["s", "bb", "mu", "var"], bn)]
+    m = model(nodes, [vi("x", [2, 4, 11, 9])], [vi("y", None)], inits)
+    g = check(tmp_path, m, {"x": x})
+    assert ops_of(g) == ["conv2d", "batchnorm", "relu"]
+    conv = g["nodes"][0]
+    assert conv["padding"] == [1, 0, 2, 1] and conv["stride"] == [2, 1]
+    assert conv["dilation"] == [1, 2] and conv["groups"] == 2 and conv["name"] == "conv1"
+
+
+def test_conv_auto_pad_same_and_no_bias(tmp_path):
+    x = rand(1, 3, 10, 7)
+    for mode in ("SAME_UPPER", "SAME_LOWER", "VALID"):
+        nodes = [helper.make_node("Conv", ["x", "w"], ["y"], name="c", auto_pad=mode,
+                                  strides=[2, 2], kernel_shape=[4, 3])]
+        m = model(nodes, [vi("x", [1, 3, 10, 7])], [vi("y", None)], [init("w", rand(5, 3, 4, 3))])
+        check(tmp_path, m, {"x": x}, name=f"conv_{mode.lower()}")
+
+
+def test_conv1d(tmp_path):
+    x = rand(2, 4, 17)
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["y"], name="c1d", pads=[2, 1],
+                              strides=[2], group=2)]
+    m = model(nodes, [vi("x", [2, 4, 17])], [vi("y", None)],
+              [init("w", rand(6, 2, 3)), init("b", rand(6))])
+    check(tmp_path, m, {"x": x})
+
+
+@pytest.mark.parametrize("ta,tb,alpha,beta,c", [
+    (0, 1, 1.0, 1.0, "bias1d"),
+    (0, 0, 1.0, 1.0, "row"),
+    (1, 0, 0.5, 2.0, "const2d"),
+    (0, 1, 1.0, 0.3, "input2d"),
+    (1, 1, 1.5, 1.0, None),
+    (0, 0, 1.0, 1.0, None),
+])
+def test_gemm_variants(tmp_path, ta, tb, alpha, beta, c):
+    m_, k_, n_ = 5, 7, 6
+    a_shape = [k_, m_] if ta else [m_, k_]
+    b_shape = [n_, k_] if tb else [k_, n_]
+    inputs = {"a": rand(*a_shape)}
+    ins = [vi("a", a_shape)]
+    inits = [init("B", rand(*b_shape))]
+    names = ["a", "B"]
+    if c == "bias1d":
+        inits.append(init("C", rand(n_)))
+    elif c == "row":
+        inits.append(init("C", rand(1, n_)))
+    elif c == "const2d":
+        inits.append(init("C", rand(m_, n_)))
+    elif c == "input2d":
+        ins.append(vi("C", [m_, n_]))
+        inputs["C"] = rand(m_, n_)
+    if c:
+        names.append("C")
+    nodes = [helper.make_node("Gemm", names, ["y"], name="fc", transA=ta, transB=tb, alpha=alpha,
+                              beta=beta)]
+    m = model(nodes, ins, [vi("y", None)], inits)
+    g = check(tmp_path, m, inputs)
+    if c in ("bias1d", "row") and alpha == 1.0:
+        assert ops_of(g) == ["matmul"] and len(g["nodes"][0]["inputs"]) == 3
+
+
+def test_matmul_batched_and_vector(tmp_path):
+    nodes = [
+        helper.make_node("MatMul", ["x", "w"], ["h"], name="mm1"),
+        helper.make_node("MatMul", ["h", "x2"], ["y"], name="mm2"),
+        helper.make_node("MatMul", ["h", "v"], ["z"], name="mv"),
+    ]
+    m = model(nodes, [vi("x", [3, 4, 5]), vi("x2", [3, 6, 2])], [vi("y", None), vi("z", None)],
+              [init("w", rand(5, 6)), init("v", rand(6))])
+    check(tmp_path, m, {"x": rand(3, 4, 5), "x2": rand(3, 6, 2)})
+
+
+# ---------------------------------------------------------------------------- normalizations
+
+def test_layernorm(tmp_path):
+    nodes = [helper.make_node("LayerNormalization", ["x", "s", "b"], ["y"], name="ln", axis=-1,
+                              epsilon=1e-6),
+             helper.make_node("LayerNormalization", ["x", "s2"], ["z"], name="ln2", axis=1)]
+    m = model(nodes, [vi("x", [2, 3, 8])], [vi("y", None), vi("z", None)],
+              [init("s", rand(8)), init("b", rand(8)), init("s2", rand(3, 8))])
+    g = check(tmp_path, m, {"x": rand(2, 3, 8, lo=-3, hi=3)})
+    assert ops_of(g) == ["layernorm", "layernorm"]
+
+
+@pytest.mark.parametrize("opset", [18, 21])
+def test_groupnorm_opset_forms(tmp_path, opset):
+    c, groups = 8, 4
+    n_params = groups if opset < 21 else c
+    nodes = [helper.make_node("GroupNormalization", ["x", "s", "b"], ["y"], name="gn",
+                              num_groups=groups, epsilon=1e-5)]
+    m = model(nodes, [vi("x", [2, c, 5, 3])], [vi("y", None)],
+              [init("s", rand(n_params)), init("b", rand(n_params))], opset=opset)
+    g = check(tmp_path, m, {"x": rand(2, c, 5, 3)})
+    assert ops_of(g) == ["groupnorm"] and g["nodes"][0]["groups"] == groups
+    assert all(g["constants"][t]["shape"] == [c] for t in g["nodes"][0]["inputs"][1:])
+
+
+def test_instancenorm(tmp_path):
+    nodes = [helper.make_node("InstanceNormalization", ["x", "s", "b"], ["y"], name="inorm",
+                              epsilon=1e-4)]
+    m = model(nodes, [vi("x", [2, 3, 4, 5])], [vi("y", None)], [init("s", rand(3)), init("b", rand(3))])
+    check(tmp_path, m, {"x": rand(2, 3, 4, 5)})
+
+
+def test_softmax_axes_and_old_opset(tmp_path):
+    nodes = [helper.make_node("Softmax", ["x"], ["y"], name="sm", axis=1)]
+    m13 = model(nodes, [vi("x", [2, 3, 4])], [vi("y", None)], opset=13)
+    check(tmp_path, m13, {"x": rand(2, 3, 4, lo=-4, hi=4)}, name="sm13")
+    # Opset 11: softmax over the flattened dims [axis, rank).
+    m11 = model(nodes, [vi("x", [2, 3, 4])], [vi("y", None)], opset=11)
+    g = check(tmp_path, m11, {"x": rand(2, 3, 4, lo=-4, hi=4)}, name="sm11")
+    assert ops_of(g) == ["reshape", "softmax", "reshape"]
+
+
+# ---------------------------------------------------------------------------- windows
+
+def test_pools(tmp_path):
+    nodes = [
+        helper.make_node("MaxPool", ["x"], ["mp"], name="mp", kernel_shape=[3, 3], strides=[2, 2],
+                         pads=[1, 1, 1, 1]),
+        helper.make_node("MaxPool", ["x"], ["mpc"], name="mpc", kernel_shape=[3, 2],
+                         strides=[2, 2], ceil_mode=1),
+        helper.make_node("AveragePool", ["x"], ["ap0"], name="ap0", kernel_shape=[3, 3],
+                         strides=[2, 1], pads=[1, 0, 1, 2], count_include_pad=0),
+        helper.make_node("AveragePool", ["x"], ["ap1"], name="ap1", kernel_shape=[2, 3],
+                         pads=[1, 1, 0, 1], count_include_pad=1),
+        helper.make_node("GlobalAveragePool", ["x"], ["gap"], name="gap"),
+        helper.make_node("GlobalMaxPool", ["x"], ["gmp"], name="gmp"),
+    ]
+    outs = ["mp", "mpc", "ap0", "ap1", "gap", "gmp"]
+    m = model(nodes, [vi("x", [2, 3, 10, 9])], [vi(o, None) for o in outs])
+    check(tmp_path, m, {"x": rand(2, 3, 10, 9)})
+
+
+# ---------------------------------------------------------------------------- movement, folding
+
+def test_reshape_flatten_transpose_with_shape_chain(tmp_path):
+    # Exporter-style: Shape -> Gather -> Unsqueeze -> Concat -> Reshape, dynamic batch.
+    nodes = [
+        helper.make_node("Shape", ["x"], ["sh"], name="shape"),
+        helper.make_node("Gather", ["sh", "i0"], ["n"], name="gather", axis=0),
+        helper.make_node("Unsqueeze", ["n", "ax0"], ["n1"], name="unsq"),
+        helper.make_node("Concat", ["n1", "tail"], ["target"], name="cat", axis=0),
+        helper.make_node("Reshape", ["x", "target"], ["r"], name="reshape"),
+        helper.make_node("Transpose", ["r"], ["t"], name="tr", perm=[0, 2, 1]),
+        helper.make_node("Flatten", ["t"], ["f"], name="flat", axis=1),
+        helper.make_node("Reshape", ["x", "shp2"], ["r2"], name="reshape0"),
+        helper.make_node("Transpose", ["r2"], ["t2"], name="trdefault"),
+    ]
+    inits = [init("i0", np.array(0, np.int64)), init("ax0", np.array([0], np.int64)),
+             init("tail", np.array([6, -1], np.int64)), init("shp2", np.array([0, -1], np.int64))]
+    m = model(nodes, [vi("x", ["batch", 3, 4, 2])], [vi("f", None), vi("t2", None)], inits)
+    g = check(tmp_path, m, {"x": rand(5, 3, 4, 2)})
+    assert g["inputs"]["x"]["shape"] == ["batch", 3, 4, 2]
+    assert g["nodes"][0]["shape"] == ["batch", 6, -1]
+    assert "Shape" not in json.dumps(g)
+
+
+def test_erf_gelu_patterns(tmp_path):
+    s2 = init("s2", np.array(math.sqrt(2), np.float32))
+    r2 = init("r2", np.array(1 / math.sqrt(2), np.float32))
+    one = init("one", np.array(1.0, np.float32))
+    half = init("half", np.array(0.5, np.float32))
+    nodes = [
+        # A: (x * (1 + erf(x / sqrt2))) * 0.5 -- torch's export
+        helper.make_node("Div", ["x", "s2"], ["a1"], name="a_div"),
+        helper.make_node("Erf", ["a1"], ["a2"], name="a_erf"),
+        helper.make_node("Add", ["a2", "one"], ["a3"], name="a_add"),
+        helper.make_node("Mul", ["x", "a3"], ["a4"], name="a_mul"),
+        helper.make_node("Mul", ["a4", "half"], ["ya"], name="a_gelu"),
+        # B: x * ((1 + erf(x * 1/sqrt2)) * 0.5), operands swapped
+        helper.make_node("Mul", ["r2", "x"], ["b1"], name="b_mul0"),
+        helper.make_node("Erf", ["b1"], ["b2"], name="b_erf"),
+        helper.make_node("Add", ["one", "b2"], ["b3"], name="b_add"),
+        helper.make_node("Mul", ["half", "b3"], ["b4"], name="b_half"),
+        helper.make_node("Mul", ["b4", "x"], ["yb"], name="b_gelu"),
+        # C: (0.5 * x) * (1 + erf(x / sqrt2))
+        helper.make_node("Mul", ["half", "x"], ["c0"], name="c_half"),
+        helper.make_node("Div", ["x", "s2"], ["c1"], name="c_div"),
+        helper.make_node("Erf", ["c1"], ["c2"], name="c_erf"),
+        helper.make_node("Add", ["c2", "one"], ["c3"], name="c_add"),
+        helper.make_node("Mul", ["c3", "c0"], ["yc"], name="c_gelu"),
+    ]
+    m = model(nodes, [vi("x", [4, 16])], [vi("ya", None), vi("yb", None), vi("yc", None)],
+              [s2, r2, one, half])
+    g = check(tmp_path, m, {"x": rand(4, 16, lo=-4, hi=4)})
+    assert ops_of(g) == ["gelu", "gelu", "gelu"]
+    assert [n["name"] for n in g["nodes"]] == ["a_gelu", "b_gelu", "c_gelu"]
+
+
+def test_gelu_op_opset20(tmp_path):
+    nodes = [helper.make_node("Gelu", ["x"], ["y"], name="g0"),
+             helper.make_node("Gelu", ["x"], ["z"], name="g1", approximate="tanh")]
+    m = model(nodes, [vi("x", [3, 10])], [vi("y", None), vi("z", None)], opset=20)
+    check(tmp_path, m, {"x": rand(3, 10, lo=-4, hi=4)})
+
+
+def test_erf_not_gelu_stays_erf(tmp_path):
+    # Erf whose result is also an output: no fusion.
+    nodes = [helper.make_node("Div", ["x", "s2"], ["a1"], name="d"),
+             helper.make_node("Erf", ["a1"], ["e"], name="erf"),
+             helper.make_node("Add", ["e", "one"], ["y"], name="add")]
+    m = model(nodes, [vi("x", [8])], [vi("y", None), vi("e", None)],
+              [init("s2", np.array(math.sqrt(2), np.float32)), init("one", np.array(1.0, np.float32))])
+    g = check(tmp_path, m, {"x": rand(8)})
+    assert "erf" in ops_of(g) and "gelu" not in ops_of(g)
+
+
+def test_clip_forms(tmp_path):
+    nodes = [helper.make_node("Clip", ["x", "lo", "hi"], ["y"], name="clip"),
+             helper.make_node("Clip", ["x", "", "hi"], ["z"], name="cliphi")]
+    m = model(nodes, [vi("x", [3, 5])], [vi("y", None), vi("z", None)],
+              [init("lo", np.array(-0.3, np.float32)), init("hi", np.array(0.4, np.float32))])
+    check(tmp_path, m, {"x": rand(3, 5)}, name="clip13")
+    old = [helper.make_node("Clip", ["x"], ["y"], name="clip6", min=0.0, max=6.0)]
+    m6 = model(old, [vi("x", [3, 5])], [vi("y", None)], opset=6)
+    m6.ir_version = 3
+    check(tmp_path, m6, {"x": rand(3, 5, lo=-8, hi=8)}, name="clip6")
+
+
+def test_reductions(tmp_path):
+    nodes = [
+        helper.make_node("ReduceMean", ["x"], ["a"], name="rmean", axes=[1, 3], keepdims=1),
+        helper.make_node("ReduceSum", ["x", "ax"], ["b"], name="rsum", keepdims=0),
+        helper.make_node("ReduceMax", ["x"], ["c"], name="rmax", axes=[-1], keepdims=0),
+        helper.make_node("ReduceSum", ["x"], ["d"], name="rall", keepdims=1),
+    ]
+    m = model(nodes, [vi("x", [2, 3, 4, 5])], [vi(o, None) for o in "abcd"],
+              [init("ax", np.array([0, 2], np.int64))], opset=13)
+    check(tmp_path, m, {"x": rand(2, 3, 4, 5)})
+
+
+def test_cast_and_elementwise(tmp_path):
+    nodes = [
+        helper.make_node("Constant", [], ["k"], name="k", value=init("kv", rand(1, 6))),
+        helper.make_node("Add", ["x", "k"], ["a"], name="add"),
+        helper.make_node("Sub", ["a", "y"], ["b"], name="sub"),
+        helper.make_node("Mul", ["b", "x"], ["c"], name="mul"),
+        helper.make_node("Div", ["c", "d"], ["e"], name="div"),
+        helper.make_node("Abs", ["e"], ["f"], name="abs"),
+        helper.make_node("Sqrt", ["f"], ["g"], name="sqrt"),
+        helper.make_node("Pow", ["g", "p"], ["h"], name="pow"),
+        helper.make_node("Exp", ["h"], ["i"], name="exp"),
+        helper.make_node("Log", ["i"], ["j"], name="log"),
+        helper.make_node("Neg", ["j"], ["l"], name="neg"),
+        helper.make_node("Sigmoid", ["l"], ["m"], name="sig"),
+        helper.make_node("Reciprocal", ["m"], ["n"], name="rec"),
+        helper.make_node("Tanh", ["n"], ["o"], name="tanh"),
+        helper.make_node("Erf", ["o"], ["q"], name="erf"),
+        helper.make_node("Identity", ["q"], ["q2"], name="ident"),
+        helper.make_node("Dropout", ["q2"], ["q3"], name="drop"),
+        helper.make_node("Cast", ["q3"], ["h16"], name="to16", to=TensorProto.FLOAT16),
+        helper.make_node("Relu", ["h16"], ["r16"], name="relu16"),
+        helper.make_node("Cast", ["r16"], ["out"], name="to32", to=F),
+    ]
+    m = model(nodes, [vi("x", [4, 6]), vi("y", [6])], [vi("out", None), vi("q", None)],
+              [init("d", rand(4, 1, lo=0.5, hi=2)), init("p", np.array(1.5, np.float32))])
+    g = check(tmp_path, m, {"x": rand(4, 6), "y": rand(6)}, tol=1e-3)
+    assert "cast" in ops_of(g)
+
+
+# ---------------------------------------------------------------------------- options, errors
+
+def _small_cnn(batch="N"):
+    nodes = [
+        helper.make_node("Conv", ["x", "w", "b"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c"], ["r"], name="relu"),
+        helper.make_node("GlobalAveragePool", ["r"], ["p"], name="gap"),
+        helper.make_node("Flatten", ["p"], ["f"], name="flatten"),
+        helper.make_node("Gemm", ["f", "fw", "fb"], ["y"], name="fc", transB=1),
+    ]
+    return model(nodes, [vi("x", [batch, 3, 8, 8])], [vi("y", [batch, 5])],
+                 [init("w", rand(4, 3, 3, 3)), init("b", rand(4)), init("fw", rand(5, 4)),
+                  init("fb", rand(5))])
+
+
+def test_dynamic_batch_two_sizes(tmp_path):
+    m = _small_cnn("batch_size")
+    graph, _ = convert(tmp_path, m)
+    g = json.loads(graph.read_text())
+    assert g["inputs"]["x"]["shape"][0] == "batch_size"
+    for n, tag in ((1, "n1"), (3, "n3")):
+        x = rand(n, 3, 8, 8)
+        got = kiln_run(tmp_path, graph, {"x": x}, tag=tag)
+        want = ort_run(m, {"x": x})["y"]
+        assert got["y"].shape == (n, 5)
+        assert rel_err(got["y"], want) <= 1e-4
+
+
+def test_missing_dim_becomes_symbol(tmp_path):
+    m = _small_cnn(None)
+    graph, _ = convert(tmp_path, m)
+    g = json.loads(graph.read_text())
+    sym = g["inputs"]["x"]["shape"][0]
+    assert isinstance(sym, str) and sym.isidentifier()
+
+
+def test_weights_file_and_inline_constants(tmp_path):
+    m = _small_cnn()
+    graph, _ = convert(tmp_path, m)
+    g = json.loads(graph.read_text())
+    st = onnx2kiln.read_safetensors(str(graph.with_suffix(".safetensors")))
+    assert g["constants"]["w"]["file"] == "m.safetensors" and "w" in st
+    np.testing.assert_array_equal(st["w"], numpy_helper.to_array(m.graph.initializer[0]))
+    assert "data" in g["constants"]["b"]  # tiny: inline
+
+
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+def test_dtype_conversion(tmp_path, dtype):
+    m = _small_cnn()
+    graph, _ = convert(tmp_path, m, "--dtype", dtype)
+    g = json.loads(graph.read_text())
+    assert g["inputs"]["x"]["dtype"] == dtype
+    assert all(c["dtype"] == dtype for c in g["constants"].values())
+    x = rand(2, 3, 8, 8)
+    # kiln reads f32 inputs only in the declared dtype: write them converted.
+    inp = tmp_path / "in16.safetensors"
+    outp = tmp_path / "out16.safetensors"
+    onnx2kiln.write_safetensors(str(inp), {"x": (dtype, x)})
+    r = subprocess.run([KILN, "run", str(graph), "--device", "cpu", "--inputs", str(inp),
+                        "--output", str(outp)], capture_output=True, text=True, env=KILN_ENV)
+    assert r.returncode == 0, r.stderr
+    got = onnx2kiln.read_safetensors(str(outp))["y"]
+    assert rel_err(got, ort_run(m, {"x": x})["y"]) <= 3e-2
+
+
+def test_layout_nhwc(tmp_path):
+    m = _small_cnn()
+    g = check(tmp_path, m, {"x": rand(2, 3, 8, 8)}, "--layout", "NHWC")
+    assert g["inputs"]["x"]["layout"] == "NHWC"
+    assert g["constants"]["w"]["layout"] == "NHWC"
+    assert "layout" not in g["constants"]["fw"]
+
+
+def test_unsupported_ops_listed(tmp_path):
+    nodes = [helper.make_node("Relu", ["x"], ["r"], name="ok"),
+             helper.make_node("TopK", ["r", "k"], ["v", "i"], name="topk_1", axis=-1),
+             helper.make_node("Resize", ["r", "", "sc"], ["z"], name="resize_a"),
+             helper.make_node("Resize", ["r", "", "sc"], ["z2"], name="resize_b")]
+    m = model(nodes, [vi("x", [1, 1, 4, 4])], [vi("v", None), vi("z", None), vi("z2", None)],
+              [init("k", np.array([2], np.int64)),
+               init("sc", np.array([1, 1, 2, 2], np.float32))], opset=13)
+    _, r = convert(tmp_path, m, expect_rc=2)
+    msg = r.stderr
+    assert "TopK" in msg and "topk_1" in msg
+    assert "Resize" in msg and "resize_a" in msg and "resize_b" in msg
+    assert msg.count("error") == 1 and "Traceback" not in msg
+
+
+def test_runtime_shape_is_refused(tmp_path):
+    # A Reshape whose target comes from a run-time tensor value: clear error, exit 2.
+    nodes = [helper.make_node("Reshape", ["x", "s"], ["y"], name="dyn_reshape")]
+    m = model(nodes, [vi("x", [2, 6]), vi("s", [2], TensorProto.INT64)], [vi("y", None)])
+    _, r = convert(tmp_path, m, expect_rc=2)
+    assert "'s'" in r.stderr and "INT64" in r.stderr
+
+
+def test_bad_model_file(tmp_path):
+    p = tmp_path / "junk.onnx"
+    p.write_bytes(b"not a model")
+    r = subprocess.run([sys.executable, SCRIPT, str(p), "--out", str(tmp_path / "o")],
+                       capture_output=True, text=True, env=KILN_ENV)
+    assert r.returncode == 2 and "junk.onnx" in r.stderr
+
+
+def test_kiln_import_subcommand(tmp_path):
+    m = _small_cnn()
+    path = tmp_path / "cnn.onnx"
+    onnx.save(m, str(path))
+    out = tmp_path / "imp"
+    r = subprocess.run([KILN, "import", str(path), "--out", str(out), "--name", "cnn", "--layout",
+                        "NHWC"], capture_output=True, text=True, env=KILN_ENV)
+    assert r.returncode == 0, r.stdout + r.stderr
+    g = json.loads((out / "cnn.json").read_text())
+    assert g["inputs"]["x"]["layout"] == "NHWC"
+    r = subprocess.run([KILN, "import", str(tmp_path / "missing.onnx"), "--out", str(out)],
+                       capture_output=True, text=True, env=KILN_ENV)
+    assert r.returncode == 2 and "missing.onnx" in r.stderr

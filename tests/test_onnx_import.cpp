@@ -1,0 +1,55 @@
+// ONNX import: runs the Python tests of tools/onnx2kiln.py (tests/python) against this build's
+// kiln CLI. They build small ONNX models, convert them, run them with `kiln run --device cpu` and
+// compare with onnxruntime. Skipped (with the reason) when python3 with onnx, onnxruntime, numpy
+// and pytest is not available (pip install -r tools/requirements.txt).
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+#include <array>
+#include <cstdio>
+#include <string>
+
+namespace {
+
+struct Result {
+  int status = -1;
+  std::string output;
+};
+
+// Runs a shell command, capturing stdout and stderr together.
+Result shell(const std::string& cmd) {
+  Result r;
+  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+  if (p == nullptr) return r;
+  std::array<char, 4096> buf{};
+  size_t n = 0;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.output.append(buf.data(), n);
+  int st = pclose(p);
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return r;
+}
+
+std::string quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+TEST(OnnxImport, PythonSuiteAgainstOnnxRuntime) {
+  Result probe = shell("python3 -c 'import onnx, onnxruntime, numpy, pytest'");
+  if (probe.status != 0) {
+    std::string why = probe.output.empty() ? "python3 not found" : probe.output;
+    while (!why.empty() && why.back() == '\n') why.pop_back();
+    if (size_t nl = why.rfind('\n'); nl != std::string::npos) why = why.substr(nl + 1);
+    GTEST_SKIP() << "needs python3 with onnx, onnxruntime, numpy and pytest "
+                    "(pip install -r tools/requirements.txt): "
+                 << why;
+  }
+  std::string cmd = "cd " + quote(KILN_SOURCE_DIR) + " && KILN_CLI=" + quote(KILN_CLI_PATH) +
+                    " python3 -m pytest -q -p no:cacheprovider tests/python";
+  Result r = shell(cmd);
+  EXPECT_EQ(r.status, 0) << cmd << "\n" << r.output;
+  EXPECT_NE(r.output.find(" passed"), std::string::npos) << r.output;
+}
+
+}  // namespace
