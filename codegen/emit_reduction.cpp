@@ -144,6 +144,7 @@ KernelSpec emit_reduction(const EmitContext& cx, const FusionGroup& grp) {
   if (!sch.inner) {
     w.line("const long long o = static_cast<long long>(blockIdx.x) * {} + threadIdx.x;", T);
     w.line("if (o >= {}) return;", dp.ref(nout));
+    w.line("(void)o;");
     w.line("float acc = {};", init);
     w.open("for (long long j = 0; j < {}; ++j) {{", Rr);
     visit();
@@ -154,6 +155,7 @@ KernelSpec emit_reduction(const EmitContext& cx, const FusionGroup& grp) {
     w.line("const long long o = static_cast<long long>(blockIdx.x) * {} + (threadIdx.x >> 5);",
            sch.outputs_per_cta);
     w.line("if (o >= {}) return;", dp.ref(nout));
+    w.line("(void)o;");
     w.line("const int lane = threadIdx.x & 31;");
     w.line("float acc = {};", init);
     w.open("for (long long j = lane; j < {}; j += 32) {{", Rr);
@@ -167,6 +169,7 @@ KernelSpec emit_reduction(const EmitContext& cx, const FusionGroup& grp) {
   } else {
     w.line("__shared__ float kiln_red[33];");
     w.line("const long long o = blockIdx.x;");
+    w.line("(void)o;");
     w.line("float acc = {};", init);
     w.open("for (long long j = threadIdx.x; j < {}; j += {}) {{", Rr, T);
     visit();

@@ -242,7 +242,7 @@ KernelSpec emit_rownorm(const EmitContext& cx, const FusionGroup& grp) {
       w.line("x[k][l] = {};", v);
       w.close();
     }
-    w.close("} else {");
+    w.reopen("} else {");
     w.line("#pragma unroll");
     w.line("for (int l = 0; l < {}; ++l) x[k][l] = {};", V,
            A.op == OpKind::Softmax ? "-KILN_INF" : "0.0f");

@@ -257,6 +257,22 @@ Shape row_major_strides(const Shape& shape) {
   return st;
 }
 
+namespace {
+// Equality of two dim expressions as polynomials: structurally, or by evaluating both with the
+// symbols bound to distinct primes (Dim arithmetic does not canonicalize N*64 vs 64*N).
+bool dims_equal(const Dim& a, const Dim& b) {
+  if (a == b) return true;
+  if (a.is_static() && b.is_static()) return false;
+  std::vector<std::string> syms;
+  a.symbols(&syms);
+  b.symbols(&syms);
+  Bindings bind;
+  const int64_t primes[] = {1009, 1013, 1019, 1021, 1031, 1033, 1039, 1049};
+  for (size_t i = 0; i < syms.size(); ++i) bind[syms[i]] = primes[i % 8] + 64 * (i / 8);
+  return a.eval(bind) == b.eval(bind);
+}
+}  // namespace
+
 std::vector<std::string> decompose(const std::string& lin, const Shape& shape, const Shape& strides,
                                    DimParams& dp) {
   size_t r = shape.size();
@@ -272,7 +288,7 @@ std::vector<std::string> decompose(const std::string& lin, const Shape& shape, c
     }
     bool unit = strides[d].is_static() && strides[d].value() == 1;
     std::string q = unit ? lin : fmt::format("({} / {})", lin, dp.ref(strides[d]));
-    bool outermost = strides[d] * shape[d] == numel;
+    bool outermost = dims_equal(strides[d] * shape[d], numel);
     c[d] = outermost ? q : fmt::format("({} % {})", q, dp.ref(shape[d]));
   }
   return c;
@@ -286,7 +302,7 @@ bool ElementLoader::is_dense(int t) const {
 std::string ElementLoader::offset(int t, const std::vector<int>& map) {
   bool identity = graph.tensor(t).desc.shape == iter;
   for (size_t i = 0; identity && i < map.size(); ++i) identity = map[i] == static_cast<int>(i);
-  if (identity && is_dense(t)) return lin;
+  if (identity && !lin.empty() && is_dense(t)) return lin;
   return operand_offset(graph.tensor(t).desc, map, coords, *dims);
 }
 

@@ -55,6 +55,12 @@ class Writer {
     put(trailer);
   }
 
+  // Dedents, writes `text` and indents again: "} else {".
+  void reopen(std::string_view text) {
+    close(text);
+    ++depth_;
+  }
+
   // RAII scope: open(header) now, close() when the scope object dies.
   class Scope {
    public:

@@ -1,0 +1,403 @@
+// Codegen tests (CPU only): every pointwise / reduction / norm / window / movement op and every
+// fusion pattern, over f32/f16/bf16, NCHW/NHWC and odd sizes, generates source that NVRTC
+// compiles for sm_80 and sm_90; kernel specs (names, symbolic args, grids, bytes) are checked;
+// and one golden-source test catches codegen drift (UPDATE_GOLDEN=1 rewrites the file).
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <functional>
+#include <set>
+#include <sstream>
+
+#include "codegen/kernel_spec.hpp"
+#include "codegen/nvrtc.hpp"
+#include "engine/op_table.hpp"
+#include "engine/plan.hpp"
+#include "heuristics/schedule.hpp"
+#include "kiln/error.hpp"
+#include "kiln/graph.hpp"
+
+namespace kiln {
+namespace {
+
+TensorDesc desc(DType t, Shape s, Layout l = Layout::NCHW) {
+  TensorDesc d;
+  d.dtype = t;
+  d.shape = std::move(s);
+  d.layout = l;
+  return d;
+}
+Tensor cst(Graph& g, const std::string& name, DType t, Shape s) {
+  return g.constant_random(name, desc(t, std::move(s)), "uniform", 0.5, 1.5, 3);
+}
+
+const DType kDtypes[] = {DType::F32, DType::F16, DType::BF16};
+
+// Collects kernels of many graphs and compiles them as few NVRTC programs (one prelude, every
+// kernel body renamed to a unique entry), for both archs. Also compiles a few kernels alone to
+// check that each source is self-contained.
+class Batch {
+ public:
+  void add(const Graph& g, bool fusion = true) {
+    PlanOptions po;
+    po.fusion = fusion;
+    Plan p = plan_fusion(g, po);
+    for (int sm : {80, 90}) {
+      CodegenOptions co;
+      co.sm = sm;
+      std::vector<KernelSpec> ks = generate_kernels(g, p, co);
+      EXPECT_EQ(ks.size(), p.groups.size());
+      for (const KernelSpec& k : ks) add_kernel(g, k, sm);
+    }
+  }
+  void compile() {
+    const std::string& prelude = device_file("kiln_prelude.cuh");
+    for (int sm : {80, 90}) {
+      std::string& src = bodies_[sm];
+      if (src.empty()) continue;
+      std::string arch = fmt::format("sm_{}", sm);
+      try {
+        NvrtcResult r = nvrtc_compile(prelude + src, "codegen_batch", arch);
+        EXPECT_FALSE(r.cubin.empty());
+      } catch (const Error& e) {
+        ADD_FAILURE() << arch << ": " << e.what();
+      }
+    }
+  }
+  int kernels() const { return count_; }
+
+ private:
+  void add_kernel(const Graph& g, const KernelSpec& k, int sm) {
+    const std::string& prelude = device_file("kiln_prelude.cuh");
+    ASSERT_EQ(k.source.compare(0, prelude.size(), prelude), 0) << k.name << ": no prelude";
+    EXPECT_EQ(k.source.find("#include"), std::string::npos) << k.name;
+    EXPECT_NE(k.source.find("extern \"C\" __global__"), std::string::npos) << k.name;
+    EXPECT_FALSE(k.name.empty());
+    EXPECT_GT(k.block[0], 0);
+    std::string body = k.source.substr(prelude.size());
+    std::string unique = fmt::format("{}_b{}", k.entry, count_++);
+    size_t at = body.find(" " + k.entry + "(");
+    ASSERT_NE(at, std::string::npos) << k.entry;
+    body.replace(at + 1, k.entry.size(), unique);
+    bodies_[sm] += body;
+    // Every Int argument is symbolic; every tensor argument is a tensor of the graph.
+    for (const KernelArg& a : k.args) {
+      if (a.kind == KernelArg::Kind::Int)
+        EXPECT_FALSE(a.value.is_static()) << k.name;
+      else
+        EXPECT_TRUE(a.tensor >= 0 && a.tensor < static_cast<int>(g.tensors().size()));
+    }
+  }
+  std::map<int, std::string> bodies_;
+  int count_ = 0;
+};
+
+// ---------------------------------------------------------------- pointwise ops
+TEST(Codegen, EveryPointwiseOpCompiles) {
+  Batch b;
+  for (size_t k = 0; k < static_cast<size_t>(OpKind::Count); ++k) {
+    const OpInfo& info = op_info(static_cast<OpKind>(k));
+    if (info.category != OpCategory::Pointwise) continue;
+    for (DType dt : kDtypes)
+      for (Layout l : {Layout::NCHW, Layout::NHWC}) {
+        Graph g(fmt::format("{}_{}", info.name, dtype_name(dt)));
+        Tensor x = g.input("x", dt, {2, 3, 5, 7}, l);  // odd sizes: scalar tail path
+        Attrs attrs;
+        if (info.kind == OpKind::Cast)
+          attrs["dtype"] = std::string(dt == DType::F32 ? "bf16" : "f32");
+        Tensor y;
+        if (info.max_inputs == 2) {
+          Tensor per_channel = cst(g, "c", dt, {3, 1, 1});
+          y = g.add_node1(info.name, {x, per_channel}, attrs);
+          Tensor z = g.add_node1(info.name, {y, x}, attrs);  // same-shape operand
+          g.output(z);
+        } else {
+          y = g.add_node1(info.name, {x}, attrs);
+          g.output(y);
+        }
+        b.add(g);
+      }
+  }
+  b.compile();
+  EXPECT_GT(b.kernels(), 100);
+}
+
+TEST(Codegen, PointwiseSpecVectorizedWithSymbolicBatch) {
+  Graph g("bias_gelu");
+  Tensor x = g.input("x", DType::F16, {"N", 3072});
+  Tensor y = g.add_node1("add", {x, cst(g, "b", DType::F16, {3072})}, {}, "bias");
+  g.output(g.add_node1("gelu", {y}, {}, "gelu"));
+  auto ks = generate_kernels(g, plan_fusion(g));
+  ASSERT_EQ(ks.size(), 1u);
+  const KernelSpec& k = ks[0];
+  EXPECT_EQ(k.name, "pointwise_f16_add_gelu");
+  EXPECT_NE(k.source.find("kiln_ldv("), std::string::npos);  // 16-byte vectors
+  EXPECT_NE(k.source.find("kiln_stv("), std::string::npos);
+  EXPECT_NE(k.source.find("kiln_gelu_erf("), std::string::npos);
+  // N*3072 elements is a runtime argument; grid covers 8 elements per thread.
+  int ints = 0;
+  for (const KernelArg& a : k.args) ints += a.kind == KernelArg::Kind::Int;
+  EXPECT_EQ(ints, 1);
+  Bindings bind{{"N", 5}};
+  EXPECT_EQ(k.grid[0].eval(bind), (5 * 3072 + 8 * 256 - 1) / (8 * 256));
+  EXPECT_EQ(k.block[0], 256);
+  // x read, b read, out written (f16).
+  EXPECT_EQ(k.bytes_moved.eval(bind), (5 * 3072 + 3072 + 5 * 3072) * 2);
+  EXPECT_NO_THROW(nvrtc_compile(k.source, k.name, "sm_90"));
+}
+
+TEST(Codegen, PointwiseMixedLayoutsAndBatchnormChain) {
+  Batch b;
+  for (DType dt : kDtypes) {
+    Graph g("bn_chain");
+    Tensor x = g.input("x", dt, {"N", 24, 9, 11}, Layout::NHWC);
+    Tensor bn = g.add_node1("batchnorm", {x, cst(g, "s", dt, {24}), cst(g, "bb", dt, {24}),
+                                          cst(g, "m", dt, {24}), cst(g, "v", dt, {24})});
+    Tensor r = g.add_node1("relu", {bn});
+    Tensor c = g.add_node1("cast", {r}, {{"dtype", std::string("f32")}});
+    Tensor s = g.add_node1("sigmoid", {x});  // horizontal sibling, second output
+    g.output(c);
+    g.output(s);
+    b.add(g);
+    // An NCHW input against an NHWC one: the second is indexed through its strides.
+    Graph h("mixed");
+    Tensor a = h.input("a", dt, {2, 5, 3, 3}, Layout::NCHW);
+    Tensor bb = h.input("b", dt, {2, 5, 3, 3}, Layout::NHWC);
+    h.output(h.add_node1("mul", {a, bb}));
+    b.add(h);
+    b.add(g, /*fusion=*/false);
+  }
+  b.compile();
+}
+
+// ---------------------------------------------------------------- row norms
+TEST(Codegen, RowNormsEverySizeAndPattern) {
+  Batch b;
+  for (DType dt : kDtypes)
+    for (Dim len : {Dim(1), Dim(7), Dim(64), Dim(1000), Dim(4096), Dim(4097), Dim(8192),
+                    Dim(100000), Dim("L")}) {
+      Graph g("ln");
+      Tensor x = g.input("x", dt, {"N", len});
+      Tensor r = g.input("r", dt, {"N", len});
+      Tensor h = g.add_node1("add", {x, r}, {}, "add");
+      Tensor y = g.layernorm(h, len.is_static() ? cst(g, "s", dt, {len}) : Tensor{},
+                             len.is_static() ? cst(g, "bias", dt, {len}) : Tensor{});
+      Tensor z = g.gelu(y, GeluApprox::Tanh);
+      g.output(z);
+      g.output(h);  // extra output from the prologue
+      Tensor sm = g.softmax(g.add_node1("mul", {x, r}));
+      g.output(sm);
+      Tensor rms = g.rmsnorm(x);
+      g.output(g.add_node1("add", {rms, r}));  // residual epilogue
+      b.add(g);
+    }
+  b.compile();
+}
+
+TEST(Codegen, RowNormScheduleChoice) {
+  RowSchedule w = choose_rownorm(1024, 2, true, 90);
+  EXPECT_TRUE(w.warp_per_row && w.registers);
+  EXPECT_EQ(w.vec, 8);
+  EXPECT_EQ(w.vecs_per_thread, 4);
+  RowSchedule c = choose_rownorm(4096, 2, true, 90);
+  EXPECT_FALSE(c.warp_per_row);
+  EXPECT_EQ(c.threads * c.vecs_per_thread * c.vec, 4096);
+  RowSchedule odd = choose_rownorm(4097, 2, true, 90);
+  EXPECT_EQ(odd.vec, 1);
+  EXPECT_GE(odd.threads * odd.vecs_per_thread, 4097);
+  EXPECT_FALSE(choose_rownorm(-1, 2, true, 90).registers);
+  EXPECT_FALSE(choose_rownorm(1 << 20, 4, true, 90).registers);
+}
+
+TEST(Codegen, RowNormKernelShape) {
+  Graph g("ln");
+  Tensor x = g.input("x", DType::BF16, {"N", 4096});
+  Tensor r = g.input("r", DType::BF16, {"N", 4096});
+  Tensor y = g.layernorm(g.add_node1("add", {x, r}), cst(g, "s", DType::BF16, {4096}),
+                         cst(g, "b", DType::BF16, {4096}));
+  g.output(g.gelu(y, GeluApprox::None));
+  auto ks = generate_kernels(g, plan_fusion(g));
+  ASSERT_EQ(ks.size(), 1u);
+  EXPECT_EQ(ks[0].name, "rownorm_bf16_r4096_add_layernorm_gelu");
+  EXPECT_EQ(ks[0].grid[0].eval({{"N", 77}}), 77);  // one CTA per row
+  EXPECT_NE(ks[0].source.find("kiln_block_sum<"), std::string::npos);
+  EXPECT_NE(ks[0].source.find("kiln_ldv("), std::string::npos);
+  // Short rows: one warp per row, 4 rows per CTA.
+  Graph h("short");
+  Tensor a = h.input("a", DType::F32, {"N", 7});
+  h.output(h.softmax(a));
+  auto ks2 = generate_kernels(h, plan_fusion(h));
+  EXPECT_EQ(ks2[0].grid[0].eval({{"N", 9}}), 3);
+  EXPECT_NE(ks2[0].source.find("kiln_warp_max("), std::string::npos);
+}
+
+TEST(Codegen, SoftmaxOverOtherAxesAndLayouts) {
+  Batch b;
+  for (DType dt : kDtypes)
+    for (int64_t axis : {0, 1, 2, 3, -1}) {
+      Graph g("sm");
+      Tensor x = g.input("x", dt, {3, 5, 7, 9}, Layout::NHWC);
+      g.output(g.softmax(g.exp(x), axis));
+      b.add(g);
+      Graph h("ln_nhwc");
+      Tensor y = h.input("y", dt, {2, 6, 5, 3}, Layout::NHWC);
+      h.output(h.layernorm(y, {}, {}, axis == 0 ? 1 : axis));
+      b.add(h);
+    }
+  b.compile();
+}
+
+// ---------------------------------------------------------------- channel norms
+TEST(Codegen, ChannelNorms) {
+  Batch b;
+  for (DType dt : kDtypes)
+    for (Layout l : {Layout::NCHW, Layout::NHWC}) {
+      Graph g("gn");
+      Tensor x = g.input("x", dt, {"N", 320, 64, 64}, l);
+      Tensor y = g.groupnorm(x, 32, cst(g, "s", dt, {320}), cst(g, "b", dt, {320}));
+      g.output(g.silu(y));
+      b.add(g);
+      Graph h("in");
+      Tensor a = h.input("a", dt, {3, 7, 5, 3}, l);
+      Tensor p = h.add_node1("add", {a, cst(h, "c", dt, {7, 1, 1})});
+      h.output(p);
+      h.output(h.add_node1("relu", {h.instancenorm(p)}));
+      b.add(h);
+      Graph k("gn1");
+      Tensor c = k.input("c", dt, {2, 6, 1, 1}, l);
+      k.output(k.groupnorm(c, 3));
+      b.add(k);
+    }
+  b.compile();
+}
+
+// ---------------------------------------------------------------- reductions and windows
+TEST(Codegen, ReductionsAnyAxes) {
+  Batch b;
+  const std::vector<std::vector<int64_t>> axes_list = {{},     {0},       {1},   {3},
+                                                       {2, 3}, {1, 2, 3}, {0, 2}};
+  for (DType dt : kDtypes)
+    for (Layout l : {Layout::NCHW, Layout::NHWC})
+      for (const char* op : {"reduce_sum", "reduce_mean", "reduce_max", "reduce_min"})
+        for (const auto& axes : axes_list)
+          for (bool keep : {false, true}) {
+            // Every combination in f32; the 16-bit types share the code paths, sample them.
+            if (dt != DType::F32 && (keep || std::string(op) == "reduce_min")) continue;
+            Graph g("red");
+            Tensor x = g.input("x", dt, {"N", 5, 7, 4097}, l);
+            Tensor sq = g.add_node1("mul", {x, x});
+            Tensor r = g.reduce(op, sq, axes, keep);
+            g.output(g.sqrt(r));
+            b.add(g);
+          }
+  b.compile();
+  EXPECT_GT(b.kernels(), 150);
+}
+
+TEST(Codegen, ReductionScheduleFollowsMemoryOrder) {
+  Graph g("red");
+  Tensor x = g.input("x", DType::F16, {8, 64, 32, 32}, Layout::NHWC);
+  g.output(g.reduce("reduce_mean", x, {2, 3}, true));  // channel innermost kept
+  auto ks = generate_kernels(g, plan_fusion(g));
+  size_t body = device_file("kiln_prelude.cuh").size();
+  EXPECT_EQ(ks[0].source.find("kiln_warp_sum", body), std::string::npos) << ks[0].source;
+  Graph h("red2");
+  Tensor y = h.input("y", DType::F16, {8, 64, 32, 32});
+  h.output(h.reduce("reduce_mean", y, {2, 3}, true));  // NCHW: reduced dims innermost
+  auto ks2 = generate_kernels(h, plan_fusion(h));
+  EXPECT_NE(ks2[0].source.find("kiln_warp_sum", body), std::string::npos);
+}
+
+TEST(Codegen, WindowsAndGlobalPool) {
+  Batch b;
+  for (DType dt : kDtypes)
+    for (Layout l : {Layout::NCHW, Layout::NHWC}) {
+      Graph g("pool");
+      Tensor x = g.input("x", dt, {"N", 5, 13, 11}, l);
+      Tensor r = g.relu(x);
+      Pool2dOptions o;
+      o.kernel = {3, 3};
+      o.stride = {2, 2};
+      o.padding = {1, 1};
+      g.output(g.add_node1("neg", {g.maxpool2d(r, o)}));
+      Pool2dOptions a;
+      a.kernel = {2, 3};
+      a.padding = {1, 0, 0, 2};
+      g.output(g.avgpool2d(x, a));
+      g.output(g.add_node1("avgpool2d", {x},
+                           {{"kernel", std::vector<int64_t>{3, 3}},
+                            {"padding", std::vector<int64_t>{1, 1}},
+                            {"stride", std::vector<int64_t>{1, 1}},
+                            {"count_include_pad", int64_t{1}}}));
+      g.output(g.sigmoid(g.global_avgpool(g.exp(x))));
+      b.add(g);
+    }
+  b.compile();
+}
+
+TEST(Codegen, CopiesTransposeReshape) {
+  Batch b;
+  for (DType dt : kDtypes) {
+    Graph g("mv");
+    Tensor x = g.input("x", dt, {"N", 6, 5, 7}, Layout::NHWC);
+    g.output(g.transpose(x, {0, 2, 3, 1}));
+    g.output(g.reshape(x, {Dim("N"), Dim(-1)}));
+    Tensor y = g.input("y", dt, {3, 4, 5});
+    g.output(g.relu(g.transpose(g.exp(y), {2, 0, 1})));
+    b.add(g);
+  }
+  b.compile();
+}
+
+TEST(Codegen, MultiOutputAndRepeatedPatternsGetUniqueNames) {
+  Graph g("rep");
+  Tensor x = g.input("x", DType::F32, {4, 16});
+  Tensor a = g.softmax(x);
+  Tensor b2 = g.softmax(g.reduce("reduce_sum", x, {0}, true));
+  Tensor c = g.softmax(g.add_node1("add", {a, b2}));
+  g.output(c);
+  auto ks = generate_kernels(g, plan_fusion(g));
+  std::set<std::string> names;
+  for (const KernelSpec& k : ks) {
+    EXPECT_TRUE(names.insert(k.name).second) << k.name;
+    EXPECT_NE(k.source.find(" " + k.entry + "("), std::string::npos);
+    EXPECT_NO_THROW(nvrtc_compile(k.source, k.name, "sm_90")) << k.name;
+  }
+}
+
+// ---------------------------------------------------------------- golden source
+TEST(Codegen, GoldenSource) {
+  Graph g("golden");
+  Tensor x = g.input("x", DType::F16, {"N", 64, 7, 7}, Layout::NHWC);
+  Tensor b = cst(g, "bias", DType::F16, {64, 1, 1});
+  Tensor y = g.add_node1("add", {x, b}, {}, "bias");
+  g.output(g.add_node1("gelu", {y}, {}, "gelu"));
+  Tensor z = g.input("z", DType::BF16, {"N", 96});
+  g.output(g.add_node1("gelu", {g.layernorm(g.add_node1("add", {z, z}, {}, "twice"))}, {}, "g2"));
+  auto ks = generate_kernels(g, plan_fusion(g));
+  const std::string& prelude = device_file("kiln_prelude.cuh");
+  std::string text;
+  for (const KernelSpec& k : ks) {
+    text += fmt::format("// ---- {} grid=({}) block={} args={}\n", k.name, k.grid[0].str(),
+                        k.block[0], k.args.size());
+    text += k.source.substr(prelude.size());
+  }
+  std::string path = std::string(KILN_SOURCE_DIR) + "/tests/golden/codegen_bias_gelu_layernorm.cu";
+  const char* update = std::getenv("UPDATE_GOLDEN");
+  if (update && std::string(update) == "1") {
+    std::ofstream(path) << text;
+    GTEST_SKIP() << "rewrote " << path;
+  }
+  std::ifstream in(path);
+  ASSERT_TRUE(in.good()) << "missing " << path << " (run with UPDATE_GOLDEN=1 to create it)";
+  std::stringstream ss;
+  ss << in.rdbuf();
+  EXPECT_EQ(ss.str(), text) << "generated code drifted from " << path
+                            << "; if intended, rerun with UPDATE_GOLDEN=1 and review the diff";
+  for (const KernelSpec& k : ks) EXPECT_NO_THROW(nvrtc_compile(k.source, k.name, "sm_80"));
+}
+
+}  // namespace
+}  // namespace kiln
