@@ -21,6 +21,43 @@ std::string layout_str(const TensorDesc& d) {
   return layout_name(d.layout);
 }
 
+// GPU output vs CPU reference: |gpu - ref| <= tol * max(|ref|, max|ref|) per element (so the
+// tolerance is relative to the tensor's scale), tolerance by dtype; NaN never passes.
+struct CheckResult {
+  bool ok = true;
+  double max_abs = 0, max_rel = 0, ref_max = 0, tolerance = 0;
+  std::string why;
+};
+
+CheckResult compare_outputs(const HostTensor& got, const HostTensor& ref) {
+  CheckResult c;
+  c.tolerance = got.dtype == DType::F32 ? 1e-5 : 1e-2;
+  std::vector<double> g = got.to_f64(), r = ref.to_f64();
+  if (g.size() != r.size()) {
+    c.ok = false;
+    c.why = "element counts differ";
+    return c;
+  }
+  for (double v : r) c.ref_max = std::max(c.ref_max, std::fabs(v));
+  int64_t nan = 0, bad = 0;
+  for (size_t i = 0; i < g.size(); ++i) {
+    if (std::isnan(g[i]) != std::isnan(r[i])) {
+      ++nan;
+      continue;
+    }
+    if (std::isnan(r[i])) continue;
+    double d = std::fabs(g[i] - r[i]);
+    c.max_abs = std::max(c.max_abs, d);
+    double scale = std::max(std::fabs(r[i]), c.ref_max);
+    if (d > c.tolerance * scale) ++bad;
+  }
+  c.max_rel = c.ref_max > 0 ? c.max_abs / c.ref_max : c.max_abs;
+  if (nan) c.why = fmt::format("{} NaN where the reference has none", nan);
+  if (bad) c.why += fmt::format("{}{} elements out of tolerance", c.why.empty() ? "" : ", ", bad);
+  c.ok = nan == 0 && bad == 0;
+  return c;
+}
+
 std::string num(double v) {
   if (std::isnan(v)) return "nan";
   return fmt::format("{:.6g}", v);
@@ -34,7 +71,8 @@ int run_run(const std::vector<std::string>& argv) {
                        {"--seed", true, false},
                        {"--output", true, false},
                        {"--device", true, false},
-                       {"--threads", true, false}},
+                       {"--threads", true, false},
+                       {"--check", false, false}},
                       1, 1);
   std::string device = a.get("--device", "auto");
   if (device != "auto" && device != "cpu" && device != "gpu")
@@ -52,7 +90,11 @@ int run_run(const std::vector<std::string>& argv) {
   // Decide the backend before any heavy work, so that a refused --device fails fast.
   std::string why;
   bool use_gpu = false;
-  if (device == "gpu") {
+  bool check = a.has("--check");
+  if (check)
+    KILN_CHECK(gpu_available(&why),
+               "run --check: needs a GPU to check against the CPU reference: {}", why);
+  if (device == "gpu" || check) {
     KILN_CHECK(gpu_available(&why), "--device gpu: {}", why);
     use_gpu = true;
   } else if (device == "auto") {
@@ -104,6 +146,14 @@ int run_run(const std::vector<std::string>& argv) {
                           device == "auto" ? fmt::format("; --device auto: {}", why) : "");
   }
 
+  bool check_failed = false;
+  std::map<std::string, HostTensor> reference;
+  if (check) {
+    ReferenceOptions ro;
+    ro.bindings = in.bindings;
+    ro.threads = threads;
+    reference = run_reference(g, in.tensors, ro);
+  }
   for (int id : g.outputs()) {
     const TensorInfo& t = g.tensor(id);
     auto it = outputs.find(t.name);
@@ -116,9 +166,22 @@ int run_run(const std::vector<std::string>& argv) {
     fmt::print("  output {}: {} {} {}  min={} max={} mean={}{}  fnv1a64={:016x}\n", t.name,
                dtype_name(h.dtype), dims_str(h.shape), layout_str(t.desc), num(s.min), num(s.max),
                num(s.mean), bad, fnv1a64(h));
+    if (check) {
+      CheckResult c = compare_outputs(h, reference.at(t.name));
+      check_failed |= !c.ok;
+      fmt::print(
+          "  check  {}: max abs err {:.3g}, max rel err {:.3g} (of max |ref| {:.3g}), "
+          "tolerance {:.0e}: {}\n",
+          t.name, c.max_abs, c.max_rel, c.ref_max, c.tolerance,
+          c.ok ? "ok" : fmt::format("FAIL ({})", c.why));
+    }
   }
   fmt::print("time: {:.3f} ms ({})\n", ms, backend);
 
+  if (check_failed) {
+    fmt::print(stderr, "kiln: run --check: the GPU result differs from the CPU reference\n");
+    return 1;
+  }
   if (a.has("--output")) {
     write_safetensors(out_path, outputs);
     fmt::print("wrote {} output{} to {}\n", outputs.size(), outputs.size() == 1 ? "" : "s",
@@ -133,7 +196,8 @@ KILN_CLI_COMMAND(
     run, "run", "run a graph on given or random inputs and print its outputs",
     "usage: kiln run GRAPH [--shape SYM=V ...] [--inputs FILE.safetensors]\n"
     "                      [--input NAME=FILE.safetensors ...] [--seed S]\n"
-    "                      [--output FILE.safetensors] [--device auto|cpu|gpu] [--threads T]\n"
+    "                      [--output FILE.safetensors] [--device auto|cpu|gpu] [--threads T] "
+    "[--check]\n"
     "\n"
     "Runs GRAPH and prints, per output: name, shape, dtype, layout, min/max/mean and a checksum\n"
     "(FNV-1a 64 of the tensor's bytes in row-major logical order, as a safetensors file holds\n"
@@ -146,6 +210,8 @@ KILN_CLI_COMMAND(
     "  --seed S           seed of the random inputs (default 1)\n"
     "  --output FILE      write every output to a safetensors file (logical shape, row-major)\n"
     "  --device D         auto (the GPU when there is one, else the CPU reference), cpu, gpu\n"
+    "  --check            run on the GPU and on the CPU reference; print the max abs/rel error\n"
+    "                     per output (tolerance 1e-5 f32, 1e-2 f16/bf16); exit 1 on a mismatch\n"
     "  --threads T        CPU reference threads (default: all cores)\n"
     "\n"
     "Inputs not given are filled with seeded normal(0, 1) values; each symbol of such an input\n"
