@@ -576,10 +576,9 @@ class Converter:
         return None
 
     def producer(self, t):
-        for n in self.g.node:
-            if t in n.output:
-                return n
-        return None
+        if not hasattr(self, "_producers"):
+            self._producers = {o: n for n in self.g.node for o in n.output if o}
+        return self._producers.get(t)
 
     def match_gelu(self, erf):
         d = self.producer(erf.input[0])
@@ -781,6 +780,118 @@ class Converter:
             return NUMPY_UNARY[op](ins[0]).astype(ins[0].dtype)
         return None  # everything else is computed by kiln
 
+    # ---------------------------------------------------------------- exporter patterns
+    # Tried when the first node of a pattern is reached (its inputs are converted by then); a
+    # match emits one kiln node defining the pattern's last output and skips the later nodes.
+    # Earlier nodes that only fed the pattern are dropped by prune().
+
+    def plain_const(self, t):
+        a = self.consts.get(t) if t else None
+        return None if a is None or _is_sym_array(a) else np.asarray(a)
+
+    def channel_vector(self, t, c, rank):
+        """A constant broadcasting as one value per channel (dim 1) of a rank-`rank` tensor:
+        shape [C, 1, ..., 1] (rank-1 dims) or [1, C, 1, ..., 1]. Returns it as [C] or None."""
+        a = self.plain_const(t)
+        if a is None or a.size != c:
+            return None
+        if a.ndim == rank - 1 and a.shape[0] == c:
+            return a.reshape(c)
+        if a.ndim == rank and a.shape[0] == 1 and a.shape[1] == c:
+            return a.reshape(c)
+        return None
+
+    def fuse_InstanceNormalization(self, n):
+        """torch's GroupNorm export: Reshape(x, [0, G, -1]) -> InstanceNormalization(ones, zeros)
+        -> Reshape(., Shape(x)) [-> Mul(w[C,1,1]) -> Add(b[C,1,1])]  =>  groupnorm(G)."""
+        r1 = self.producer(n.input[0])
+        if r1 is None or r1.op_type != "Reshape" or r1.input[0] not in self.tmap:
+            return False
+        x = r1.input[0]
+        xt = self.tmap[x]
+        s = self.shp(xt)
+        tgt = self.plain_const(r1.input[1])
+        if s is None or len(s) < 3 or not isinstance(s[1], int) or tgt is None or tgt.size != 3:
+            return False
+        groups = int(tgt.flatten()[1])
+        c = s[1]
+        if tgt.flatten()[2] != -1 or groups <= 0 or c % groups:
+            return False
+        if tgt.flatten()[0] != 0 and tgt.flatten()[0] != s[0]:
+            return False
+        scale, bias = self.plain_const(n.input[1]), self.plain_const(n.input[2])
+        if scale is None or bias is None or not (np.all(scale == 1) and np.all(bias == 0)):
+            return False
+        r2 = self.single_consumer(n.output[0], {"Reshape"})
+        if r2 is None:
+            return False
+        sh = self.producer(r2.input[1])
+        back = self.plain_const(r2.input[1])
+        if sh is not None and sh.op_type == "Shape" and sh.input[0] == x and not sh.attribute:
+            pass
+        elif back is not None and back.tolist() == s:
+            pass
+        else:
+            return False
+        chain, out, params = [r2], r2, []
+        mul = self.single_consumer(r2.output[0], {"Mul"})
+        if mul is not None:
+            w = self.channel_vector(self.other(mul, r2.output[0]), c, len(s))
+            add = self.single_consumer(mul.output[0], {"Add"}) if w is not None else None
+            b = self.channel_vector(self.other(add, mul.output[0]), c, len(s)) if add else None
+            if b is not None:
+                chain += [mul, add]
+                out = add
+                params = [w, b]
+        eps = float(self.attrs(n).get("epsilon", 1e-5))
+        dt = self.dtype[xt]
+        ins = [xt]
+        for p, what in zip(params, ("scale", "bias")):
+            key = self.derived(f"{n.name or 'groupnorm'}_{what}")
+            self.consts[key] = p
+            ins.append(self.materialize(n, key, dt))
+        for m in chain:
+            self.skip.add(id(m))
+        self.emit(n, "groupnorm", ins, {"groups": groups, "eps": eps}, out=out.output[0], shape=s)
+        return True
+
+    def fuse_Sigmoid(self, n):
+        """x * sigmoid(x) (either operand order)  =>  silu."""
+        x = n.input[0]
+        m = self.single_consumer(n.output[0], {"Mul"})
+        if m is None or self.other(m, n.output[0]) != x or x not in self.tmap:
+            return False
+        self.skip.add(id(m))
+        xt = self.tmap[x]
+        self.emit(m, "silu", [xt], out=m.output[0], shape=self.shp(xt))
+        return True
+
+    def fuse_MatMul(self, n):
+        """MatMul(a, b) -> Add(., bias[N])  =>  matmul with bias (torch's Linear on 3-D input)."""
+        add = self.single_consumer(n.output[0], {"Add"})
+        if add is None:
+            return False
+        bias = self.plain_const(self.other(add, n.output[0]))
+        a, b = n.input
+        sa = self.shp(self.tmap[a]) if a in self.tmap else list(np.shape(self.consts.get(a, [])))
+        sb = self.shp(self.tmap[b]) if b in self.tmap else list(np.shape(self.consts.get(b, [])))
+        if bias is None or sa is None or sb is None or len(sa) < 2 or len(sb) < 2:
+            return False
+        ncols = sb[-1]
+        rank = max(len(sa), len(sb))
+        if not isinstance(ncols, int) or bias.size != ncols or bias.ndim > rank or (
+                bias.ndim and bias.shape[-1] != ncols):
+            return False
+        dt = self.dtype[self.tmap[a]] if a in self.tmap else (
+            self.dtype[self.tmap[b]] if b in self.tmap else None)
+        at_, bt_ = self.act(n, a, dt), self.act(n, b, dt)
+        key = self.derived(self.other(add, n.output[0]) + "_vec")
+        self.consts[key] = bias.reshape(ncols)
+        self.skip.add(id(add))
+        self.emit(n, "matmul", [at_, bt_, self.materialize(n, key, dt)], out=add.output[0],
+                  shape=self.mm_shape(self.shp(at_), self.shp(bt_)))
+        return True
+
     # ---------------------------------------------------------------- per op
     def no_extra_outputs(self, n, keep=1):
         for t in n.output[keep:]:
@@ -795,6 +906,9 @@ class Converter:
         if op in FOLD_ONLY:
             self.fail(n, "this shape computation depends on run-time values (or dims kiln cannot "
                          "express); kiln needs shapes that are static or plain symbols")
+        fuse = getattr(self, "fuse_" + op, None)
+        if fuse is not None and fuse(n):
+            return
         h = getattr(self, "op_" + op, None)
         if h is not None:
             return h(n, self.attrs(n))

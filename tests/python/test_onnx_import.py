@@ -500,3 +500,116 @@ def test_kiln_import_subcommand(tmp_path):
     r = subprocess.run([KILN, "import", str(tmp_path / "missing.onnx"), "--out", str(out)],
                        capture_output=True, text=True, env=KILN_ENV)
     assert r.returncode == 2 and "missing.onnx" in r.stderr
+
+
+# ---------------------------------------------------------------------------- exporter-style graphs
+
+def _torch_groupnorm(prefix, x, c, groups, nodes, inits):
+    """torch.onnx's GroupNorm (opset 17): Reshape [0, G, -1] -> InstanceNormalization(ones,
+    zeros) -> Reshape(Shape(x)) -> Mul(w[C,1,1]) -> Add(b[C,1,1])."""
+    p = prefix
+    inits += [init(f"{p}.shape", np.array([0, groups, -1], np.int64)),
+              init(f"{p}.ones", np.ones(groups, np.float32)),
+              init(f"{p}.zeros", np.zeros(groups, np.float32)),
+              init(f"{p}.weight", rand(c, 1, 1, lo=0.5, hi=1.5)), init(f"{p}.bias", rand(c, 1, 1))]
+    nodes += [
+        helper.make_node("Reshape", [x, f"{p}.shape"], [f"{p}/r1"], name=f"{p}/Reshape"),
+        helper.make_node("InstanceNormalization", [f"{p}/r1", f"{p}.ones", f"{p}.zeros"],
+                         [f"{p}/in"], name=f"{p}/InstanceNormalization", epsilon=1e-5),
+        helper.make_node("Shape", [x], [f"{p}/shape"], name=f"{p}/Shape"),
+        helper.make_node("Reshape", [f"{p}/in", f"{p}/shape"], [f"{p}/r2"], name=f"{p}/Reshape_1"),
+        helper.make_node("Mul", [f"{p}/r2", f"{p}.weight"], [f"{p}/mul"], name=f"{p}/Mul"),
+        helper.make_node("Add", [f"{p}/mul", f"{p}.bias"], [f"{p}/out"], name=f"{p}/Add"),
+    ]
+    return f"{p}/out"
+
+
+def test_torch_style_groupnorm_silu_conv_block(tmp_path):
+    nodes, inits = [], []
+    h = _torch_groupnorm("n1", "x", 8, 4, nodes, inits)
+    nodes += [helper.make_node("Sigmoid", [h], ["sg"], name="silu/Sigmoid"),
+              helper.make_node("Mul", [h, "sg"], ["act"], name="silu/Mul"),
+              helper.make_node("Conv", ["act", "cw", "cb"], ["c"], name="conv", pads=[1, 1, 1, 1],
+                               strides=[2, 2])]
+    inits += [init("cw", rand(6, 8, 3, 3)), init("cb", rand(6))]
+    m = model(nodes, [vi("x", ["N", 8, 6, 6])], [vi("c", ["N", 6, 3, 3])], inits)
+    g = check(tmp_path, m, {"x": rand(2, 8, 6, 6, lo=-2, hi=3)})
+    assert ops_of(g) == ["groupnorm", "silu", "conv2d"]
+    gn = g["nodes"][0]
+    assert gn["groups"] == 4 and len(gn["inputs"]) == 3
+
+
+def test_torch_style_attention_block(tmp_path):
+    # Pre-LN attention as torch.onnx (opset 17) exports it, with b, s, d = x.shape.
+    d, heads = 16, 2
+    hd = d // heads
+    inits = [init("i0", np.array(0, np.int64)), init("i1", np.array(1, np.int64)),
+             init("ax0", np.array([0], np.int64)), init("heads", np.array([heads], np.int64)),
+             init("hd", np.array([hd], np.int64)), init("dmodel", np.array([d], np.int64)),
+             init("scale", np.array(math.sqrt(hd), np.float32)),
+             init("ln.w", rand(d, lo=0.5, hi=1.5)), init("ln.b", rand(d)),
+             init("s2", np.array(1.4142135, np.float32)), init("one", np.array(1.0, np.float32)),
+             init("half", np.array(0.5, np.float32)),
+             init("fc.w", rand(d, 2 * d)), init("fc.b", rand(2 * d))]
+    nodes = [
+        helper.make_node("LayerNormalization", ["x", "ln.w", "ln.b"], ["ln"], name="ln", axis=-1),
+        helper.make_node("Shape", ["ln"], ["shape"], name="Shape"),
+        helper.make_node("Gather", ["shape", "i0"], ["b"], name="Gather_b", axis=0),
+        helper.make_node("Gather", ["shape", "i1"], ["s"], name="Gather_s", axis=0),
+        helper.make_node("Unsqueeze", ["b", "ax0"], ["b1"], name="Unsq_b"),
+        helper.make_node("Unsqueeze", ["s", "ax0"], ["s1"], name="Unsq_s"),
+        helper.make_node("Concat", ["b1", "s1", "heads", "hd"], ["hshape"], name="Concat", axis=0),
+        helper.make_node("Concat", ["b1", "s1", "dmodel"], ["mshape"], name="Concat_m", axis=0),
+    ]
+    for t in "qkv":
+        inits += [init(f"{t}.w", rand(d, d)), init(f"{t}.b", rand(d))]
+        nodes += [
+            helper.make_node("MatMul", ["ln", f"{t}.w"], [f"{t}_mm"], name=f"{t}/MatMul"),
+            helper.make_node("Add", [f"{t}.b", f"{t}_mm"], [f"{t}_lin"], name=f"{t}/Add"),
+            helper.make_node("Reshape", [f"{t}_lin", "hshape"], [f"{t}_r"], name=f"{t}/Reshape"),
+            helper.make_node("Transpose", [f"{t}_r"], [f"{t}_h"], name=f"{t}/Transpose",
+                             perm=[0, 2, 1, 3]),
+        ]
+    nodes += [
+        helper.make_node("Transpose", ["k_h"], ["kT"], name="kT", perm=[0, 1, 3, 2]),
+        helper.make_node("MatMul", ["q_h", "kT"], ["att"], name="att/MatMul"),
+        helper.make_node("Div", ["att", "scale"], ["atts"], name="att/Div"),
+        helper.make_node("Softmax", ["atts"], ["p"], name="att/Softmax", axis=-1),
+        helper.make_node("MatMul", ["p", "v_h"], ["o"], name="o/MatMul"),
+        helper.make_node("Transpose", ["o"], ["oT"], name="o/Transpose", perm=[0, 2, 1, 3]),
+        helper.make_node("Reshape", ["oT", "mshape"], ["om"], name="o/Reshape"),
+        helper.make_node("Add", ["x", "om"], ["res"], name="residual"),
+        helper.make_node("MatMul", ["res", "fc.w"], ["f_mm"], name="fc/MatMul"),
+        helper.make_node("Add", ["f_mm", "fc.b"], ["f"], name="fc/Add"),
+        helper.make_node("Div", ["f", "s2"], ["g1"], name="gelu/Div"),
+        helper.make_node("Erf", ["g1"], ["g2"], name="gelu/Erf"),
+        helper.make_node("Add", ["g2", "one"], ["g3"], name="gelu/Add"),
+        helper.make_node("Mul", ["f", "g3"], ["g4"], name="gelu/Mul"),
+        helper.make_node("Mul", ["g4", "half"], ["y"], name="gelu/Mul_1"),
+    ]
+    m = model(nodes, [vi("x", ["batch", 5, d])], [vi("y", ["batch", 5, 2 * d])], inits)
+    g = None
+    for n in (1, 3):
+        g = check(tmp_path, m, {"x": rand(n, 5, d)}, name=f"att{n}")
+    ops = ops_of(g)
+    assert ops.count("matmul") == 6 and "add" in ops and ops[-1] == "gelu"
+    assert all(len(n["inputs"]) == 3 for n in g["nodes"] if n["op"] == "matmul"
+               and n["name"] != "att_MatMul" and n["name"] != "o_MatMul")
+    assert [n["shape"] for n in g["nodes"] if n["op"] == "reshape"] == [
+        ["batch", 5, heads, hd]] * 3 + [["batch", 5, d]]
+
+
+def test_unfoldable_shape_math_is_refused(tmp_path):
+    # Reshape to [batch * seq, -1]: a product of two run-time dims has no kiln form.
+    nodes = [helper.make_node("Shape", ["x"], ["sh"], name="shape"),
+             helper.make_node("Gather", ["sh", "i0"], ["b"], name="g0", axis=0),
+             helper.make_node("Gather", ["sh", "i1"], ["s"], name="g1", axis=0),
+             helper.make_node("Mul", ["b", "s"], ["bs"], name="bs_mul"),
+             helper.make_node("Unsqueeze", ["bs", "ax0"], ["bs1"], name="unsq"),
+             helper.make_node("Concat", ["bs1", "m1"], ["t"], name="cat", axis=0),
+             helper.make_node("Reshape", ["x", "t"], ["y"], name="flat_reshape")]
+    m = model(nodes, [vi("x", ["batch", "seq", 4])], [vi("y", None)],
+              [init("i0", np.array(0, np.int64)), init("i1", np.array(1, np.int64)),
+               init("ax0", np.array([0], np.int64)), init("m1", np.array([-1], np.int64))])
+    _, r = convert(tmp_path, m, expect_rc=2)
+    assert "flat_reshape" in r.stderr and "run-time" in r.stderr
