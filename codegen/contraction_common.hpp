@@ -72,8 +72,14 @@ struct EpilogueCode {
   std::vector<std::string> lines;
   std::vector<std::string> ops;  // op names for the kernel name ("bias", "relu", ...)
 };
+// With `capture` set, output values are assigned to `<capture>{tensor}[<capture_index>]` instead
+// of stored (the caller stores them, e.g. as vector pairs).
 EpilogueCode epilogue(const Problem& p, ArgList& args, const std::vector<std::string>& coords,
-                      const std::string& acc, const std::string& indent);
+                      const std::string& acc, const std::string& indent,
+                      const std::string& capture = "", const std::string& capture_index = "");
+// True when every output of the group is contiguous along the last GEMM coordinate (the conv
+// channel / matmul column) with an even static extent: pairs of columns can be stored as one.
+bool outputs_pair_storable(const Problem& p, ArgList& args);
 
 // Names of the epilogue ops for kernel names ("bias_relu").
 std::string epilogue_suffix(const Problem& p);

@@ -163,7 +163,8 @@ std::string device_preamble() {
 // ---------------------------------------------------------------- epilogue
 
 EpilogueCode epilogue(const Problem& p, ArgList& args, const std::vector<std::string>& coords,
-                      const std::string& acc, const std::string& ind) {
+                      const std::string& acc, const std::string& ind, const std::string& capture,
+                      const std::string& capture_index) {
   const Graph& g = *p.graph;
   EpilogueCode e;
   std::map<int, std::string> vals;
@@ -225,6 +226,11 @@ EpilogueCode epilogue(const Problem& p, ArgList& args, const std::vector<std::st
     const TensorDesc& td = g.tensor(t).desc;
     KILN_CHECK(td.shape == yd.shape, "{}: output '{}' has shape {}, expected {}", p.where,
                g.tensor(t).name, shape_str(td.shape), shape_str(yd.shape));
+    if (!capture.empty()) {
+      e.lines.push_back(
+          fmt::format("{}{}{}[{}] = {};", ind, capture, t, capture_index, it->second));
+      continue;
+    }
     auto st = stride_code(args, td);
     std::string off;
     for (size_t i = 0; i < coords.size(); ++i)
@@ -233,6 +239,28 @@ EpilogueCode epilogue(const Problem& p, ArgList& args, const std::vector<std::st
                                   args.tensor(g, t, false), off, it->second));
   }
   return e;
+}
+
+bool outputs_pair_storable(const Problem& p, ArgList& args) {
+  const Graph& g = *p.graph;
+  const TensorDesc& yd = g.tensor(p.y).desc;
+  size_t col = p.is_conv ? 1 : yd.shape.size() - 1;
+  const Dim& ext = yd.shape[col];
+  if (!ext.is_static() || ext.value() % 2 != 0) return false;
+  for (int t : p.group->outputs) {
+    const TensorDesc& td = g.tensor(t).desc;
+    if (td.shape != yd.shape) return false;
+    auto st = stride_code(args, td);
+    if (st[col] != "1LL") return false;
+    // Every other stride even, so that a pair is 2-element aligned.
+    for (size_t i = 0; i < st.size(); ++i) {
+      if (i == col) continue;
+      if (td.layout == Layout::Strided) {
+        if (td.strides[i] % 2 != 0) return false;
+      }
+    }
+  }
+  return true;
 }
 
 std::string epilogue_suffix(const Problem& p) {
@@ -389,8 +417,9 @@ KernelSpec emit_direct(const Problem& p) {
 }
 
 ContractionProblemInfo problem_info(const Problem& p, int sm) {
-  // Symbolic dims (the batch size, spatial sizes) are estimated: tiles are chosen once per graph.
-  constexpr int64_t kSymbolGuess = 32;
+  // Symbolic dims are estimated: tiles are chosen once per graph. A conv's symbol is the batch
+  // size (32 is typical for inference serving); a matmul's is usually tokens (batch x sequence).
+  const int64_t kSymbolGuess = p.is_conv ? 32 : 2048;
   auto est = [&](const Dim& d, bool* estimated) {
     if (d.is_static()) return d.value();
     *estimated = true;

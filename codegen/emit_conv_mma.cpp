@@ -334,13 +334,46 @@ KernelSpec emit_mma(const Problem& p, const ContractionConfig& cfg, int sm) {
     }
     b.line("#pragma unroll");
     auto lni = b.block("for (int ni = 0; ni < G::NI; ++ni) {{");
-    b.line("#pragma unroll");
-    auto le = b.block("for (int e = 0; e < 2; ++e) {{");
-    b.line("const long long col = n0 + wn * {} + ni * 8 + (lane & 3) * 2 + e;", cfg.wn);
-    b.line("if (col >= {}) continue;", n_code);
-    b.line("const float acc_v = acc[mi][ni][hh * 2 + e];");
-    EpilogueCode e = epilogue(p, a, coords, "acc_v", "");
-    for (auto& l : e.lines) b.put(l);
+    if (outputs_pair_storable(p, a)) {
+      // Columns (2 l, 2 l + 1) of a lane are adjacent in memory: one 4-byte (16-bit types) or
+      // 8-byte (f32) store per pair.
+      b.line("const long long col0 = n0 + wn * {} + ni * 8 + (lane & 3) * 2;", cfg.wn);
+      b.line("if (col0 >= {}) continue;", n_code);
+      for (int t : p.group->outputs) b.line("float o{}[2];", t);
+      b.line("#pragma unroll");
+      {
+        auto le = b.block("for (int e = 0; e < 2; ++e) {{");
+        b.line("const long long col = col0 + e;");
+        b.line("const float acc_v = acc[mi][ni][hh * 2 + e];");
+        EpilogueCode e = epilogue(p, a, coords, "acc_v", "", "o", "e");
+        for (auto& l : e.lines) b.put(l);
+      }
+      std::vector<std::string> c0 = coords;
+      for (auto& c : c0)
+        if (c == "col") c = "col0";
+      for (int t : p.group->outputs) {
+        const TensorDesc& td = g.tensor(t).desc;
+        auto st = stride_code(a, td);
+        std::string off;
+        for (size_t i = 0; i < c0.size(); ++i)
+          off += fmt::format("{}{} * {}", i ? " + " : "", c0[i], st[i]);
+        std::string ptr = a.tensor(g, t, false);
+        if (td.dtype == DType::F32) {
+          b.line("kc_st_f32x2({} + {}, o{}[0], o{}[1]);", ptr, off, t, t);
+        } else {
+          b.line("*reinterpret_cast<unsigned*>({} + {}) = kc_pack_{}(o{}[0], o{}[1]);", ptr, off,
+                 dtype_name(td.dtype), t, t);
+        }
+      }
+    } else {
+      b.line("#pragma unroll");
+      auto le = b.block("for (int e = 0; e < 2; ++e) {{");
+      b.line("const long long col = n0 + wn * {} + ni * 8 + (lane & 3) * 2 + e;", cfg.wn);
+      b.line("if (col >= {}) continue;", n_code);
+      b.line("const float acc_v = acc[mi][ni][hh * 2 + e];");
+      EpilogueCode e = epilogue(p, a, coords, "acc_v", "");
+      for (auto& l : e.lines) b.put(l);
+    }
   }
   std::string src = device_preamble() + device_text("contraction_mma.cuh") + "\n";
   src += w.str();

@@ -174,3 +174,7 @@ __device__ __forceinline__ void kc_st_shared_v4(unsigned addr, unsigned a, unsig
   asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(a), "r"(b), "r"(c),
                "r"(d));
 }
+// 8-byte store of two f32 values (8-byte aligned).
+__device__ __forceinline__ void kc_st_f32x2(float* p, float a, float b) {
+  asm volatile("st.global.v2.f32 [%0], {%1, %2};\n" ::"l"(p), "f"(a), "f"(b));
+}
