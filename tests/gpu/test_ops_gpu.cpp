@@ -1,0 +1,371 @@
+// The one parametrized GPU harness for the memory-bound kernels: every pointwise / reduction /
+// normalization / window / movement op and the fusion patterns, over f32/f16/bf16, NCHW/NHWC and
+// odd sizes (1, 7, 4097 elements per row; row counts that are not a multiple of the block), run
+// through Engine::compile + CompiledGraph::run and compared with run_reference on fresh random
+// inputs. Outputs are poisoned (NaN) first; tolerance by dtype; NaN never passes. Skips without a
+// device.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <memory>
+
+#include "engine/op_table.hpp"
+#include "kiln/engine.hpp"
+#include "kiln/reference.hpp"
+#include "tests/gpu/gpu_test_util.hpp"
+
+namespace kiln {
+namespace {
+
+using namespace gputest;
+
+struct InputSpec {
+  std::vector<int64_t> shape;  // concrete
+  double lo = -2.0, hi = 2.0;
+};
+
+struct Case {
+  std::string name;
+  std::function<std::shared_ptr<Graph>()> build;
+  std::map<std::string, InputSpec> inputs;
+  bool fusion = true;
+  double rtol_scale = 1.0;  // for cases whose reference rounds many intermediates
+};
+
+TensorDesc desc(DType t, Shape s, Layout l = Layout::NCHW) {
+  TensorDesc d;
+  d.dtype = t;
+  d.shape = std::move(s);
+  d.layout = l;
+  return d;
+}
+Tensor cst(Graph& g, const std::string& name, DType t, Shape s, double lo = 0.5, double hi = 1.5) {
+  return g.constant_random(name, desc(t, std::move(s)), "uniform", lo, hi, 11);
+}
+const char* lname(Layout l) {
+  return l == Layout::NHWC ? "nhwc" : "nchw";
+}
+const DType kDtypes[] = {DType::F32, DType::F16, DType::BF16};
+
+bool needs_positive(OpKind k, int slot) {
+  switch (k) {
+    case OpKind::Log:
+    case OpKind::Sqrt:
+    case OpKind::Rsqrt:
+    case OpKind::Reciprocal:
+      return true;
+    case OpKind::Pow:
+      return slot == 0;
+    case OpKind::Div:
+      return slot == 1;
+    default:
+      return false;
+  }
+}
+
+std::vector<Case> make_cases() {
+  std::vector<Case> cases;
+  // ---- every pointwise op: one graph per dtype x layout x size, every op a separate output
+  // (the planner fuses the siblings horizontally: one kernel), plus one unfused run.
+  const std::vector<std::vector<int64_t>> pw_shapes = {{2, 3, 5, 7}, {1, 3, 1, 4097}, {1, 1, 1, 1}};
+  for (DType dt : kDtypes)
+    for (Layout l : {Layout::NCHW, Layout::NHWC})
+      for (size_t si = 0; si < pw_shapes.size(); ++si)
+        for (bool fusion : {true, false}) {
+          if (!fusion && (si != 0 || l != Layout::NHWC)) continue;
+          auto shape = pw_shapes[si];
+          Case c;
+          c.name = fmt::format("pointwise_all_{}_{}_s{}{}", dtype_name(dt), lname(l), si,
+                               fusion ? "" : "_unfused");
+          c.fusion = fusion;
+          c.inputs = {{"x", {shape, -2.0, 2.0}}, {"p", {shape, 0.5, 2.0}}};
+          c.build = [dt, l, shape] {
+            auto g = std::make_shared<Graph>("pw");
+            Shape s(shape.begin(), shape.end());
+            Tensor x = g->input("x", dt, s, l), p = g->input("p", dt, s, l);
+            Tensor per_c = cst(*g, "c", dt, {s[1], 1, 1});
+            for (size_t k = 0; k < static_cast<size_t>(OpKind::Count); ++k) {
+              const OpInfo& info = op_info(static_cast<OpKind>(k));
+              if (info.category != OpCategory::Pointwise) continue;
+              Attrs a;
+              if (info.kind == OpKind::Cast)
+                a["dtype"] = std::string(dt == DType::F32 ? "bf16" : "f32");
+              if (info.kind == OpKind::Clamp) {
+                a["min"] = -0.5;
+                a["max"] = 0.75;
+              }
+              std::vector<Tensor> ins;
+              for (int slot = 0; slot < info.max_inputs; ++slot)
+                ins.push_back(needs_positive(info.kind, slot) ? p : x);
+              g->output(g->add_node1(info.name, ins, a, info.name));
+              if (info.max_inputs == 2)  // broadcast per-channel operand
+                g->output(
+                    g->add_node1(info.name, {ins[0], per_c}, a, std::string(info.name) + "_bcast"));
+            }
+            return g;
+          };
+          cases.push_back(c);
+        }
+  // ---- batchnorm (unfolded) in a chain, symbolic batch
+  for (DType dt : kDtypes)
+    for (Layout l : {Layout::NCHW, Layout::NHWC}) {
+      Case c;
+      c.name = fmt::format("batchnorm_relu_{}_{}", dtype_name(dt), lname(l));
+      c.inputs = {{"x", {{5, 12, 7, 9}}}};
+      c.build = [dt, l] {
+        auto g = std::make_shared<Graph>("bn");
+        Tensor x = g->input("x", dt, {"N", 12, 7, 9}, l);
+        Tensor y = g->batchnorm(x, cst(*g, "s", dt, {12}), cst(*g, "b", dt, {12}, -0.5, 0.5),
+                                cst(*g, "m", dt, {12}, -0.5, 0.5), cst(*g, "v", dt, {12}));
+        g->output(g->relu(y));
+        return g;
+      };
+      cases.push_back(c);
+    }
+  // ---- row norms: layernorm/rmsnorm/softmax with add prologue, gelu epilogue, extra output
+  for (DType dt : kDtypes)
+    for (int64_t len : {1, 7, 96, 1000, 4096, 4097, 70000}) {
+      for (const char* op : {"layernorm", "rmsnorm", "softmax"}) {
+        Case c;
+        c.name = fmt::format("{}_{}_r{}", op, dtype_name(dt), len);
+        c.inputs = {{"x", {{5, len}}}, {"r", {{5, len}}}};
+        std::string ops = op;
+        c.build = [dt, len, ops] {
+          auto g = std::make_shared<Graph>("rn");
+          Tensor x = g->input("x", dt, {"N", len}), r = g->input("r", dt, {"N", len});
+          Tensor h = g->add(x, r);
+          Tensor y;
+          if (ops == "layernorm")
+            y = g->layernorm(h, cst(*g, "s", dt, {len}), cst(*g, "b", dt, {len}, -0.5, 0.5));
+          else if (ops == "rmsnorm")
+            y = g->rmsnorm(h, cst(*g, "s", dt, {len}));
+          else
+            y = g->softmax(h);
+          g->output(g->gelu(y, GeluApprox::None));
+          g->output(h);  // the prologue's result is also an output
+          return g;
+        };
+        cases.push_back(c);
+      }
+    }
+  // softmax over a middle axis / NHWC layernorm (strided rows), symbolic row length
+  for (DType dt : kDtypes) {
+    Case c;
+    c.name = fmt::format("softmax_axis1_nhwc_{}", dtype_name(dt));
+    c.inputs = {{"x", {{3, 7, 5, 4}}}};
+    c.build = [dt] {
+      auto g = std::make_shared<Graph>("sm1");
+      Tensor x = g->input("x", dt, {3, 7, 5, 4}, Layout::NHWC);
+      g->output(g->softmax(x, 1));
+      g->output(g->layernorm(x, {}, {}, 2));
+      return g;
+    };
+    cases.push_back(c);
+    Case d;
+    d.name = fmt::format("layernorm_symbolic_len_{}", dtype_name(dt));
+    d.inputs = {{"x", {{3, 333}}}};
+    d.build = [dt] {
+      auto g = std::make_shared<Graph>("lnsym");
+      Tensor x = g->input("x", dt, {"N", "L"});
+      g->output(g->layernorm(x));
+      g->output(g->softmax(x));
+      return g;
+    };
+    cases.push_back(d);
+  }
+  // ---- channel norms
+  for (DType dt : kDtypes)
+    for (Layout l : {Layout::NCHW, Layout::NHWC}) {
+      Case c;
+      c.name = fmt::format("groupnorm_silu_{}_{}", dtype_name(dt), lname(l));
+      c.inputs = {{"x", {{3, 12, 5, 7}, -1.0, 3.0}}};
+      c.build = [dt, l] {
+        auto g = std::make_shared<Graph>("gn");
+        Tensor x = g->input("x", dt, {"N", 12, 5, 7}, l);
+        Tensor y = g->groupnorm(x, 4, cst(*g, "s", dt, {12}), cst(*g, "b", dt, {12}, -0.5, 0.5));
+        g->output(g->silu(y));
+        return g;
+      };
+      cases.push_back(c);
+      Case d;
+      d.name = fmt::format("instancenorm_{}_{}", dtype_name(dt), lname(l));
+      d.inputs = {{"x", {{2, 5, 33, 17}, 2.0, 4.0}}};  // a large mean: shifted statistics
+      d.build = [dt, l] {
+        auto g = std::make_shared<Graph>("in");
+        Tensor x = g->input("x", dt, {2, 5, 33, 17}, l);
+        Tensor p = g->mul(x, cst(*g, "c", dt, {5, 1, 1}));
+        g->output(g->relu(g->instancenorm(p)));
+        g->output(p);
+        return g;
+      };
+      cases.push_back(d);
+    }
+  {
+    Case c;
+    c.name = "groupnorm_sd_bf16_nhwc_16x320x64x64";
+    c.inputs = {{"x", {{2, 320, 64, 64}}}};
+    c.build = [] {
+      auto g = std::make_shared<Graph>("gnsd");
+      Tensor x = g->input("x", DType::BF16, {"N", 320, 64, 64}, Layout::NHWC);
+      Tensor y = g->groupnorm(x, 32, cst(*g, "s", DType::BF16, {320}),
+                              cst(*g, "b", DType::BF16, {320}, -0.5, 0.5));
+      g->output(g->silu(y));
+      return g;
+    };
+    cases.push_back(c);
+  }
+  // ---- reductions
+  const std::vector<std::vector<int64_t>> axes_list = {{}, {0}, {1}, {3}, {2, 3}, {1, 2, 3}};
+  for (DType dt : kDtypes)
+    for (Layout l : {Layout::NCHW, Layout::NHWC})
+      for (const char* op : {"reduce_sum", "reduce_mean", "reduce_max", "reduce_min"})
+        for (size_t ai = 0; ai < axes_list.size(); ++ai) {
+          Case c;
+          bool keep = ai % 2 == 1;
+          c.name =
+              fmt::format("{}_{}_{}_a{}{}", op, dtype_name(dt), lname(l), ai, keep ? "_keep" : "");
+          c.inputs = {{"x", {{3, 5, 7, 97}}}};
+          std::string ops = op;
+          auto axes = axes_list[ai];
+          // Long f32 sums accumulate in a different order than the f64 reference.
+          c.rtol_scale = ops == "reduce_sum" || ops == "reduce_mean" ? 10.0 : 1.0;
+          c.build = [dt, l, ops, axes, keep] {
+            auto g = std::make_shared<Graph>("red");
+            Tensor x = g->input("x", dt, {"N", 5, 7, 97}, l);
+            g->output(g->exp(g->reduce(ops, g->mul(x, x), axes, keep)));
+            return g;
+          };
+          cases.push_back(c);
+        }
+  // ---- windows
+  for (DType dt : kDtypes)
+    for (Layout l : {Layout::NCHW, Layout::NHWC}) {
+      Case c;
+      c.name = fmt::format("pools_{}_{}", dtype_name(dt), lname(l));
+      c.inputs = {{"x", {{3, 6, 13, 11}}}};
+      c.build = [dt, l] {
+        auto g = std::make_shared<Graph>("pool");
+        Tensor x = g->input("x", dt, {"N", 6, 13, 11}, l);
+        Pool2dOptions o;
+        o.kernel = {3, 3};
+        o.stride = {2, 2};
+        o.padding = {1, 1};
+        g->output(g->neg(g->maxpool2d(g->relu(x), o)));
+        Pool2dOptions a;
+        a.kernel = {2, 3};
+        a.padding = {1, 0, 0, 2};
+        g->output(g->avgpool2d(x, a));
+        g->output(g->add_node1("avgpool2d", {x},
+                               {{"kernel", std::vector<int64_t>{3, 3}},
+                                {"padding", std::vector<int64_t>{1, 1}},
+                                {"stride", std::vector<int64_t>{1, 1}},
+                                {"count_include_pad", int64_t{1}}}));
+        g->output(g->sigmoid(g->global_avgpool(x)));
+        return g;
+      };
+      cases.push_back(c);
+    }
+  // ---- movement
+  for (DType dt : kDtypes) {
+    Case c;
+    c.name = fmt::format("transpose_reshape_{}", dtype_name(dt));
+    c.inputs = {{"x", {{3, 6, 5, 7}}}, {"y", {{3, 4, 5}}}};
+    c.build = [dt] {
+      auto g = std::make_shared<Graph>("mv");
+      Tensor x = g->input("x", dt, {"N", 6, 5, 7}, Layout::NHWC);
+      g->output(g->transpose(x, {0, 2, 3, 1}));
+      g->output(g->reshape(x, {Dim("N"), Dim(-1)}));
+      Tensor y = g->input("y", dt, {3, 4, 5});
+      g->output(g->relu(g->transpose(g->exp(y), {2, 0, 1})));
+      return g;
+    };
+    cases.push_back(c);
+  }
+  // ---- fusion patterns: a transformer-ish residual chain with multi-output groups
+  for (DType dt : kDtypes) {
+    Case c;
+    c.name = fmt::format("pattern_residual_chain_{}", dtype_name(dt));
+    c.inputs = {{"x", {{7, 256}}}, {"a", {{7, 256}}}};
+    c.build = [dt] {
+      auto g = std::make_shared<Graph>("chain");
+      Tensor x = g->input("x", dt, {"N", 256}), a = g->input("a", dt, {"N", 256});
+      Tensor h = g->add(x, a);
+      Tensor y = g->layernorm(h);
+      Tensor z = g->mul(g->sigmoid(y), cst(*g, "s", dt, {256}));
+      Tensor o = g->add(h, z);
+      Tensor m = g->reduce("reduce_max", o, {1}, true);
+      g->output(g->softmax(g->sub(o, m)));
+      g->output(y);
+      return g;
+    };
+    cases.push_back(c);
+  }
+  return cases;
+}
+
+const std::vector<Case>& cases() {
+  static const std::vector<Case> c = make_cases();
+  return c;
+}
+
+Engine& engine() {
+  static Engine e;
+  return e;
+}
+
+class OpsGpu : public ::testing::TestWithParam<size_t> {};
+
+TEST_P(OpsGpu, MatchesReference) {
+  KILN_REQUIRE_DEVICE();
+  const Case& c = cases().at(GetParam());
+  std::shared_ptr<Graph> g = c.build();
+  EngineOptions eo;
+  eo.fusion = c.fusion;
+  Engine unfused(eo);
+  Engine& eng = c.fusion ? engine() : unfused;
+  CompiledGraph cg = eng.compile(*g);
+
+  std::map<std::string, HostTensor> host_in;
+  std::map<std::string, DeviceData> dev_in, dev_out;
+  std::map<std::string, std::vector<int64_t>> shapes;
+  uint64_t seed = 1000 + GetParam() * 17 +
+                  static_cast<uint64_t>(::testing::UnitTest::GetInstance()->random_seed());
+  for (int t : g->inputs()) {
+    const TensorInfo& ti = g->tensor(t);
+    const InputSpec& is = c.inputs.at(ti.name);
+    HostTensor h = random_tensor(ti.desc.dtype, is.shape, seed++, is.lo, is.hi);
+    dev_in[ti.name] = upload(h, ti.desc.layout);
+    host_in[ti.name] = h;
+    shapes[ti.name] = is.shape;
+  }
+  Bindings bind = g->bind(shapes);
+  ReferenceOptions ro;
+  std::map<std::string, HostTensor> want = run_reference(*g, host_in, ro);
+  auto out_shapes = cg.output_shapes(bind);
+  for (int t : g->outputs()) {
+    const TensorInfo& ti = g->tensor(t);
+    dev_out[ti.name] = alloc_poisoned(ti.desc.dtype, out_shapes.at(ti.name), ti.desc.layout);
+  }
+  cg.run(tensors_of(dev_in), tensors_of(dev_out));
+  for (int t : g->outputs()) {
+    const TensorInfo& ti = g->tensor(t);
+    HostTensor got = download(dev_out.at(ti.name));
+    // The loosest dtype the value passed through decides the tolerance.
+    DType worst = ti.desc.dtype;
+    for (int i : g->inputs())
+      if (g->tensor(i).desc.dtype != DType::F32) worst = g->tensor(i).desc.dtype;
+    double rtol = default_rtol(worst) * c.rtol_scale;
+    EXPECT_TRUE(
+        all_close(got.relayout(Layout::NCHW), want.at(ti.name).relayout(Layout::NCHW), rtol))
+        << c.name << ": output '" << ti.name << "'";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(All, OpsGpu, ::testing::Range<size_t>(0, cases().size()),
+                         [](const ::testing::TestParamInfo<size_t>& info) {
+                           return cases().at(info.param).name;
+                         });
+
+}  // namespace
+}  // namespace kiln
