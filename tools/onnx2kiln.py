@@ -156,7 +156,7 @@ SUPPORTED = (set(UNARY) | set(BINARY) | FOLD_ONLY | {
     "GroupNormalization", "InstanceNormalization", "MaxPool", "AveragePool", "GlobalAveragePool",
     "GlobalMaxPool", "Flatten", "Reshape", "Transpose", "Cast", "Clip", "ReduceMean", "ReduceSum",
     "ReduceMax", "ReduceMin", "Identity", "Constant", "Dropout", "LeakyRelu", "Elu", "Max",
-    "Min"})
+    "Min", "Pad"})
 
 _ONNX_FLOAT = {1: "f32", 10: "f16", 16: "bf16", 11: "f32"}  # FLOAT, FLOAT16, BFLOAT16, DOUBLE
 
@@ -296,7 +296,9 @@ class Converter:
         if key in self.kconst:
             return self.kconst[key]
         name = self.tnames.get(t)
-        arr = np.asarray(a, dtype=np.float64)
+        arr = np.asarray(a)
+        if arr.dtype != np.float32:
+            arr = arr.astype(np.float64)
         arr = self.representable(arr, dtype, name)
         spec = {"dtype": dtype, "shape": [int(d) for d in arr.shape]}
         if arr.size <= 16:
@@ -312,7 +314,7 @@ class Converter:
         else:
             spec["file"] = f"{self.name}.safetensors"
             spec["key"] = name
-            self.weights[name] = (dtype, arr.astype(np.float32))
+            self.weights[name] = (dtype, np.asarray(arr, dtype=np.float32))
         self.constants[name] = spec
         self.kconst[key] = name
         self.shape[name] = list(arr.shape)
@@ -484,6 +486,7 @@ class Converter:
                 self.consts[n.output[0]] = self.constant_value(n)
         self.skip = set()
         self.replace = {}
+        self.extra_pads = {}
         for n in g.node:
             if n.op_type == "Erf":
                 self.match_gelu(n)
@@ -892,6 +895,38 @@ class Converter:
                   shape=self.mm_shape(self.shp(at_), self.shp(bt_)))
         return True
 
+    def op_Pad(self, n, at):
+        """Zero padding of H and W whose only use is a 2-D Conv: folded into the conv's padding."""
+        mode = at.get("mode", b"constant")
+        mode = mode.decode() if isinstance(mode, bytes) else mode
+        xt = self.act(n, n.input[0])
+        r = self.rank(n, xt)
+        if "pads" in at:
+            pads, value = list(at["pads"]), float(at.get("value", 0.0))
+        else:
+            pads = [int(v) for v in np.asarray(self.const(n, n.input[1], "pads")).flatten()]
+            cv = self.plain_const(n.input[2]) if len(n.input) > 2 and n.input[2] else None
+            value = float(cv.reshape(-1)[0]) if cv is not None and cv.size else 0.0
+            if len(n.input) > 3 and n.input[3]:
+                axes = [int(v) % r for v in np.asarray(self.const(n, n.input[3], "axes")).flatten()]
+                full = [0] * (2 * r)
+                for i, ax in enumerate(axes):
+                    full[ax], full[r + ax] = pads[i], pads[len(axes) + i]
+                pads = full
+        conv = self.single_consumer(n.output[0], {"Conv"})
+        ok = (mode == "constant" and value == 0.0 and r == 4 and len(pads) == 8
+              and all(p >= 0 for p in pads) and pads[0] == pads[1] == pads[4] == pads[5] == 0
+              and conv is not None and conv.input[0] == n.output[0])
+        if ok:
+            cat = self.attrs(conv)
+            auto = cat.get("auto_pad", b"NOTSET")
+            ok = (auto.decode() if isinstance(auto, bytes) else auto) in ("NOTSET", "")
+        if not ok:
+            self.fail(n, "Pad is supported only as constant zero padding of dims 2 and 3 of a 4-D "
+                         "tensor whose only use is a Conv (folded into the conv's padding)")
+        self.extra_pads[id(conv)] = [pads[2], pads[3], pads[6], pads[7]]
+        self.tmap[n.output[0]] = xt
+
     # ---------------------------------------------------------------- per op
     def no_extra_outputs(self, n, keep=1):
         for t in n.output[keep:]:
@@ -1104,6 +1139,8 @@ class Converter:
         dils = list(at.get("dilations", [1] * nsp))
         groups = int(at.get("group", 1))
         pads = self.conv_pads(n, at, s[2:], kernel, strides, dils)
+        if id(n) in self.extra_pads:  # a Pad folded into this conv
+            pads = [p + e for p, e in zip(pads, self.extra_pads[id(n)])]
         bias = None
         if len(n.input) > 2 and n.input[2]:
             bias = self.act(n, n.input[2], dt)

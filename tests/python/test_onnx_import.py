@@ -613,3 +613,18 @@ def test_unfoldable_shape_math_is_refused(tmp_path):
                init("ax0", np.array([0], np.int64)), init("m1", np.array([-1], np.int64))])
     _, r = convert(tmp_path, m, expect_rc=2)
     assert "flat_reshape" in r.stderr and "run-time" in r.stderr
+
+
+def test_pad_folds_into_conv(tmp_path):
+    nodes = [helper.make_node("Pad", ["x", "pads"], ["p"], name="pad", mode="constant"),
+             helper.make_node("Conv", ["p", "w"], ["y"], name="conv", pads=[1, 0, 0, 1])]
+    m = model(nodes, [vi("x", [1, 2, 6, 5])], [vi("y", None)],
+              [init("pads", np.array([0, 0, 2, 1, 0, 0, 0, 3], np.int64)),
+               init("w", rand(3, 2, 3, 3))], opset=13)
+    g = check(tmp_path, m, {"x": rand(1, 2, 6, 5)})
+    assert ops_of(g) == ["conv2d"] and g["nodes"][0]["padding"] == [3, 1, 0, 4]
+    bad = [helper.make_node("Pad", ["x", "pads"], ["y"], name="pad_alone", mode="reflect")]
+    m2 = model(bad, [vi("x", [1, 2, 6, 5])], [vi("y", None)],
+               [init("pads", np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64))], opset=13)
+    _, r = convert(tmp_path, m2, name="bad", expect_rc=2)
+    assert "pad_alone" in r.stderr and "Pad" in r.stderr
