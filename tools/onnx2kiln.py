@@ -460,6 +460,9 @@ class Converter:
                 continue
             tt = vi.type.tensor_type
             dtype = self.fdtype(tt.elem_type, f"graph input '{vi.name}'")
+            if not tt.HasField("shape"):
+                raise ConvertError(f"{self.source}: graph input '{vi.name}' has no shape (unknown "
+                                   f"rank); kiln inputs need a rank (dims may be symbolic)")
             kname = self.tnames.get(vi.name)
             dims = []
             for i, d in enumerate(tt.shape.dim):
@@ -939,8 +942,13 @@ class Converter:
         if self.try_fold(n):
             return
         if op in FOLD_ONLY:
-            self.fail(n, "this shape computation depends on run-time values (or dims kiln cannot "
-                         "express); kiln needs shapes that are static or plain symbols")
+            runtime = [t for t in n.input if t and t not in self.consts]
+            why = (f"its input{'s' if len(runtime) > 1 else ''} "
+                   f"{', '.join(repr(t) for t in runtime)} {'are' if len(runtime) > 1 else 'is'} "
+                   f"computed at run time" if runtime and op != "Shape" else
+                   "the shape has dims that kiln cannot express")
+            self.fail(n, f"{op} is supported only where it can be computed at conversion time "
+                         f"(shape computations with static sizes or plain symbols); here {why}")
         fuse = getattr(self, "fuse_" + op, None)
         if fuse is not None and fuse(n):
             return

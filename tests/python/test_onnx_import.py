@@ -628,3 +628,34 @@ def test_pad_folds_into_conv(tmp_path):
                [init("pads", np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64))], opset=13)
     _, r = convert(tmp_path, m2, name="bad", expect_rc=2)
     assert "pad_alone" in r.stderr and "Pad" in r.stderr
+
+
+def test_passthrough_and_repeated_outputs(tmp_path):
+    # An input returned as is (through Identity) and one tensor returned twice.
+    nodes = [helper.make_node("Identity", ["x"], ["same"], name="ident"),
+             helper.make_node("Relu", ["x"], ["r"], name="relu"),
+             helper.make_node("Identity", ["r"], ["r2"], name="ident2")]
+    m = model(nodes, [vi("x", [2, 3])], [vi("same", None), vi("r", None), vi("r2", None)])
+    g = check(tmp_path, m, {"x": rand(2, 3)})
+    assert g["outputs"] == ["same", "r", "r2"]
+    assert g["metadata"]["onnx"]["outputs"] == {"same": "same", "r": "r", "r2": "r2"}
+
+
+def test_input_without_shape_is_refused(tmp_path):
+    nodes = [helper.make_node("Relu", ["x"], ["y"], name="relu")]
+    x = helper.make_tensor_value_info("x", F, None)
+    m = model(nodes, [x], [vi("y", None)])
+    _, r = convert(tmp_path, m, expect_rc=2)
+    assert "'x'" in r.stderr and "no shape" in r.stderr
+
+
+def test_embedding_gather_is_refused_clearly(tmp_path):
+    nodes = [helper.make_node("Gather", ["table", "ids"], ["e"], name="embed", axis=0)]
+    m = model(nodes, [vi("ids", [4], TensorProto.INT64)], [vi("e", None)],
+              [init("table", rand(10, 3))])
+    _, r = convert(tmp_path, m, expect_rc=2)
+    assert "'ids'" in r.stderr  # an integer input: refused up front, naming it
+    nodes = [helper.make_node("Gather", ["x", "i"], ["e"], name="gather_rows", axis=0)]
+    m = model(nodes, [vi("x", [4, 3])], [vi("e", None)], [init("i", np.array([1, 2], np.int64))])
+    _, r = convert(tmp_path, m, name="g2", expect_rc=2)
+    assert "gather_rows" in r.stderr and "'x'" in r.stderr and "run time" in r.stderr
