@@ -23,7 +23,7 @@ def t(dtype, shape, layout=None):
 
 
 def init(dtype, shape, mean, std, seed):
-    return {"dtype": dtype, "shape": shape, "init": {"normal": {"mean": mean, "std": std}}, "seed": seed}
+    return {"dtype": dtype, "shape": shape, "init": {"normal": {"mean": mean, "std": std}, "seed": seed}}
 
 
 def make_cases():

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <mutex>
+#include <string_view>
 
 #include "engine/check.hpp"
 
@@ -26,13 +27,14 @@ namespace {
   X(cuDeviceGet)                                                                               \
   X(cuDeviceGetCount)                                                                          \
   X(cuDeviceGetName)                                                                           \
-  X(cuDeviceGetAttribute) X(cuDevicePrimaryCtxRetain) X(cuCtxSetCurrent) X(cuCtxGetCurrent)    \
-      X(cuCtxSynchronize) X(cuModuleLoadData) X(cuModuleUnload) X(cuModuleGetFunction)         \
-          X(cuFuncSetAttribute) X(cuLaunchKernel) X(cuMemAlloc) X(cuMemFree) X(cuMemcpyHtoD)   \
-              X(cuMemcpyDtoH) X(cuMemcpyDtoDAsync) X(cuMemsetD8) X(cuMemsetD8Async)            \
-                  X(cuStreamCreate) X(cuStreamDestroy) X(cuStreamSynchronize) X(cuEventCreate) \
-                      X(cuEventDestroy) X(cuEventRecord) X(cuEventSynchronize)                 \
-                          X(cuEventElapsedTime) X(cuGetErrorName) X(cuGetErrorString)
+  X(cuDeviceGetAttribute)                                                                      \
+  X(cuDevicePrimaryCtxRetain) X(cuCtxSetCurrent) X(cuCtxGetCurrent) X(cuCtxSynchronize)        \
+      X(cuModuleLoadData) X(cuModuleUnload) X(cuModuleGetFunction) X(cuFuncSetAttribute)       \
+          X(cuLaunchKernel) X(cuMemAlloc) X(cuMemFree) X(cuMemcpyHtoD) X(cuMemcpyDtoH)         \
+              X(cuMemcpyDtoDAsync) X(cuMemsetD8) X(cuMemsetD8Async) X(cuStreamCreate)          \
+                  X(cuStreamDestroy) X(cuStreamSynchronize) X(cuEventCreate) X(cuEventDestroy) \
+                      X(cuEventRecord) X(cuEventSynchronize) X(cuEventElapsedTime)             \
+                          X(cuGetErrorName) X(cuGetErrorString)
 
 struct Api {
 #define KILN_X(name) decltype(&::name) name = nullptr;
@@ -80,6 +82,10 @@ void load(State* s) {
   auto gp1 = reinterpret_cast<GetProcV1>(dlsym(s->lib, "cuGetProcAddress"));
   auto resolve = [&](const char* base, const char* versioned) -> void* {
     void* fn = nullptr;
+    // CUDA 13 added cuCtxSynchronize_v2(CUcontext) without renaming the header's
+    // cuCtxSynchronize(void): cuGetProcAddress(13000) hands back the v2 ABI, which then reads a
+    // garbage context ("context is destroyed"). The plain exported symbol keeps the v1 ABI.
+    if (std::string_view(base) == "cuCtxSynchronize") return dlsym(s->lib, base);
     if (gp2) {
       CUdriverProcAddressQueryResult status{};
       if (gp2(base, &fn, want, CU_GET_PROC_ADDRESS_DEFAULT, &status) == CUDA_SUCCESS &&
@@ -226,7 +232,8 @@ void* module_load(const std::vector<char>& cubin) {
   const Api& a = ctx_api();
   CUmodule m = nullptr;
   check(a.cuModuleLoadData(&m, cubin.data()),
-        fmt::format("cuModuleLoadData({} byte cubin)", cubin.size()));
+        fmt::format("cuModuleLoadData({} byte cubin; the driver supports CUDA {}.{})", cubin.size(),
+                    state().version / 1000, state().version % 1000 / 10));
   return m;
 }
 
