@@ -14,15 +14,15 @@ echo "git $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
 for step in "$@"; do
   echo "=== $step ($(date +%T))"
   case $step in
-    tests) timeout 300 build/kiln_gpu_tests --gtest_brief=1 2>&1 | tee "$OUT/gpu_tests.log" | tail -40 ;;
+    tests) timeout 200 build/kiln_gpu_tests --gtest_brief=1 2>&1 | tee "$OUT/gpu_tests.log" | tail -40 ;;
     examples)
       for spec in "add_layernorm_gelu rows=4097" "resnet50_bottleneck N=2" "transformer_mlp seq=77" \
                   "unet_resblock N=2"; do
         set -- $spec
         timeout 120 build/kiln run "examples/graphs/$1.json" --shape "$2" --device gpu --check 2>&1 | tail -8
       done ;;
-    memory) timeout 420 python3 bench/bench_memory.py --kiln build/kiln 2>&1 | tail -30 ;;
-    conv) timeout 420 python3 bench/bench_conv.py --bin build/bench_contraction 2>&1 | tail -40 ;;
+    memory) timeout 240 python3 bench/bench_memory.py --kiln build/kiln 2>&1 | tail -30 ;;
+    conv) timeout 240 python3 bench/bench_conv.py --bin build/bench_contraction 2>&1 | tail -40 ;;
     *) echo "unknown step $step" ;;
   esac
 done
