@@ -108,6 +108,12 @@ Executor::Executor(std::shared_ptr<const Graph> g, std::vector<ExecutorKernel> k
       kernels_(std::move(kernels)),
       modules_(std::move(modules)),
       not_loaded_reason_(std::move(not_loaded_reason)) {
+  for (const ExecutorKernel& k : kernels_) {  // what the arena planner needs, without sources
+    KernelSpec a;
+    a.name = k.spec.name;
+    a.args = k.spec.args;
+    arg_specs_.push_back(std::move(a));
+  }
   if (!modules_) return;
   for (ExecutorKernel& k : kernels_)
     k.function = modules_->function(k.cached, k.spec.entry, k.spec.smem_bytes);
@@ -148,10 +154,7 @@ std::shared_ptr<const ArenaPlan> Executor::arena(const Bindings& b) const {
     auto it = arenas_.find(b);
     if (it != arenas_.end()) return it->second;
   }
-  std::vector<KernelSpec> specs;
-  specs.reserve(kernels_.size());
-  for (const ExecutorKernel& k : kernels_) specs.push_back(k.spec);
-  auto plan = std::make_shared<const ArenaPlan>(plan_arena(*graph_, specs, b));
+  auto plan = std::make_shared<const ArenaPlan>(plan_arena(*graph_, arg_specs_, b));
   std::lock_guard<std::mutex> lock(mu_);
   if (arenas_.size() >= 64) arenas_.clear();  // bounded: many distinct shapes just replan
   arenas_.emplace(b, plan);

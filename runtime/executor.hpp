@@ -98,6 +98,7 @@ class Executor {
 
   std::shared_ptr<const Graph> graph_;
   std::vector<ExecutorKernel> kernels_;
+  std::vector<KernelSpec> arg_specs_;  // names and args only, for plan_arena
   std::shared_ptr<ModuleCache> modules_;
   std::string not_loaded_reason_;
   cuda::DeviceBuffer constants_;
