@@ -82,9 +82,11 @@ KernelSpec emit_channelnorm(const EmitContext& cx, const FusionGroup& grp) {
     return c;
   };
   // Prologue for element e; returns the anchor input value.
+  std::map<int, std::string> pro_vals;  // the last emitted prologue's values
   auto element = [&](ElementLoader& ld, bool store) {
     PointwiseEmitter pe{g, ld.fn(), {}, ""};
     pe.emit(w, prologue);
+    pro_vals = pe.values;
     std::string v = pe.values.count(in_t)
                         ? pe.values.at(in_t)
                         : load_f32(tensor_param(in_t) + " + " + ld.offset(in_t, ident));
@@ -142,7 +144,9 @@ KernelSpec emit_channelnorm(const EmitContext& cx, const FusionGroup& grp) {
     if (A.inputs.size() > 1) y = fmt::format("{} * {}", y, param(1));
     if (A.inputs.size() > 2) y = fmt::format("{} + {}", y, param(2));
     w.line("const float y = {};", y);
-    PointwiseEmitter pe{g, ld.fn(), {{out_t, "y"}}, ""};
+    std::map<int, std::string> seed = pro_vals;
+    seed[out_t] = "y";
+    PointwiseEmitter pe{g, ld.fn(), seed, ""};
     pe.emit(w, epilogue);
     for (int t : grp.outputs)
       if (!from_prologue(t))

@@ -109,9 +109,11 @@ KernelSpec emit_rownorm(const EmitContext& cx, const FusionGroup& grp) {
   };
   // Emits the prologue for one element; returns the f32 value of the anchor's input. Extra
   // outputs among prologue tensors are stored when `store`.
+  std::map<int, std::string> pro_vals;  // the last emitted prologue's values
   auto emit_prologue = [&](ElementLoader& ld, bool store) {
     PointwiseEmitter pe{g, ld.fn(), {}, ""};
     pe.emit(w, prologue);
+    pro_vals = pe.values;
     std::string v;
     if (pe.values.count(in_t)) {
       v = pe.values.at(in_t);
@@ -158,9 +160,10 @@ KernelSpec emit_rownorm(const EmitContext& cx, const FusionGroup& grp) {
   // Epilogue and the stores of the anchor/epilogue outputs. Outputs in `vector_outs` go to the
   // per-thread arrays o<t>[l] instead.
   auto emit_epilogue = [&](ElementLoader& ld, const std::string& y,
-                           const std::vector<int>& vector_outs) {
+                           const std::vector<int>& vector_outs, std::map<int, std::string> seed) {
     w.line("const float y = {};", y);
-    PointwiseEmitter pe{g, ld.fn(), {{out_t, "y"}}, ""};
+    seed[out_t] = "y";
+    PointwiseEmitter pe{g, ld.fn(), seed, ""};
     pe.emit(w, epilogue);
     for (int t : grp.outputs) {
       if (from_prologue(t)) continue;
@@ -285,7 +288,17 @@ KernelSpec emit_rownorm(const EmitContext& cx, const FusionGroup& grp) {
     w.line("const int q = k * {} + tid;", TT);
     w.line("if (q >= {}) break;", nvec);
     {
-      auto pre = load_vectors(inputs_of(epilogue));
+      // Prologue tensors the epilogue reads (a residual): the anchor's input is in registers
+      // (not for softmax: they hold exp(x - max)); anything else is recomputed.
+      bool recompute = false;
+      for (int n : epilogue)
+        for (int in : g.nodes()[n].inputs)
+          if (from_prologue(in) && (in != in_t || A.op == OpKind::Softmax)) recompute = true;
+      std::vector<int> need = inputs_of(epilogue);
+      if (recompute)
+        for (int t : inputs_of(prologue))
+          if (std::find(need.begin(), need.end(), t) == need.end()) need.push_back(t);
+      auto pre = load_vectors(need);
       std::vector<int> vouts;
       if (vec)
         for (int t : grp.outputs)
@@ -297,7 +310,14 @@ KernelSpec emit_rownorm(const EmitContext& cx, const FusionGroup& grp) {
       w.open("for (int l = 0; l < {}; ++l) {{", V);
       w.line("const int j = q * {} + l;", V);
       ElementLoader ld = make_loader("j", pre);
-      emit_epilogue(ld, anchor_value(ld, "x[k][l]"), vouts);
+      std::map<int, std::string> seed;
+      if (recompute) {
+        emit_prologue(ld, false);
+        seed = pro_vals;
+      } else if (A.op != OpKind::Softmax) {
+        seed[in_t] = "x[k][l]";
+      }
+      emit_epilogue(ld, anchor_value(ld, "x[k][l]"), vouts, seed);
       w.close();
       for (int t : vouts) w.line("kiln_stv({}, o{});", vec_ptr(t), t);
     }
@@ -345,7 +365,7 @@ KernelSpec emit_rownorm(const EmitContext& cx, const FusionGroup& grp) {
             w.line("const float e = expf({} - row_max);", v);
             x = "e";
           }
-          emit_epilogue(ld, anchor_value(ld, x), {});
+          emit_epilogue(ld, anchor_value(ld, x), {}, pro_vals);
         },
         true);
   }

@@ -273,7 +273,16 @@ class Planner {
         for (size_t s = 0; s < cn.inputs.size(); ++s) {
           int in = cn.inputs[s];
           int p = g_.tensor(in).producer;
-          if (p >= 0 && group_of_[p] == gid) continue;
+          if (p >= 0 && group_of_[p] == gid) {
+            // Reductions, windows and contractions see their input elements in another shape
+            // or order than their output: an epilogue can only read the anchor's result chain.
+            GroupKind k = groups_[gid].kind;
+            if ((k == GroupKind::Reduction || k == GroupKind::Window ||
+                 k == GroupKind::Contraction) &&
+                p < anchor)
+              ok = false;
+            continue;
+          }
           // Batchnorm's parameters are per-channel vectors (indexed by dim 1).
           bool per_channel = cn.op == OpKind::Batchnorm && s > 0;
           if (contraction && !per_channel &&
