@@ -37,7 +37,7 @@ UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ASAN_OPTIONS=detect_leaks=1 \
   -artifact_prefix="$CRASHES/" -print_final_stats=1 >"$LOG" 2>&1
 RC=$?
 set -e
-EXECS=$(grep -E '^stat::number_of_executed_units' "$LOG" | awk '{print $2}' | tail -1)
+EXECS=$(grep -E "^stat::number_of_executed_units" "$LOG" | awk "{print \$2}" | tail -1 || true)
 tail -n 5 "$LOG"
 echo "fuzz.sh: executions: ${EXECS:-unknown}, exit status: $RC, corpus: $(ls "$CORPUS" | wc -l) files"
 if [ $RC -ne 0 ]; then
