@@ -386,8 +386,7 @@ class Planner {
         return fmt::format("{}: shape {} differs from {}'s input shape {}", edge,
                            shape_str(out_shape(p)), cn.name,
                            shape_str(g_.tensor(cn.inputs[0]).desc.shape));
-      return fmt::format("{}: {} already belongs to another kernel (group {})", edge, pn.name,
-                         group_of_[p]);
+      return fmt::format("{}: {} is already fused into its producer's kernel", edge, pn.name);
     }
     // c is elementwise.
     if (cycle_rejects_.count(c))
