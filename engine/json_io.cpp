@@ -163,6 +163,20 @@ struct Loader {
     }
   }
 
+  // The product of the positive entries stays within the numel limit, the rank within its limit.
+  void check_static_numel(const std::vector<int64_t>& dims, size_t rank, const std::string& where) {
+    const LoadLimits& lim = load_limits();
+    KILN_CHECK(static_cast<int64_t>(rank) <= lim.max_rank, "{}: rank {} is over the limit of {}",
+               where, rank, lim.max_rank);
+    int64_t n = 1;
+    for (int64_t v : dims) {
+      if (v <= 0) continue;
+      KILN_CHECK(n <= lim.max_numel / v, "{}: more than {} elements (the limit)", where,
+                 lim.max_numel);
+      n *= v;
+    }
+  }
+
   // ---- tensor specs
   TensorDesc parse_desc(const ojson& spec, const std::string& where) {
     const LoadLimits& lim = load_limits();
@@ -506,7 +520,19 @@ struct Loader {
       }
       KILN_CHECK(spec != nullptr, "{}: unknown attribute '{}' for op {} (valid: {})", s.where, k,
                  s.op, valid.empty() ? "none" : valid);
-      s.attrs[k] = parse_attr(it.value(), spec, fmt::format("{}.{}", s.where, k));
+      std::string wa = fmt::format("{}.{}", s.where, k);
+      s.attrs[k] = parse_attr(it.value(), spec, wa);
+      if (spec->kind == AttrKind::Dims) {
+        // A shape: bounded like a declared one, so that shape arithmetic cannot overflow.
+        if (const auto* dims = std::get_if<std::vector<Dim>>(&s.attrs[k])) {
+          std::vector<int64_t> ints;
+          for (const Dim& d : *dims)
+            if (d.is_static()) ints.push_back(d.value());
+          check_static_numel(ints, dims->size(), wa);
+        } else if (const auto* ints = std::get_if<std::vector<int64_t>>(&s.attrs[k])) {
+          check_static_numel(*ints, ints->size(), wa);
+        }
+      }
     }
     return s;
   }
@@ -584,7 +610,16 @@ struct Loader {
       const NodeSpec& s = specs[i];
       std::vector<Tensor> ins;
       for (const std::string& t : s.inputs) ins.push_back({g.find(t)});
-      g.add_node(s.op, ins, s.attrs, s.name, s.outputs, s.where);
+      std::vector<Tensor> outs = g.add_node(s.op, ins, s.attrs, s.name, s.outputs, s.where);
+      // Broadcasting can grow a shape past every input's: bound it before anything consumes it.
+      for (size_t k = 0; k < outs.size(); ++k) {
+        const Shape& sh = g.desc(outs[k]).shape;
+        std::vector<int64_t> ints;
+        for (const Dim& d : sh)
+          if (d.is_static()) ints.push_back(d.value());
+        check_static_numel(ints, sh.size(),
+                           fmt::format("{}.outputs[{}] ({})", s.where, k, shape_str(sh)));
+      }
     }
   }
 

@@ -90,6 +90,9 @@ const std::map<std::string, std::vector<std::string>>& expectations() {
         "nodes[0] (a)"}},
       {"output_not_defined.json", {"outputs[1]: tensor 'z' is not defined"}},
       {"output_listed_twice.json", {"outputs[1]: tensor 'y' is listed twice"}},
+      {"reshape_huge.json", {"nodes[0] (r).shape: more than", "elements (the limit)"}},
+      {"broadcast_huge.json",
+       {"nodes[1] (abc).outputs[0] ([16777216, 16777216, 16777216]): more than"}},
       {"empty_outputs.json", {"outputs: expected at least one output, found an empty list"}},
   };
   return t;
