@@ -58,7 +58,7 @@ struct Axpb {
     one = g->constant("one", TensorDesc{DType::F32, {1}, Layout::NCHW, {}},
                       HostTensor::from_f64(DType::F32, {1}, {1.0}));
     t = g->mul(x, two);
-    y = g->add(t, one);
+    y = g->add_node1("add", {t, one}, {}, "y");  // node and tensor named y
     g->output(y);
     Dim blocks = (Dim("N") + Dim(255)) / Dim(256);
     KernelSpec k1;
