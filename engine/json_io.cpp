@@ -87,7 +87,11 @@ std::string type_of(const ojson& j) {
 // A short rendering of a JSON value for "found ..." in messages.
 std::string brief(const ojson& j) {
   std::string s = j.dump();
-  if (s.size() > 60) s = s.substr(0, 57) + "...";
+  if (s.size() > 60) {
+    size_t cut = 57;  // not inside a UTF-8 sequence
+    while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;
+    s = s.substr(0, cut) + "...";
+  }
   return s;
 }
 
