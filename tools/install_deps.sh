@@ -5,7 +5,7 @@
 set -euo pipefail
 
 packages=(cmake ninja-build g++ libfmt-dev nlohmann-json3-dev libgtest-dev clang
-          libclang-rt-14-dev ccache)
+          libclang-rt-14-dev ccache graphviz)
 
 installed() {
   dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"
@@ -40,4 +40,13 @@ fi
 if ! command -v nvcc >/dev/null 2>&1 && [[ ! -x /usr/local/cuda/bin/nvcc ]]; then
   echo "install_deps: warning: no CUDA toolkit found (nvcc not on PATH, no /usr/local/cuda);" \
     "kiln needs its NVRTC and headers to build" >&2
+fi
+
+# Python packages for the ONNX importer and its tests (tools/requirements.txt), only when missing.
+if command -v python3 >/dev/null 2>&1; then
+  if ! python3 -c "import onnx, onnxruntime, numpy, pytest" >/dev/null 2>&1; then
+    echo "install_deps: installing Python packages from tools/requirements.txt"
+    python3 -m pip install -q -r "$(dirname "$0")/requirements.txt" ||
+      echo "install_deps: warning: pip install failed; the ONNX import tests will skip" >&2
+  fi
 fi
