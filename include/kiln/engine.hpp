@@ -21,6 +21,10 @@ struct EngineOptions {
   bool disk_cache = true;  // also KILN_DISABLE=disk_cache
   std::string cache_dir;   // empty: $KILN_CACHE_DIR, else $XDG_CACHE_HOME/kiln, else ~/.cache/kiln
   bool load_kernels = true;  // false: compile to cubin only (no GPU needed)
+  // Hot-shape specialization: once one concrete binding of a symbolic graph has run this many
+  // times, a variant with those dims baked in is compiled in a background thread and used for
+  // that exact binding from then on (the run never waits for it). 0 = off.
+  int specialize_after = 0;
 };
 
 // Counters of one Engine (kiln run --stats).
@@ -29,7 +33,10 @@ struct EngineStats {
   int64_t nvrtc_compiles = 0;
   int64_t memory_cache_hits = 0;
   int64_t disk_cache_hits = 0;
-  double nvrtc_ms = 0;  // total wall time in NVRTC
+  double nvrtc_ms = 0;           // total wall time in NVRTC
+  int64_t graph_cache_hits = 0;  // compile() of a graph this Engine had compiled: no work at all
+  int64_t specializations = 0;   // shape-specialized variants compiled and swapped in
+  int64_t specialized_runs = 0;  // runs that used a specialized variant
 };
 
 // A device buffer of the caller: pointer plus concrete logical shape (its layout is the one the
@@ -94,7 +101,10 @@ class Engine {
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
-  // Plans, generates and compiles (or loads from cache) every kernel of the graph.
+  // Plans, generates and compiles (or loads from cache) every kernel of the graph. A graph this
+  // Engine compiled before (same ops, attributes, tensor types incl. symbolic dims, constant
+  // bytes, input/output names; intermediate names may differ) returns at once, sharing the
+  // compiled kernels, constants and internal arena of the first (EngineStats::graph_cache_hits).
   CompiledGraph compile(const Graph& g);
   EngineStats stats() const;
   // True when a CUDA driver and a device were found (kernels can run).
