@@ -71,7 +71,7 @@ void parse_list(const std::string& var, const std::string& value,
 }  // namespace
 
 const char* env_variable_names() {
-  return "KILN_DUMP, KILN_DISABLE, KILN_CACHE_DIR";
+  return "KILN_DUMP, KILN_DISABLE, KILN_CACHE_DIR, KILN_NVTX";
 }
 
 EnvConfig parse_env(const std::map<std::string, std::string>& vars) {
@@ -84,6 +84,12 @@ EnvConfig parse_env(const std::map<std::string, std::string>& vars) {
       parse_list(name, value, disable_items(), &cfg);
     } else if (name == "KILN_CACHE_DIR") {
       cfg.cache_dir = value;
+    } else if (name == "KILN_NVTX") {
+      std::string v = trim(value);
+      KILN_CHECK(v == "1" || v == "0" || v.empty(),
+                 "environment variable KILN_NVTX={}: expected 1 (NVTX ranges on) or 0 (off)",
+                 value);
+      cfg.nvtx = v == "1";
     } else {
       KILN_FAIL(
           "environment variable {}: unknown kiln variable, expected one of: {} (KILN_DUMP: {}; "

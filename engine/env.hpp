@@ -4,6 +4,7 @@
 //   KILN_DUMP       comma list of: plan, cuda, ptx, launch
 //   KILN_DISABLE    comma list of: fusion, autotune, disk_cache
 //   KILN_CACHE_DIR  path of the kernel cache (and of dumped sources)
+//   KILN_NVTX       1: NVTX ranges named after each fused kernel around its launch (0/empty: off)
 #pragma once
 
 #include <map>
@@ -23,6 +24,8 @@ struct EnvConfig {
   bool disable_disk_cache = false;
   // KILN_CACHE_DIR (empty when unset)
   std::string cache_dir;
+  // KILN_NVTX=1
+  bool nvtx = false;
 };
 
 // Parses a set of environment variables (name -> value). Variables not starting with "KILN_" are
@@ -41,6 +44,6 @@ void set_env_override(const EnvConfig* cfg);
 std::string dump_dir();
 
 // The valid variable names and list items, for messages and docs.
-const char* env_variable_names();  // "KILN_DUMP, KILN_DISABLE, KILN_CACHE_DIR"
+const char* env_variable_names();  // "KILN_DUMP, KILN_DISABLE, KILN_CACHE_DIR, KILN_NVTX"
 
 }  // namespace kiln

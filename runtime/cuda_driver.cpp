@@ -22,19 +22,27 @@ namespace {
 // Every entry point kiln uses. Many names are macros in cuda.h (cuMemAlloc -> cuMemAlloc_v2):
 // decltype(&::name) then gives the versioned prototype, #name the base name cuGetProcAddress
 // wants, and KILN_STR(name) the versioned symbol for the dlsym fallback.
-#define KILN_CU_FUNCS(X)                                                                       \
-  X(cuInit)                                                                                    \
-  X(cuDeviceGet)                                                                               \
-  X(cuDeviceGetCount)                                                                          \
-  X(cuDeviceGetName)                                                                           \
-  X(cuDeviceGetAttribute)                                                                      \
-  X(cuDevicePrimaryCtxRetain) X(cuCtxSetCurrent) X(cuCtxGetCurrent) X(cuCtxSynchronize)        \
-      X(cuModuleLoadData) X(cuModuleUnload) X(cuModuleGetFunction) X(cuFuncSetAttribute)       \
-          X(cuLaunchKernel) X(cuMemAlloc) X(cuMemFree) X(cuMemcpyHtoD) X(cuMemcpyDtoH)         \
-              X(cuMemcpyDtoDAsync) X(cuMemsetD8) X(cuMemsetD8Async) X(cuStreamCreate)          \
-                  X(cuStreamDestroy) X(cuStreamSynchronize) X(cuEventCreate) X(cuEventDestroy) \
-                      X(cuEventRecord) X(cuEventSynchronize) X(cuEventElapsedTime)             \
-                          X(cuGetErrorName) X(cuGetErrorString)
+#define KILN_CU_FUNCS(X)                                                                          \
+  X(cuInit)                                                                                       \
+  X(cuDeviceGet)                                                                                  \
+  X(cuDeviceGetCount)                                                                             \
+  X(cuDeviceGetName)                                                                              \
+  X(cuDeviceGetAttribute)                                                                         \
+  X(cuDevicePrimaryCtxRetain)                                                                     \
+  X(cuCtxSetCurrent) X(cuCtxGetCurrent) X(cuCtxSynchronize) X(cuModuleLoadData) X(cuModuleUnload) \
+      X(cuModuleGetFunction) X(cuFuncSetAttribute) X(cuLaunchKernel) X(cuMemAlloc) X(cuMemFree)   \
+          X(cuMemcpyHtoD) X(cuMemcpyDtoH) X(cuMemcpyDtoDAsync) X(cuMemsetD8) X(cuMemsetD8Async)   \
+              X(cuStreamCreate) X(cuStreamDestroy) X(cuStreamSynchronize) X(cuEventCreate)        \
+                  X(cuEventDestroy) X(cuEventRecord) X(cuEventSynchronize) X(cuEventElapsedTime)  \
+                      X(cuGetErrorName) X(cuGetErrorString) KILN_CU_GRAPH_FUNCS(X)
+
+// CUDA graphs. cuGraphInstantiate is a macro for cuGraphInstantiateWithFlags, but
+// cuGetProcAddress("cuGraphInstantiate") hands back the old 5-argument ABI: name the WithFlags
+// entry point itself. cuStreamBeginCapture (a macro for _v2) resolves to the (stream, mode) ABI.
+#define KILN_CU_GRAPH_FUNCS(X) \
+  X(cuStreamBeginCapture)      \
+  X(cuStreamEndCapture)        \
+  X(cuGraphInstantiateWithFlags) X(cuGraphLaunch) X(cuGraphExecDestroy) X(cuGraphDestroy)
 
 struct Api {
 #define KILN_X(name) decltype(&::name) name = nullptr;
@@ -330,6 +338,45 @@ void stream_synchronize(void* stream) {
 
 void ctx_synchronize() {
   check(ctx_api().cuCtxSynchronize(), "cuCtxSynchronize");
+}
+
+void* stream_create_nonblocking() {
+  CUstream s = nullptr;
+  check(ctx_api().cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), "cuStreamCreate(NON_BLOCKING)");
+  return s;
+}
+
+void stream_begin_capture(void* stream) {
+  check(ctx_api().cuStreamBeginCapture(as_stream(stream), CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
+        "cuStreamBeginCapture(THREAD_LOCAL)");
+}
+
+void* stream_end_capture(void* stream) {
+  CUgraph g = nullptr;
+  check(ctx_api().cuStreamEndCapture(as_stream(stream), &g), "cuStreamEndCapture");
+  return g;
+}
+
+void* graph_instantiate(void* graph) {
+  CUgraphExec e = nullptr;
+  check(ctx_api().cuGraphInstantiateWithFlags(&e, static_cast<CUgraph>(graph), 0),
+        "cuGraphInstantiateWithFlags");
+  return e;
+}
+
+void graph_launch(void* exec, void* stream) {
+  check(ctx_api().cuGraphLaunch(static_cast<CUgraphExec>(exec), as_stream(stream)),
+        "cuGraphLaunch");
+}
+
+void graph_exec_destroy(void* exec) {
+  if (!exec || !state().ok) return;
+  ctx_api().cuGraphExecDestroy(static_cast<CUgraphExec>(exec));
+}
+
+void graph_destroy(void* graph) {
+  if (!graph || !state().ok) return;
+  ctx_api().cuGraphDestroy(static_cast<CUgraph>(graph));
 }
 
 void* event_create() {

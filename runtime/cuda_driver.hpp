@@ -56,6 +56,18 @@ void* stream_create();
 void stream_destroy(void* stream);
 void stream_synchronize(void* stream);
 void ctx_synchronize();
+// A stream that does not synchronize with the legacy default stream (for capturing).
+void* stream_create_nonblocking();
+
+// ---- CUDA graphs (stream capture): handles are CUgraph / CUgraphExec
+// cuStreamBeginCapture in CU_STREAM_CAPTURE_MODE_THREAD_LOCAL (other threads are unaffected).
+void stream_begin_capture(void* stream);
+void* stream_end_capture(void* stream);  // the captured CUgraph
+void* graph_instantiate(void* graph);    // cuGraphInstantiateWithFlags(flags 0)
+void graph_launch(void* exec, void* stream);
+void graph_exec_destroy(void* exec);  // null-safe, ignores errors
+void graph_destroy(void* graph);      // null-safe, ignores errors
+
 void* event_create();
 void event_destroy(void* event);
 void event_record(void* event, void* stream);

@@ -9,6 +9,10 @@
 #include "engine/check.hpp"
 #include "engine/env.hpp"
 
+// NVTX3 (header-only, from the CUDA toolkit): without a profiler attached the calls are no-ops
+// that never load anything; KILN_NVTX=1 turns the ranges on (engine/env.hpp).
+#include <nvtx3/nvToolsExt.h>
+
 namespace kiln {
 
 namespace {
@@ -236,6 +240,7 @@ Executor::Prepared Executor::prepare(const std::map<std::string, DeviceTensor>& 
       // Earlier runs may still use the old arena: wait for them before freeing it.
       if (arena_.ptr()) cuda::ctx_synchronize();
       arena_ = cuda::DeviceBuffer(static_cast<size_t>(ap->peak));
+      ++arena_generation_;  // CUDA graphs captured on the old arena are never replayed again
     }
     base = arena_.ptr();
   }
@@ -283,17 +288,149 @@ Executor::Prepared Executor::prepare(const std::map<std::string, DeviceTensor>& 
 void Executor::launch(Launch& l, void* stream) const {
   if (l.empty) return;
   const KernelSpec& s = l.kernel->spec;
-  std::vector<void*> params(l.args.size());
+  void* small[16];
+  std::vector<void*> big;
+  void** params = small;
+  if (l.args.size() > 16) {
+    big.resize(l.args.size());
+    params = big.data();
+  }
   for (size_t i = 0; i < l.args.size(); ++i) params[i] = &l.args[i];
   cuda::launch(l.kernel->function, l.grid, l.block, static_cast<uint32_t>(s.smem_bytes), stream,
-               params.data(), s.name);
+               params, s.name);
+}
+
+namespace {
+// An NVTX range named after a kernel (or a replayed graph) when KILN_NVTX=1.
+struct NvtxRange {
+  explicit NvtxRange(bool on, const std::string& name) : on_(on) {
+    if (on_) nvtxRangePushA(name.c_str());
+  }
+  ~NvtxRange() {
+    if (on_) nvtxRangePop();
+  }
+  NvtxRange(const NvtxRange&) = delete;
+  NvtxRange& operator=(const NvtxRange&) = delete;
+  bool on_;
+};
+}  // namespace
+
+// ---------------------------------------------------------------- CUDA graphs
+
+struct Executor::GraphExec {
+  std::mutex mu;  // a CUgraphExec must not be launched from two threads at once
+  void* graph = nullptr;
+  void* exec = nullptr;
+  Bindings bindings;
+  std::string range;  // NVTX range name
+  GraphExec() = default;
+  GraphExec(const GraphExec&) = delete;
+  GraphExec& operator=(const GraphExec&) = delete;
+  ~GraphExec() {
+    // An exec still in flight is freed by the driver when it completes.
+    cuda::graph_exec_destroy(exec);
+    cuda::graph_destroy(graph);
+  }
+};
+
+Executor::GraphKey Executor::graph_key(const std::map<std::string, DeviceTensor>& inputs,
+                                       const std::map<std::string, DeviceTensor>& outputs,
+                                       uint64_t workspace) const {
+  GraphKey k;
+  k.words.reserve(4 + 6 * (inputs.size() + outputs.size()));
+  k.words.push_back(workspace);
+  if (workspace == 0) {
+    std::lock_guard<std::mutex> lock(mu_);
+    k.words.push_back(arena_generation_);
+  }
+  k.names.reserve(inputs.size() + outputs.size());
+  for (const auto* m : {&inputs, &outputs}) {
+    k.words.push_back(m->size());
+    for (const auto& [name, t] : *m) {
+      k.names.push_back(name);
+      k.words.push_back(t.ptr);
+      k.words.push_back(t.shape.size());
+      for (int64_t d : t.shape) k.words.push_back(static_cast<uint64_t>(d));
+    }
+  }
+  return k;
+}
+
+Bindings Executor::run_graph(const std::map<std::string, DeviceTensor>& inputs,
+                             const std::map<std::string, DeviceTensor>& outputs, void* stream,
+                             uint64_t workspace) const {
+  const EnvConfig& cfg = env();
+  GraphKey key = graph_key(inputs, outputs, workspace);
+  std::shared_ptr<GraphExec> ge;
+  {
+    std::lock_guard<std::mutex> lock(graph_mu_);
+    auto it = graphs_.find(key);
+    if (it != graphs_.end()) ge = it->second;
+  }
+  if (!ge) {
+    // Capture: prepare (all checks) on this thread, record the launches on a private stream.
+    Prepared p = prepare(inputs, outputs, workspace);
+    if (workspace == 0) key = graph_key(inputs, outputs, workspace);  // the arena may have grown
+    auto fresh = std::make_shared<GraphExec>();
+    fresh->bindings = p.bindings;
+    fresh->range = "kiln graph " + graph_->name();
+    void* cs = cuda::stream_create_nonblocking();
+    struct StreamGuard {
+      void* s;
+      ~StreamGuard() { cuda::stream_destroy(s); }
+    } guard{cs};
+    cuda::stream_begin_capture(cs);
+    try {
+      for (Launch& l : p.launches) {
+        if (cfg.dump_launch) {
+          const KernelSpec& s = l.kernel->spec;
+          fmt::print(stderr, "kiln: capture {} grid [{},{},{}] block [{},{},{}] smem {} ({}){}\n",
+                     s.name, l.grid[0], l.grid[1], l.grid[2], l.block[0], l.block[1], l.block[2],
+                     s.smem_bytes, bindings_str(p.bindings), l.empty ? " skipped: empty" : "");
+        }
+        launch(l, cs);
+      }
+      for (const Copy& c : p.copies) cuda::memcpy_dtod_async(c.dst, c.src, c.bytes, cs);
+    } catch (...) {
+      try {
+        cuda::graph_destroy(cuda::stream_end_capture(cs));
+      } catch (const Error&) {
+        // the capture is already invalidated: the first error is the one to report
+      }
+      throw;
+    }
+    fresh->graph = cuda::stream_end_capture(cs);
+    fresh->exec = cuda::graph_instantiate(fresh->graph);
+    std::lock_guard<std::mutex> lock(graph_mu_);
+    ++graph_captures_;
+    if (graphs_.size() >= 256) graphs_.clear();  // bounded: in-flight execs are freed on completion
+    auto [it, inserted] = graphs_.emplace(std::move(key), fresh);
+    ge = it->second;  // another thread may have captured the same key first: use one
+  }
+  {
+    NvtxRange r(cfg.nvtx, ge->range);
+    std::lock_guard<std::mutex> lock(ge->mu);
+    cuda::graph_launch(ge->exec, stream);
+  }
+  return ge->bindings;
+}
+
+int64_t Executor::cuda_graph_count() const {
+  std::lock_guard<std::mutex> lock(graph_mu_);
+  return static_cast<int64_t>(graphs_.size());
+}
+
+int64_t Executor::cuda_graph_captures() const {
+  std::lock_guard<std::mutex> lock(graph_mu_);
+  return graph_captures_;
 }
 
 Bindings Executor::run(const std::map<std::string, DeviceTensor>& inputs,
                        const std::map<std::string, DeviceTensor>& outputs, void* stream,
                        uint64_t workspace) const {
   Prepared p = prepare(inputs, outputs, workspace);
-  bool dump = env().dump_launch;
+  const EnvConfig& cfg = env();
+  bool dump = cfg.dump_launch;
   for (Launch& l : p.launches) {
     if (dump) {
       const KernelSpec& s = l.kernel->spec;
@@ -301,6 +438,7 @@ Bindings Executor::run(const std::map<std::string, DeviceTensor>& inputs,
                  s.name, l.grid[0], l.grid[1], l.grid[2], l.block[0], l.block[1], l.block[2],
                  s.smem_bytes, bindings_str(p.bindings), l.empty ? " skipped: empty" : "");
     }
+    NvtxRange r(cfg.nvtx && !l.empty, l.kernel->spec.name);
     launch(l, stream);
   }
   for (const Copy& c : p.copies) cuda::memcpy_dtod_async(c.dst, c.src, c.bytes, stream);

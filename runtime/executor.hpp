@@ -75,6 +75,16 @@ class Executor {
   // Bytes of constants on the device.
   int64_t constant_bytes() const { return static_cast<int64_t>(constants_.bytes()); }
 
+  // CUDA graphs (EngineOptions::cuda_graphs): like run(), but the launches of each distinct
+  // (input/output names, pointers and shapes, workspace) are captured into a CUDA graph once and
+  // replayed afterwards. Thread-safe like run().
+  Bindings run_graph(const std::map<std::string, DeviceTensor>& inputs,
+                     const std::map<std::string, DeviceTensor>& outputs, void* stream,
+                     uint64_t workspace) const;
+  // Captured CUDA graphs held now, and captures done so far.
+  int64_t cuda_graph_count() const;
+  int64_t cuda_graph_captures() const;
+
  private:
   struct Launch {
     const ExecutorKernel* kernel = nullptr;
@@ -106,7 +116,23 @@ class Executor {
 
   mutable std::mutex mu_;
   mutable std::map<Bindings, std::shared_ptr<const ArenaPlan>> arenas_;
-  mutable cuda::DeviceBuffer arena_;  // the internal arena when the caller gives no workspace
+  mutable cuda::DeviceBuffer arena_;       // the internal arena when the caller gives no workspace
+  mutable uint64_t arena_generation_ = 0;  // bumped whenever arena_ is reallocated
+
+  // ---- CUDA graphs
+  struct GraphExec;
+  struct GraphKey {
+    std::vector<uint64_t> words;  // workspace, arena generation, then ptr/rank/dims per tensor
+    std::vector<std::string> names;
+    bool operator<(const GraphKey& o) const {
+      return words != o.words ? words < o.words : names < o.names;
+    }
+  };
+  GraphKey graph_key(const std::map<std::string, DeviceTensor>& inputs,
+                     const std::map<std::string, DeviceTensor>& outputs, uint64_t workspace) const;
+  mutable std::mutex graph_mu_;
+  mutable std::map<GraphKey, std::shared_ptr<GraphExec>> graphs_;
+  mutable int64_t graph_captures_ = 0;
 };
 
 // The bytes of a constant in its declared device layout (NCHW row-major, NHWC, or Strided).

@@ -25,6 +25,10 @@ struct EngineOptions {
   // times, a variant with those dims baked in is compiled in a background thread and used for
   // that exact binding from then on (the run never waits for it). 0 = off.
   int specialize_after = 0;
+  // true: run() captures the launches for each distinct (input/output names, pointers, shapes,
+  // workspace) into a CUDA graph once and replays it afterwards (less host overhead per run).
+  // Keep buffers stable between runs to benefit; every new pointer set is a new capture.
+  bool cuda_graphs = false;
 };
 
 // Counters of one Engine (kiln run --stats).
