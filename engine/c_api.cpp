@@ -1,12 +1,15 @@
 // The C ABI (include/kiln/kiln.h): wraps the C++ API; no exception crosses the boundary.
 #include "kiln/kiln.h"
 
+#include <cstring>
 #include <exception>
 #include <string>
 
 #include "kiln/engine.hpp"
 #include "kiln/error.hpp"
 #include "kiln/io.hpp"
+#include "kiln/reference.hpp"
+#include "runtime/cuda_driver.hpp"
 
 struct kiln_graph_t {
   kiln::Graph graph;
@@ -113,6 +116,7 @@ void kiln_engine_options_default(kiln_engine_options* o) {
   o->disk_cache = 1;
   o->cache_dir = nullptr;
   o->load_kernels = 1;
+  o->cuda_graphs = 0;
 }
 
 kiln_status kiln_graph_load_file(const char* path, kiln_graph* out) {
@@ -178,6 +182,7 @@ kiln_status kiln_engine_create(const kiln_engine_options* opts, kiln_engine* out
       o.disk_cache = opts->disk_cache != 0;
       if (opts->cache_dir != nullptr) o.cache_dir = opts->cache_dir;
       o.load_kernels = opts->load_kernels != 0;
+      o.cuda_graphs = opts->cuda_graphs != 0;
     }
     *out = new kiln_engine_t(o);
   });
@@ -257,6 +262,140 @@ kiln_status kiln_run(kiln_compiled c, const kiln_tensor* inputs, int32_t n_input
     c->compiled.run(to_map(inputs, n_inputs, "inputs"), to_map(outputs, n_outputs, "outputs"),
                     stream, workspace);
   });
+}
+
+kiln_status kiln_graph_tensor_dtype(kiln_graph g, const char* name, kiln_dtype* dtype) {
+  KILN_C_REQUIRE(g);
+  KILN_C_REQUIRE(name);
+  KILN_C_REQUIRE(dtype);
+  int id = g->graph.find(name);
+  if (id < 0)
+    return fail(KILN_ERROR_USER,
+                std::string("tensor '") + name + "' is not in graph '" + g->graph.name() + "'");
+  switch (g->graph.tensor(id).desc.dtype) {
+    case kiln::DType::F32:
+      *dtype = KILN_F32;
+      break;
+    case kiln::DType::F16:
+      *dtype = KILN_F16;
+      break;
+    case kiln::DType::BF16:
+      *dtype = KILN_BF16;
+      break;
+  }
+  return KILN_OK;
+}
+
+kiln_status kiln_run_host(kiln_graph g, const kiln_host_tensor* inputs, int32_t n_inputs,
+                          kiln_host_tensor* outputs, int32_t n_outputs) {
+  KILN_C_REQUIRE(g);
+  if (n_inputs > 0) KILN_C_REQUIRE(inputs);
+  if (n_outputs > 0) KILN_C_REQUIRE(outputs);
+  if (n_inputs < 0 || n_outputs < 0)
+    return fail(KILN_ERROR_ARGUMENT, "n_inputs/n_outputs must not be negative");
+  return guarded([&] {
+    const kiln::Graph& graph = g->graph;
+    auto where = [](const char* what, int32_t i, const char* name) {
+      return std::string(what) + "[" + std::to_string(i) + "]" +
+             (name ? std::string(" ('") + name + "')" : std::string());
+    };
+    std::map<std::string, kiln::HostTensor> in;
+    for (int32_t i = 0; i < n_inputs; ++i) {
+      const kiln_host_tensor& t = inputs[i];
+      if (t.name == nullptr)
+        throw kiln::Error(kiln::ErrorKind::User, where("inputs", i, nullptr) + ".name is NULL");
+      int id = graph.find(t.name);
+      if (id < 0 || graph.tensor(id).role != kiln::TensorRole::Input)
+        throw kiln::Error(
+            kiln::ErrorKind::User,
+            where("inputs", i, t.name) + ": not an input of graph '" + graph.name() + "'");
+      if (t.rank < 0 || t.rank > KILN_MAX_RANK)
+        throw kiln::Error(kiln::ErrorKind::User, where("inputs", i, t.name) + ": rank " +
+                                                     std::to_string(t.rank) + " out of range");
+      kiln::DType dt = graph.tensor(id).desc.dtype;
+      std::vector<int64_t> shape(t.shape, t.shape + t.rank);
+      uint64_t n = 1;
+      for (int64_t d : shape) {
+        if (d < 0 || (d > 0 && n > (uint64_t{1} << 48) / static_cast<uint64_t>(d)))
+          throw kiln::Error(kiln::ErrorKind::User,
+                            where("inputs", i, t.name) + ": bad dimension " + std::to_string(d));
+        n *= static_cast<uint64_t>(d);
+      }
+      uint64_t need = n * kiln::dtype_size(dt);
+      if (t.bytes != need)
+        throw kiln::Error(kiln::ErrorKind::User,
+                          where("inputs", i, t.name) + ": " + std::to_string(t.bytes) +
+                              " bytes given, the shape needs " + std::to_string(need) + " (" +
+                              kiln::dtype_name(dt) + ")");
+      if (need > 0 && t.data == nullptr)
+        throw kiln::Error(kiln::ErrorKind::User, where("inputs", i, t.name) + ".data is NULL");
+      kiln::HostTensor h = kiln::HostTensor::zeros(dt, shape);
+      if (need > 0) std::memcpy(h.data.data(), t.data, need);
+      if (!in.emplace(t.name, std::move(h)).second)
+        throw kiln::Error(kiln::ErrorKind::User, where("inputs", i, t.name) + ": given twice");
+    }
+    for (int32_t i = 0; i < n_outputs; ++i) {
+      const kiln_host_tensor& t = outputs[i];
+      if (t.name == nullptr)
+        throw kiln::Error(kiln::ErrorKind::User, where("outputs", i, nullptr) + ".name is NULL");
+      bool found = false;
+      for (int id : graph.outputs()) found = found || graph.tensor(id).name == t.name;
+      if (!found)
+        throw kiln::Error(
+            kiln::ErrorKind::User,
+            where("outputs", i, t.name) + ": not an output of graph '" + graph.name() + "'");
+    }
+    std::map<std::string, kiln::HostTensor> out = kiln::run_reference(graph, in);
+    for (int32_t i = 0; i < n_outputs; ++i) {
+      kiln_host_tensor& t = outputs[i];
+      kiln::HostTensor r = out.at(t.name).relayout(kiln::Layout::NCHW);
+      if (r.shape.size() > KILN_MAX_RANK)
+        throw kiln::Error(kiln::ErrorKind::User,
+                          where("outputs", i, t.name) + ": rank above KILN_MAX_RANK");
+      if (t.bytes < r.data.size())
+        throw kiln::Error(kiln::ErrorKind::User,
+                          where("outputs", i, t.name) + ": buffer of " + std::to_string(t.bytes) +
+                              " bytes, the output needs " + std::to_string(r.data.size()));
+      if (!r.data.empty() && t.data == nullptr)
+        throw kiln::Error(kiln::ErrorKind::User, where("outputs", i, t.name) + ".data is NULL");
+      if (!r.data.empty()) std::memcpy(t.data, r.data.data(), r.data.size());
+      t.rank = static_cast<int32_t>(r.shape.size());
+      for (size_t k = 0; k < r.shape.size(); ++k) t.shape[k] = r.shape[k];
+    }
+  });
+}
+
+kiln_status kiln_device_alloc(uint64_t bytes, uint64_t* ptr) {
+  KILN_C_REQUIRE(ptr);
+  *ptr = 0;
+  return guarded([&] { *ptr = kiln::cuda::mem_alloc(static_cast<size_t>(bytes)); });
+}
+
+void kiln_device_free(uint64_t ptr) {
+  try {
+    kiln::cuda::mem_free(ptr);
+  } catch (...) {
+    // never throws across the ABI
+  }
+}
+
+kiln_status kiln_memcpy_htod(uint64_t dst, const void* src, uint64_t bytes) {
+  if (bytes > 0) KILN_C_REQUIRE(src);
+  if (bytes > 0 && dst == 0) return fail(KILN_ERROR_ARGUMENT, "dst is 0");
+  return guarded([&] { kiln::cuda::memcpy_htod(dst, src, static_cast<size_t>(bytes)); });
+}
+
+kiln_status kiln_memcpy_dtoh(void* dst, uint64_t src, uint64_t bytes) {
+  if (bytes > 0) KILN_C_REQUIRE(dst);
+  if (bytes > 0 && src == 0) return fail(KILN_ERROR_ARGUMENT, "src is 0");
+  return guarded([&] {
+    kiln::cuda::ctx_synchronize();  // the device copy follows earlier work on any stream
+    kiln::cuda::memcpy_dtoh(dst, src, static_cast<size_t>(bytes));
+  });
+}
+
+kiln_status kiln_stream_synchronize(void* stream) {
+  return guarded([&] { kiln::cuda::stream_synchronize(stream); });
 }
 
 }  // extern "C"

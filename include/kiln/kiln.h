@@ -49,7 +49,21 @@ typedef struct kiln_engine_options {
   int32_t disk_cache;    /* 1 (default) or 0 */
   const char* cache_dir; /* NULL = default location */
   int32_t load_kernels;  /* 1 (default); 0 = compile to cubin only (no GPU needed) */
+  int32_t cuda_graphs;   /* 0 (default); 1 = replay a CUDA graph per (shapes, buffers) */
 } kiln_engine_options;
+
+typedef enum kiln_dtype { KILN_F32 = 0, KILN_F16 = 1, KILN_BF16 = 2 } kiln_dtype;
+
+/* A tensor in host memory for kiln_run_host: logical row-major data in the dtype the graph
+ * declares for it (whatever layout the graph declares for the device). `bytes` is the size of the
+ * buffer at `data`. For inputs, `rank`/`shape` give the shape; for outputs they are filled in. */
+typedef struct kiln_host_tensor {
+  const char* name;
+  void* data;
+  uint64_t bytes;
+  int32_t rank;
+  int64_t shape[KILN_MAX_RANK];
+} kiln_host_tensor;
 
 typedef struct kiln_stats {
   int64_t plans;
@@ -95,6 +109,25 @@ kiln_status kiln_workspace_size(kiln_compiled c, const kiln_tensor* inputs, int3
 kiln_status kiln_run(kiln_compiled c, const kiln_tensor* inputs, int32_t n_inputs,
                      const kiln_tensor* outputs, int32_t n_outputs, void* stream,
                      uint64_t workspace);
+
+/* The declared dtype of a graph tensor (an input, output or any named tensor). */
+kiln_status kiln_graph_tensor_dtype(kiln_graph g, const char* name, kiln_dtype* dtype);
+
+/* Runs the graph on the CPU reference (f64 math, every stored tensor rounded to its dtype): no GPU
+ * needed. Symbols are bound from the input shapes. Every graph input must be given; `outputs`
+ * names any of the graph's outputs (each buffer at least as large as the output). Thread-safe for
+ * distinct output buffers. */
+kiln_status kiln_run_host(kiln_graph g, const kiln_host_tensor* inputs, int32_t n_inputs,
+                          kiln_host_tensor* outputs, int32_t n_outputs);
+
+/* Device memory helpers (primary context of device 0), so that a C program needs no CUDA
+ * headers: a buffer from kiln_device_alloc is 256-byte aligned. Copies are synchronous. */
+kiln_status kiln_device_alloc(uint64_t bytes, uint64_t* ptr);
+void kiln_device_free(uint64_t ptr);
+kiln_status kiln_memcpy_htod(uint64_t dst, const void* src, uint64_t bytes);
+kiln_status kiln_memcpy_dtoh(void* dst, uint64_t src, uint64_t bytes);
+/* Waits for all work on `stream` (NULL = the legacy default stream). */
+kiln_status kiln_stream_synchronize(void* stream);
 
 #ifdef __cplusplus
 }
