@@ -1,10 +1,14 @@
-// The Engine facade: plan -> codegen -> NVRTC (through the kernel cache) -> executor.
+// The Engine facade: plan -> codegen -> NVRTC (through the kernel cache) -> executor; the
+// graph-level cache (graph key -> compiled core) and hot-shape specialization.
 #include "kiln/engine.hpp"
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <exception>
+#include <future>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -13,6 +17,7 @@
 #include "codegen/kernel_spec.hpp"
 #include "engine/check.hpp"
 #include "engine/env.hpp"
+#include "engine/graph_key.hpp"
 #include "engine/plan.hpp"
 #include "heuristics/device_info.hpp"
 #include "runtime/cuda_driver.hpp"
@@ -20,47 +25,255 @@
 
 namespace kiln {
 
-class EngineImpl {
- public:
-  explicit EngineImpl(EngineOptions o) : opts(std::move(o)) {
-    const EnvConfig& e = env();  // a bad KILN_* variable is a user error here
-    device = cuda::driver_available(&no_device);
-    if (opts.arch.empty()) {
-      info = device ? cuda::query_device_info(0) : default_device_info("sm_90");
-    } else {
-      parse_arch(opts.arch, nullptr, "EngineOptions.arch");
-      if (device) {
-        info = cuda::query_device_info(0);
-        KILN_CHECK(!opts.load_kernels || cubin_runs_on(opts.arch, info.sm),
-                   "EngineOptions.arch: kernels for {} cannot run on the device {} (sm_{}); leave "
-                   "arch empty for the device's own, or set load_kernels=false to only compile",
-                   opts.arch, info.name, info.sm);
-        info.arch = opts.arch;
-      } else {
-        info = default_device_info(opts.arch);
-      }
-    }
-    sm = parse_arch(info.arch);
-    cache = std::make_unique<KernelCache>(
-        KernelCacheOptions{opts.cache_dir, opts.disk_cache && !e.disable_disk_cache});
-    if (device && opts.load_kernels) modules = std::make_shared<ModuleCache>();
-  }
+namespace {
+constexpr size_t kMaxGraphCache = 256;    // compiled graphs an Engine keeps for compile()
+constexpr size_t kMaxSpecialized = 16;    // shape-specialized variants per compiled graph
+constexpr size_t kMaxHotBindings = 4096;  // run counters kept per compiled graph
+}  // namespace
 
+// What an Engine shares with its compiled graphs (a specialization may finish after the Engine
+// is gone).
+struct EngineState {
   EngineOptions opts;
   bool device = false;
   std::string no_device;
   DeviceInfo info;
   int sm = 90;
-  std::unique_ptr<KernelCache> cache;
+  std::shared_ptr<KernelCache> cache;
   std::shared_ptr<ModuleCache> modules;
   std::atomic<int64_t> plans{0};
+  std::atomic<int64_t> graph_cache_hits{0};
+  std::atomic<int64_t> specializations{0};
+  std::atomic<int64_t> specialized_runs{0};
 };
 
+// One planned, generated and compiled graph. Immutable after build_core() except for the
+// specialization table; shared by every CompiledGraph compile() returned for the same key.
+struct GraphCore {
+  std::shared_ptr<EngineState> st;
+  std::shared_ptr<const Graph> graph;
+  uint64_t names_hash = 0;
+  bool fusion = true;
+  Plan plan;
+  std::shared_ptr<const Executor> exec;
+  std::vector<KernelInfo> infos;  // as this core was compiled
+
+  // Hot-shape specialization (specialize_after > 0 and kernels loaded). Keyed by every input's
+  // shape (inputs in name order), which determines the bindings.
+  int specialize_after = 0;
+  struct Hot {
+    int64_t runs = 0;
+    bool started = false;
+    Bindings bindings;
+    std::shared_ptr<const Executor> exec;  // set once the variant is ready
+  };
+  mutable std::mutex spec_mu;
+  mutable std::map<std::vector<int64_t>, Hot> hot;
+  mutable size_t specialized = 0;
+  mutable std::vector<std::thread> threads;
+
+  GraphCore() = default;
+  GraphCore(const GraphCore&) = delete;
+  GraphCore& operator=(const GraphCore&) = delete;
+  ~GraphCore() {
+    std::vector<std::thread> ts;
+    {
+      std::lock_guard<std::mutex> lock(spec_mu);
+      ts.swap(threads);
+    }
+    for (std::thread& t : ts) t.join();
+  }
+
+  static std::vector<int64_t> shapes_key(const std::map<std::string, DeviceTensor>& inputs) {
+    std::vector<int64_t> k;
+    k.reserve(inputs.size() * 5);
+    for (const auto& [name, t] : inputs) {
+      k.push_back(static_cast<int64_t>(t.shape.size()));
+      k.insert(k.end(), t.shape.begin(), t.shape.end());
+    }
+    return k;
+  }
+
+  // The specialized executor for these inputs when one is ready (and its bindings).
+  std::shared_ptr<const Executor> specialized_for(const std::vector<int64_t>& key,
+                                                  Bindings* b) const {
+    std::lock_guard<std::mutex> lock(spec_mu);
+    auto it = hot.find(key);
+    if (it == hot.end() || !it->second.exec) return nullptr;
+    *b = it->second.bindings;
+    return it->second.exec;
+  }
+
+  // Counts a run of the generic kernels; starts the background compile at the K-th.
+  void note_run(const std::vector<int64_t>& key, const Bindings& b) const;
+  void specialize(const std::vector<int64_t>& key, Bindings b) const;
+};
+
+class EngineImpl {
+ public:
+  explicit EngineImpl(EngineOptions o) : st(std::make_shared<EngineState>()) {
+    EngineState& s = *st;
+    s.opts = std::move(o);
+    const EngineOptions& opts = s.opts;
+    const EnvConfig& e = env();  // a bad KILN_* variable is a user error here
+    KILN_CHECK(opts.specialize_after >= 0,
+               "EngineOptions.specialize_after: expected 0 (off) or a run count, found {}",
+               opts.specialize_after);
+    s.device = cuda::driver_available(&s.no_device);
+    if (opts.arch.empty()) {
+      s.info = s.device ? cuda::query_device_info(0) : default_device_info("sm_90");
+    } else {
+      parse_arch(opts.arch, nullptr, "EngineOptions.arch");
+      if (s.device) {
+        s.info = cuda::query_device_info(0);
+        KILN_CHECK(!opts.load_kernels || cubin_runs_on(opts.arch, s.info.sm),
+                   "EngineOptions.arch: kernels for {} cannot run on the device {} (sm_{}); leave "
+                   "arch empty for the device's own, or set load_kernels=false to only compile",
+                   opts.arch, s.info.name, s.info.sm);
+        s.info.arch = opts.arch;
+      } else {
+        s.info = default_device_info(opts.arch);
+      }
+    }
+    s.sm = parse_arch(s.info.arch);
+    s.cache = std::make_shared<KernelCache>(
+        KernelCacheOptions{opts.cache_dir, opts.disk_cache && !e.disable_disk_cache});
+    if (s.device && opts.load_kernels) s.modules = std::make_shared<ModuleCache>();
+  }
+
+  std::shared_ptr<EngineState> st;
+  // The graph-level cache: key -> the core being built or built (FIFO-bounded).
+  std::mutex graphs_mu;
+  std::map<std::string, std::shared_future<std::shared_ptr<const GraphCore>>> graphs;
+  std::vector<std::string> graph_order;
+};
+
+namespace {
+
+// Plans, generates, compiles (through the kernel cache) and loads every kernel of `graph`.
+std::shared_ptr<GraphCore> build_core(const std::shared_ptr<EngineState>& stp,
+                                      std::shared_ptr<const Graph> gp, bool fusion, bool dump_plan,
+                                      bool parallel) {
+  EngineState& e = *stp;
+  auto core = std::make_shared<GraphCore>();
+  core->st = stp;
+  core->graph = std::move(gp);
+  const Graph& graph = *core->graph;
+  KILN_CHECK(!graph.outputs().empty(), "graph '{}': no outputs to compute", graph.name());
+
+  PlanOptions po;
+  po.fusion = fusion;
+  core->plan = plan_fusion(graph, po);
+  e.plans.fetch_add(1);
+  if (dump_plan) fmt::print(stderr, "{}", plan_to_string(graph, core->plan));
+
+  CodegenOptions co;
+  co.sm = e.sm;
+  std::vector<KernelSpec> specs = generate_kernels(graph, core->plan, co);
+  for (const KernelSpec& s : specs)
+    KILN_ASSERT(!s.name.empty() && !s.entry.empty() && !s.source.empty(),
+                "codegen returned an incomplete kernel for group {} (name '{}', entry '{}')",
+                s.group, s.name, s.entry);
+
+  // NVRTC compiles in parallel (the cache compiles each distinct source once).
+  std::vector<ExecutorKernel> kernels(specs.size());
+  std::atomic<size_t> next{0};
+  std::mutex err_mu;
+  std::exception_ptr first_error;
+  auto worker = [&] {
+    for (size_t i = next.fetch_add(1); i < specs.size(); i = next.fetch_add(1)) {
+      try {
+        kernels[i].cached = e.cache->get(specs[i].source, specs[i].name, e.info.arch);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(err_mu);
+        if (!first_error) first_error = std::current_exception();
+      }
+    }
+  };
+  size_t nthreads =
+      parallel ? std::min<size_t>(specs.size(), std::max(1u, std::thread::hardware_concurrency()))
+               : 1;
+  if (nthreads <= 1) {
+    worker();
+  } else {
+    std::vector<std::thread> pool;
+    for (size_t t = 0; t < nthreads; ++t) pool.emplace_back(worker);
+    for (std::thread& t : pool) t.join();
+  }
+  if (first_error) std::rethrow_exception(first_error);
+
+  for (size_t i = 0; i < specs.size(); ++i) {
+    KernelInfo info;
+    info.name = specs[i].name;
+    info.group = specs[i].group;
+    for (const FusionGroup& grp : core->plan.groups)
+      if (grp.id == specs[i].group)
+        for (int n : grp.nodes) info.nodes.push_back(graph.nodes()[n].name);
+    info.cache = cache_source_name(kernels[i].cached.source);
+    info.compile_ms = kernels[i].cached.compile_ms;
+    core->infos.push_back(std::move(info));
+    kernels[i].spec = std::move(specs[i]);
+  }
+
+  std::string reason;
+  if (!e.opts.load_kernels)
+    reason = "EngineOptions.load_kernels is false";
+  else if (!e.device)
+    reason = "no CUDA device: " + e.no_device;
+  core->exec = std::make_shared<const Executor>(core->graph, std::move(kernels),
+                                                reason.empty() ? e.modules : nullptr, reason);
+  return core;
+}
+
+std::string bindings_text(const Bindings& b) {
+  std::string s;
+  for (const auto& [k, v] : b) s += fmt::format("{}{}={}", s.empty() ? "" : ",", k, v);
+  return s;
+}
+
+}  // namespace
+
+void GraphCore::note_run(const std::vector<int64_t>& key, const Bindings& b) const {
+  std::lock_guard<std::mutex> lock(spec_mu);
+  auto it = hot.find(key);
+  if (it == hot.end()) {
+    if (hot.size() >= kMaxHotBindings) {  // many distinct shapes: forget the cold counters
+      for (auto h = hot.begin(); h != hot.end();)
+        h = h->second.started ? std::next(h) : hot.erase(h);
+      if (hot.size() >= kMaxHotBindings) return;
+    }
+    it = hot.emplace(key, Hot{}).first;
+  }
+  Hot& h = it->second;
+  if (h.started || ++h.runs < specialize_after || specialized >= kMaxSpecialized) return;
+  h.started = true;
+  h.bindings = b;
+  ++specialized;
+  threads.emplace_back([this, key, b] { specialize(key, b); });
+}
+
+void GraphCore::specialize(const std::vector<int64_t>& key, Bindings b) const {
+  try {
+    auto sg = std::make_shared<const Graph>(specialize_graph(*graph, b));
+    std::shared_ptr<GraphCore> v = build_core(st, sg, fusion, false, false);
+    std::lock_guard<std::mutex> lock(spec_mu);
+    hot[key].exec = v->exec;  // swapped in: the next run with these shapes uses it
+    st->specializations.fetch_add(1);
+  } catch (const std::exception& ex) {
+    fmt::print(stderr,
+               "kiln: specializing graph '{}' for {} failed (the generic kernels stay): {}\n",
+               graph->name(), bindings_text(b), ex.what());
+  }
+}
+
+// ---------------------------------------------------------------- CompiledGraph
+
+// One handle: the shared core plus what is per handle (the graph as given, with its names; the
+// kernel list with its cache sources and last-run costs).
 class CompiledGraphImpl {
  public:
+  std::shared_ptr<const GraphCore> core;
   std::shared_ptr<const Graph> graph;
-  Plan plan;
-  std::unique_ptr<Executor> exec;
   std::vector<KernelInfo> infos;
   std::mutex mu;
   std::optional<Bindings> costs_for;
@@ -70,15 +283,13 @@ class CompiledGraphImpl {
     std::lock_guard<std::mutex> lock(mu);
     if (costs_for && *costs_for == b) return;
     for (size_t i = 0; i < infos.size(); ++i) {
-      const KernelSpec& s = exec->kernels()[i].spec;
+      const KernelSpec& s = core->exec->kernels()[i].spec;
       infos[i].bytes_moved = s.bytes_moved.eval(b);
       infos[i].flops = s.flops.eval(b);
     }
     costs_for = b;
   }
 };
-
-// ---------------------------------------------------------------- CompiledGraph
 
 CompiledGraph::CompiledGraph() = default;
 CompiledGraph::~CompiledGraph() = default;
@@ -103,23 +314,42 @@ const std::vector<KernelInfo>& CompiledGraph::kernels() const {
 }
 
 std::map<std::string, std::vector<int64_t>> CompiledGraph::output_shapes(const Bindings& b) const {
-  return checked(impl_).exec->output_shapes(b);
+  return checked(impl_).core->exec->output_shapes(b);
 }
 
 int64_t CompiledGraph::workspace_size(const Bindings& b) const {
-  return checked(impl_).exec->arena(b)->peak;
+  return checked(impl_).core->exec->arena(b)->peak;
 }
 
 int64_t CompiledGraph::intermediates_total(const Bindings& b) const {
-  return checked(impl_).exec->arena(b)->total;
+  return checked(impl_).core->exec->arena(b)->total;
 }
 
 void CompiledGraph::run(const std::map<std::string, DeviceTensor>& inputs,
                         const std::map<std::string, DeviceTensor>& outputs, void* stream,
                         uint64_t workspace) const {
-  checked(impl_);
-  Bindings b = impl_->exec->run(inputs, outputs, stream, workspace);
+  const GraphCore& c = *checked(impl_).core;
+  if (c.specialize_after <= 0) {
+    Bindings b = c.st->opts.cuda_graphs ? c.exec->run_graph(inputs, outputs, stream, workspace)
+                                        : c.exec->run(inputs, outputs, stream, workspace);
+    impl_->update_costs(b);
+    return;
+  }
+  std::vector<int64_t> key = GraphCore::shapes_key(inputs);
+  Bindings b;
+  if (std::shared_ptr<const Executor> sp = c.specialized_for(key, &b)) {
+    // A specialized variant needs its own workspace size: the caller's was sized for the
+    // generic plan, so the variant uses it only when it fits.
+    uint64_t ws = workspace != 0 && sp->arena({})->peak <= c.exec->arena(b)->peak ? workspace : 0;
+    sp->run(inputs, outputs, stream, ws);
+    c.st->specialized_runs.fetch_add(1);
+    impl_->update_costs(b);
+    return;
+  }
+  b = c.st->opts.cuda_graphs ? c.exec->run_graph(inputs, outputs, stream, workspace)
+                             : c.exec->run(inputs, outputs, stream, workspace);
   impl_->update_costs(b);
+  c.note_run(key, b);
 }
 
 std::vector<double> CompiledGraph::time_kernels(const std::map<std::string, DeviceTensor>& inputs,
@@ -127,7 +357,7 @@ std::vector<double> CompiledGraph::time_kernels(const std::map<std::string, Devi
                                                 int warmup, int iters) const {
   checked(impl_);
   Bindings b;
-  std::vector<double> t = impl_->exec->time_kernels(inputs, outputs, warmup, iters, &b);
+  std::vector<double> t = impl_->core->exec->time_kernels(inputs, outputs, warmup, iters, &b);
   impl_->update_costs(b);
   return t;
 }
@@ -138,94 +368,106 @@ Engine::Engine(EngineOptions opts) : impl_(std::make_unique<EngineImpl>(std::mov
 Engine::~Engine() = default;
 
 bool Engine::has_device() const {
-  return impl_->device;
+  return impl_->st->device;
 }
 
 std::string Engine::arch() const {
-  return impl_->info.arch;
+  return impl_->st->info.arch;
 }
 
 EngineStats Engine::stats() const {
-  KernelCacheStats c = impl_->cache->stats();
+  const EngineState& e = *impl_->st;
+  KernelCacheStats c = e.cache->stats();
   EngineStats s;
-  s.plans = impl_->plans.load();
+  s.plans = e.plans.load();
   s.nvrtc_compiles = c.nvrtc_compiles;
   s.memory_cache_hits = c.memory_hits;
   s.disk_cache_hits = c.disk_hits;
   s.nvrtc_ms = c.nvrtc_ms;
+  s.graph_cache_hits = e.graph_cache_hits.load();
+  s.specializations = e.specializations.load();
+  s.specialized_runs = e.specialized_runs.load();
   return s;
 }
 
 CompiledGraph Engine::compile(const Graph& g) {
-  EngineImpl& e = *impl_;
+  EngineImpl& ei = *impl_;
+  const EngineState& e = *ei.st;
   const EnvConfig& cfg = env();
-  auto impl = std::make_unique<CompiledGraphImpl>();
-  impl->graph = std::make_shared<const Graph>(g);
-  const Graph& graph = *impl->graph;
-  KILN_CHECK(!graph.outputs().empty(), "graph '{}': no outputs to compute", graph.name());
+  bool fusion = e.opts.fusion && !cfg.disable_fusion;
+  std::string key = graph_key(g) + (fusion ? "f" : "u");
 
-  PlanOptions po;
-  po.fusion = e.opts.fusion && !cfg.disable_fusion;
-  impl->plan = plan_fusion(graph, po);
-  e.plans.fetch_add(1);
-  if (cfg.dump_plan) fmt::print(stderr, "{}", plan_to_string(graph, impl->plan));
-
-  CodegenOptions co;
-  co.sm = e.sm;
-  std::vector<KernelSpec> specs = generate_kernels(graph, impl->plan, co);
-  for (const KernelSpec& s : specs)
-    KILN_ASSERT(!s.name.empty() && !s.entry.empty() && !s.source.empty(),
-                "codegen returned an incomplete kernel for group {} (name '{}', entry '{}')",
-                s.group, s.name, s.entry);
-
-  // NVRTC compiles in parallel (the cache compiles each distinct source once).
-  std::vector<ExecutorKernel> kernels(specs.size());
-  std::atomic<size_t> next{0};
-  std::mutex err_mu;
-  std::exception_ptr first_error;
-  auto worker = [&] {
-    for (size_t i = next.fetch_add(1); i < specs.size(); i = next.fetch_add(1)) {
-      try {
-        kernels[i].cached = e.cache->get(specs[i].source, specs[i].name, e.info.arch);
-      } catch (...) {
-        std::lock_guard<std::mutex> lock(err_mu);
-        if (!first_error) first_error = std::current_exception();
+  std::shared_future<std::shared_ptr<const GraphCore>> fut;
+  std::promise<std::shared_ptr<const GraphCore>> promise;
+  bool hit = false;
+  {
+    std::lock_guard<std::mutex> lock(ei.graphs_mu);
+    auto it = ei.graphs.find(key);
+    if (it != ei.graphs.end()) {
+      fut = it->second;
+      hit = true;
+    } else {
+      fut = promise.get_future().share();
+      ei.graphs.emplace(key, fut);
+      ei.graph_order.push_back(key);
+      if (ei.graph_order.size() > kMaxGraphCache) {  // compiled graphs in use stay alive
+        ei.graphs.erase(ei.graph_order.front());
+        ei.graph_order.erase(ei.graph_order.begin());
       }
     }
-  };
-  size_t nthreads =
-      std::min<size_t>(specs.size(), std::max(1u, std::thread::hardware_concurrency()));
-  if (nthreads <= 1) {
-    worker();
+  }
+  std::shared_ptr<const GraphCore> core;
+  if (hit) {
+    core = fut.get();  // waits for a concurrent first compile; rethrows its error
+    ei.st->graph_cache_hits.fetch_add(1);
+    if (cfg.dump_plan) fmt::print(stderr, "{}", plan_to_string(*core->graph, core->plan));
   } else {
-    std::vector<std::thread> pool;
-    for (size_t t = 0; t < nthreads; ++t) pool.emplace_back(worker);
-    for (std::thread& t : pool) t.join();
+    try {
+      auto gp = std::make_shared<const Graph>(g);
+      std::shared_ptr<GraphCore> built = build_core(ei.st, gp, fusion, cfg.dump_plan, true);
+      built->names_hash = graph_names_hash(g);
+      built->fusion = fusion;
+      built->specialize_after =
+          built->exec->loaded() && !g.symbols().empty() ? e.opts.specialize_after : 0;
+      core = std::move(built);
+      promise.set_value(core);
+    } catch (...) {
+      promise.set_exception(std::current_exception());
+      std::lock_guard<std::mutex> lock(ei.graphs_mu);
+      auto it = ei.graphs.find(key);
+      if (it != ei.graphs.end() && it->second.valid() &&
+          it->second.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
+        ei.graphs.erase(it);
+        auto o = std::find(ei.graph_order.begin(), ei.graph_order.end(), key);
+        if (o != ei.graph_order.end()) ei.graph_order.erase(o);
+      }
+      throw;
+    }
   }
-  if (first_error) std::rethrow_exception(first_error);
 
-  for (size_t i = 0; i < specs.size(); ++i) {
-    KernelInfo info;
-    info.name = specs[i].name;
-    info.group = specs[i].group;
-    for (const FusionGroup& grp : impl->plan.groups)
-      if (grp.id == specs[i].group)
-        for (int n : grp.nodes) info.nodes.push_back(graph.nodes()[n].name);
-    info.cache = cache_source_name(kernels[i].cached.source);
-    info.compile_ms = kernels[i].cached.compile_ms;
-    impl->infos.push_back(std::move(info));
-    kernels[i].spec = std::move(specs[i]);
+  auto impl = std::make_unique<CompiledGraphImpl>();
+  impl->core = core;
+  impl->infos = core->infos;
+  if (hit && graph_names_hash(g) != core->names_hash) {
+    // Same computation under other intermediate/node names: this handle reports its own names.
+    impl->graph = std::make_shared<const Graph>(g);
+    for (size_t i = 0; i < impl->infos.size(); ++i) {
+      impl->infos[i].nodes.clear();
+      for (const FusionGroup& grp : core->plan.groups)
+        if (grp.id == impl->infos[i].group)
+          for (int n : grp.nodes) impl->infos[i].nodes.push_back(g.nodes()[n].name);
+    }
+  } else {
+    impl->graph = core->graph;
   }
-
-  std::string reason;
-  if (!e.opts.load_kernels)
-    reason = "EngineOptions.load_kernels is false";
-  else if (!e.device)
-    reason = "no CUDA device: " + e.no_device;
-  impl->exec = std::make_unique<Executor>(impl->graph, std::move(kernels),
-                                          reason.empty() ? e.modules : nullptr, reason);
+  if (hit) {
+    for (KernelInfo& k : impl->infos) {  // every kernel was already in this Engine's memory
+      k.cache = cache_source_name(CacheSource::Memory);
+      k.compile_ms = 0;
+    }
+  }
   // Static graphs get their costs now; symbolic ones at the first run.
-  if (graph.symbols().empty()) impl->update_costs({});
+  if (g.symbols().empty()) impl->update_costs({});
 
   CompiledGraph cg;
   cg.impl_ = std::move(impl);
