@@ -70,6 +70,7 @@ DeviceRunResult run_on_gpu(const Graph& g, const std::map<std::string, HostTenso
   r.ms = s.run();
   r.outputs = s.download();
   EngineStats st = s.engine().stats();
+  r.stats = st;
   r.backend = fmt::format(
       "gpu {} ({} kernel{}; compile {:.0f} ms: {} nvrtc, {} memory, {} disk cache hits)",
       s.engine().arch(), s.compiled().kernels().size(),

@@ -16,6 +16,7 @@ struct DeviceRunResult {
   std::map<std::string, HostTensor> outputs;  // every graph output, in its declared layout
   double ms = 0;                              // wall time of the run itself (not compilation)
   std::string backend;                        // printed: "gpu sm_90 (3 kernels)"
+  EngineStats stats;                          // the Engine's counters after the runs
 };
 
 // True when this build can run graphs on a GPU; otherwise *why says why not (one phrase).

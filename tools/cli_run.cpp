@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <optional>
 #include <thread>
 
 #include "engine/check.hpp"
@@ -72,7 +73,8 @@ int run_run(const std::vector<std::string>& argv) {
                        {"--output", true, false},
                        {"--device", true, false},
                        {"--threads", true, false},
-                       {"--check", false, false}},
+                       {"--check", false, false},
+                       {"--stats", false, false}},
                       1, 1);
   std::string device = a.get("--device", "auto");
   if (device != "auto" && device != "cpu" && device != "gpu")
@@ -129,11 +131,13 @@ int run_run(const std::vector<std::string>& argv) {
   std::map<std::string, HostTensor> outputs;
   std::string backend;
   double ms = 0;
+  std::optional<EngineStats> stats;
   if (use_gpu) {
     DeviceRunResult r = run_on_gpu(g, in.tensors, in.bindings);
     outputs = std::move(r.outputs);
     ms = r.ms;
     backend = r.backend;
+    stats = r.stats;
   } else {
     ReferenceOptions ro;
     ro.bindings = in.bindings;
@@ -177,6 +181,16 @@ int run_run(const std::vector<std::string>& argv) {
     }
   }
   fmt::print("time: {:.3f} ms ({})\n", ms, backend);
+  if (a.has("--stats")) {
+    if (stats)
+      fmt::print(
+          "stats: plans {}, nvrtc compiles {}, memory cache hits {}, disk cache hits {}, graph "
+          "cache hits {}, nvrtc {:.1f} ms, specializations {}\n",
+          stats->plans, stats->nvrtc_compiles, stats->memory_cache_hits, stats->disk_cache_hits,
+          stats->graph_cache_hits, stats->nvrtc_ms, stats->specializations);
+    else
+      fmt::print("stats: none (the CPU reference compiles no kernels)\n");
+  }
 
   if (check_failed) {
     fmt::print(stderr, "kiln: run --check: the GPU result differs from the CPU reference\n");
@@ -197,7 +211,7 @@ KILN_CLI_COMMAND(
     "usage: kiln run GRAPH [--shape SYM=V ...] [--inputs FILE.safetensors]\n"
     "                      [--input NAME=FILE.safetensors ...] [--seed S]\n"
     "                      [--output FILE.safetensors] [--device auto|cpu|gpu] [--threads T] "
-    "[--check]\n"
+    "[--check] [--stats]\n"
     "\n"
     "Runs GRAPH and prints, per output: name, shape, dtype, layout, min/max/mean and a checksum\n"
     "(FNV-1a 64 of the tensor's bytes in row-major logical order, as a safetensors file holds\n"
@@ -212,6 +226,8 @@ KILN_CLI_COMMAND(
     "  --device D         auto (the GPU when there is one, else the CPU reference), cpu, gpu\n"
     "  --check            run on the GPU and on the CPU reference; print the max abs/rel error\n"
     "                     per output (tolerance 1e-5 f32, 1e-2 f16/bf16); exit 1 on a mismatch\n"
+    "  --stats            after the run, print the Engine's counters: plans, NVRTC compiles,\n"
+    "                     memory/disk/graph cache hits, NVRTC ms (KILN_DUMP=launch: each launch)\n"
     "  --threads T        CPU reference threads (default: all cores)\n"
     "\n"
     "Inputs not given are filled with seeded normal(0, 1) values; each symbol of such an input\n"
