@@ -275,7 +275,8 @@ Factored factor(const Shape& s) {
   Factored f;
   for (const Dim& d : s) {
     if (d.is_static())
-      f.c *= d.value();
+      KILN_CHECK(!__builtin_mul_overflow(f.c, d.value(), &f.c),
+                 "shape {} has more elements than 64 bits can count", shape_str(s));
     else
       f.syms.push_back(d.str());
   }

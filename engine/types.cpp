@@ -126,14 +126,17 @@ bool operator==(const Dim& a, const Dim& b) {
 namespace {
 Dim binary(char op, const Dim& a, const Dim& b) {
   if (a.is_static() && b.is_static()) {
-    int64_t x = a.value(), y = b.value();
+    int64_t x = a.value(), y = b.value(), r = 0;
+    bool overflow = op == '+'   ? __builtin_add_overflow(x, y, &r)
+                    : op == '-' ? __builtin_sub_overflow(x, y, &r)
+                    : op == '*' ? __builtin_mul_overflow(x, y, &r)
+                                : false;
+    KILN_CHECK(!overflow, "size arithmetic overflows 64 bits: {} {} {}", x, op, y);
     switch (op) {
       case '+':
-        return Dim(x + y);
       case '-':
-        return Dim(x - y);
       case '*':
-        return Dim(x * y);
+        return Dim(r);
       default:
         KILN_ASSERT(y != 0, "static dim division by zero");
         return Dim(x >= 0 ? x / y : -((-x + y - 1) / y));

@@ -153,3 +153,10 @@ TEST(Graph, PruneDropsDeadNodes) {
   EXPECT_EQ(g.nodes().size(), 2u);
   EXPECT_EQ(g.tensor(g.outputs()[0]).producer, 1);
 }
+
+TEST(ShapeInference, HugeShapesAreUserErrorsNotOverflow) {
+  Graph g;
+  Tensor x = g.input("x", DType::F32, {int64_t{1} << 40, int64_t{1} << 40});
+  EXPECT_NE(err_of([&] { g.reshape(x, {-1}); }).find("64 bits"), std::string::npos);
+  EXPECT_NE(err_of([&] { shape_numel(g.desc(x).shape); }).find("overflows"), std::string::npos);
+}
