@@ -28,12 +28,15 @@ Layout out_layout(const TensorDesc& d) {
   return d.layout == Layout::Strided ? Layout::NCHW : d.layout;
 }
 
-void require_same_dtype(const InferArgs& a) {
-  for (size_t i = 1; i < a.in.size(); ++i)
-    KILN_CHECK(in(a, i).dtype == in(a, 0).dtype,
-               "{}: dtype mismatch: input {} ('{}') is {} but input 0 ('{}') is {}", a.where, i,
-               in_name(a, i), dtype_name(in(a, i).dtype), in_name(a, 0),
-               dtype_name(in(a, 0).dtype));
+// The two operands of a contraction must share a dtype (the tensor-core paths read both as
+// one type); everywhere else mixed dtypes are fine: math is f32 or wider and, as the format says,
+// the output takes the first input's dtype.
+void require_same_operand_dtype(const InferArgs& a) {
+  KILN_CHECK(in(a, 1).dtype == in(a, 0).dtype,
+             "{}: dtype mismatch: input 1 ('{}') is {} but input 0 ('{}') is {}; the two operands "
+             "of a contraction must have one dtype (insert a cast)",
+             a.where, in_name(a, 1), dtype_name(in(a, 1).dtype), in_name(a, 0),
+             dtype_name(in(a, 0).dtype));
 }
 
 void require_rank(const InferArgs& a, size_t i, int lo, int hi, const char* what) {
@@ -118,7 +121,6 @@ std::vector<TensorDesc> infer_unary(const InferArgs& a) {
 }
 
 std::vector<TensorDesc> infer_binary(const InferArgs& a) {
-  require_same_dtype(a);
   Shape s = broadcast_shapes(in(a, 0).shape, in(a, 1).shape, a.where);
   Layout l = Layout::NCHW;
   if (s == in(a, 0).shape)
@@ -129,7 +131,7 @@ std::vector<TensorDesc> infer_binary(const InferArgs& a) {
 }
 
 std::vector<TensorDesc> infer_conv2d(const InferArgs& a) {
-  require_same_dtype(a);
+  require_same_operand_dtype(a);
   require_rank(a, 0, 4, 4, "an activation [N, C, H, W]");
   require_rank(a, 1, 4, 4, "a filter [K, C/groups, R, S]");
   const Shape& x = in(a, 0).shape;
@@ -156,7 +158,7 @@ std::vector<TensorDesc> infer_conv2d(const InferArgs& a) {
 }
 
 std::vector<TensorDesc> infer_matmul(const InferArgs& a) {
-  require_same_dtype(a);
+  require_same_operand_dtype(a);
   require_rank(a, 0, 2, 8, "a matrix [..., M, K]");
   require_rank(a, 1, 2, 8, "a matrix [..., K, N]");
   Shape sa = in(a, 0).shape, sb = in(a, 1).shape;
@@ -175,7 +177,6 @@ std::vector<TensorDesc> infer_matmul(const InferArgs& a) {
 }
 
 std::vector<TensorDesc> infer_batchnorm(const InferArgs& a) {
-  require_same_dtype(a);
   require_rank(a, 0, 2, 8, "an activation [N, C, ...]");
   const char* names[] = {"", "scale", "bias", "mean", "var"};
   for (size_t i = 1; i < 5; ++i) require_vec(a, i, in(a, 0).shape[1], names[i]);
@@ -186,7 +187,6 @@ std::vector<TensorDesc> infer_batchnorm(const InferArgs& a) {
 
 // layernorm / rmsnorm: normalize over dims [axis, rank); scale/bias have that trailing shape.
 std::vector<TensorDesc> infer_lastdims_norm(const InferArgs& a) {
-  require_same_dtype(a);
   require_rank(a, 0, 1, 8, "a tensor");
   int r = in(a, 0).rank();
   int64_t axis = norm_axis(a, a.node.attr_int("axis"), r, "axis");
@@ -199,7 +199,6 @@ std::vector<TensorDesc> infer_lastdims_norm(const InferArgs& a) {
 
 // groupnorm / instancenorm: statistics per (n, group) over channels of the group and all spatial.
 std::vector<TensorDesc> infer_channel_norm(const InferArgs& a) {
-  require_same_dtype(a);
   require_rank(a, 0, 3, 8, "an activation [N, C, ...]");
   const Dim& c = in(a, 0).shape[1];
   require_static(a, c, "the channel count C");

@@ -73,7 +73,7 @@ const std::map<std::string, std::vector<std::string>>& expectations() {
       {"groups_not_dividing.json",
        {"nodes[0] (conv1).groups: groups 3 does not divide the 8 input channels"}},
       {"dtype_mismatch.json",
-       {"nodes[0] (add1): dtype mismatch: input 1 ('h') is f16 but input 0 ('x') is f32"}},
+       {"nodes[0] (conv1): dtype mismatch: input 1 ('w') is f16 but input 0 ('x') is f32"}},
       {"broadcast_failure.json", {"nodes[0] (mul1):", "do not broadcast"}},
       {"matmul_inner_mismatch.json", {"nodes[0] (mm): inner dims differ", "K=64", "K=32"}},
       {"reshape_mismatch.json", {"nodes[0] (rs).shape: cannot reshape"}},

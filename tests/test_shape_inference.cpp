@@ -69,8 +69,13 @@ TEST(ShapeInference, BroadcastAndDtype) {
   Tensor b = g.input("b", DType::F32, {1, 64, 1, 1});
   Tensor c = g.add(a, b);
   EXPECT_EQ(shape_str(g.desc(c).shape), "[N, 64, 56, 56]");
+  // Mixed dtypes are allowed outside contractions; the output takes the first input's dtype
+  // (GRAPH_FORMAT.md's own example multiplies f16 by an f32 scalar).
   Tensor d = g.input("d", DType::F16, {64, 1, 1});
-  EXPECT_NE(err_of([&] { g.mul(a, d); }).find("dtype mismatch"), std::string::npos);
+  EXPECT_EQ(g.desc(g.mul(a, d)).dtype, DType::F32);
+  EXPECT_EQ(g.desc(g.mul(d, a)).dtype, DType::F16);
+  Tensor w = g.input("w", DType::F16, {8, 64, 1, 1});
+  EXPECT_NE(err_of([&] { g.conv2d(a, w); }).find("dtype mismatch"), std::string::npos);
   Tensor e = g.input("e", DType::F32, {3, 1, 1});
   EXPECT_NE(err_of([&] { g.add(a, e); }).find("do not broadcast"), std::string::npos);
 }
