@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 
@@ -115,7 +116,8 @@ int run_bench(const std::vector<std::string>& argv) {
                        {"--warmup", true, false},
                        {"--iters", true, false},
                        {"--json", true, false},
-                       {"--no-fusion", false, false}},
+                       {"--no-fusion", false, false},
+                       {"--cuda-graph", false, false}},
                       1, 1);
   int warmup = static_cast<int>(parse_int("bench", "--warmup", a.get("--warmup", "10"), 0));
   int iters = static_cast<int>(parse_int("bench", "--iters", a.get("--iters", "50"), 1));
@@ -130,6 +132,7 @@ int run_bench(const std::vector<std::string>& argv) {
   PreparedInputs in = prepare_inputs("bench", g, io);
   EngineOptions eo;
   eo.fusion = !a.has("--no-fusion");
+  eo.cuda_graphs = a.has("--cuda-graph");
   DeviceSession s(g, in.tensors, in.bindings, eo);
   s.run();
   double ceiling = copy_bandwidth();
@@ -149,6 +152,17 @@ int run_bench(const std::vector<std::string>& argv) {
   cuda::event_destroy(e0);
   cuda::event_destroy(e1);
   double total_ms = median(runs);
+  // Host overhead: the wall time of the run() call itself (work queued, not waited for).
+  std::vector<double> host;
+  for (int i = 0; i < std::max(iters, 200); ++i) {
+    auto t0 = std::chrono::steady_clock::now();
+    s.compiled().run(s.inputs(), s.outputs());
+    auto t1 = std::chrono::steady_clock::now();
+    host.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+    if (i % 16 == 15) cuda::stream_synchronize(nullptr);
+  }
+  cuda::stream_synchronize(nullptr);
+  double host_us = median(host);
   std::vector<double> per = s.compiled().time_kernels(s.inputs(), s.outputs(), warmup, iters);
   const std::vector<KernelInfo>& ks = s.compiled().kernels();
 
@@ -168,6 +182,10 @@ int run_bench(const std::vector<std::string>& argv) {
              a.positional[0], ks.size(), s.engine().arch(), s.compile_ms(), st.nvrtc_compiles,
              st.disk_cache_hits, st.memory_cache_hits);
   fmt::print("copy bandwidth (the ceiling, measured now): {:.1f} GB/s\n", ceiling / 1e9);
+  fmt::print("host overhead per run ({}): {:.2f} us (median run() call)\n",
+             eo.cuda_graphs ? "CUDA graph replay" : "plain launches", host_us);
+  j["host_us_per_run"] = host_us;
+  j["cuda_graph"] = eo.cuda_graphs;
   fmt::print("{:<56} {:>10} {:>14} {:>10} {:>8} {:>10}\n", "kernel", "median ms", "bytes", "GB/s",
              "% copy", "TFLOP/s");
   int64_t total_bytes = 0, total_flops = 0;
@@ -348,11 +366,13 @@ KILN_CLI_COMMAND(
 KILN_CLI_COMMAND(
     bench, "bench", "time each kernel on the GPU against the copy-bandwidth ceiling",
     "usage: kiln bench GRAPH [--shape SYM=V ...] [--inputs F] [--input NAME=F ...]\n"
-    "                  [--seed S] [--warmup W] [--iters I] [--json FILE] [--no-fusion]\n\n"
+    "                  [--seed S] [--warmup W] [--iters I] [--json FILE] [--no-fusion]\n"
+    "                  [--cuda-graph]\n\n"
     "Compiles the graph, uploads seeded random (or given) inputs, and prints per kernel\n"
     "the median of CUDA-event-timed launches, bytes moved, achieved GB/s and the share\n"
     "of the device-to-device copy bandwidth measured in the same process; then the\n"
-    "whole graph's median run time.\n",
+    "whole graph's median run time, and the host overhead per run (the median wall time\n"
+    "of the run() call). --cuda-graph replays a captured CUDA graph per run instead.\n",
     run_bench);
 KILN_CLI_COMMAND(
     cache, "cache", "show, clear or warm (precompile a graph into) the on-disk kernel cache",
