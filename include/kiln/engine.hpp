@@ -3,6 +3,11 @@
 // Thread safety: an Engine may be used from several threads at once (compiles share the kernel
 // cache). A CompiledGraph is immutable after compile(); run() may be called concurrently from
 // several threads provided each call uses its own stream and its own workspace.
+// Details (docs/EMBEDDING.md): the kernel cache and module cache are locked, a kernel compiles
+// once however many threads ask for it; run() with workspace 0 shares one internal arena and is
+// NOT safe concurrently; with EngineOptions::cuda_graphs each (names, pointers, shapes,
+// workspace) has its own captured graph, launched under a lock. kernels()' bytes/flops are those
+// of the last bound shapes: read them while no run with other shapes is in flight.
 #pragma once
 
 #include <cstdint>

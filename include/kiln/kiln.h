@@ -9,6 +9,8 @@
  * provided each call passes its own stream and its own workspace (a caller workspace of
  * kiln_workspace_size() bytes). With workspace 0 the compiled graph's internal arena is used, which
  * is NOT safe for concurrent runs. A kiln_graph must not be modified while compiled.
+ * kiln_run_host() may run concurrently on one graph. kiln_last_error() is per thread.
+ * See docs/EMBEDDING.md.
  */
 #ifndef KILN_KILN_H_
 #define KILN_KILN_H_
