@@ -239,7 +239,11 @@ Executor::Prepared Executor::prepare(const std::map<std::string, DeviceTensor>& 
     if (static_cast<int64_t>(arena_.bytes()) < ap->peak) {
       // Earlier runs may still use the old arena: wait for them before freeing it.
       if (arena_.ptr()) cuda::ctx_synchronize();
-      arena_ = cuda::DeviceBuffer(static_cast<size_t>(ap->peak));
+      // Grow geometrically (x1.5, 2 MiB granules): rising batch sizes reallocate (and
+      // synchronize) a logarithmic number of times, not at every new size.
+      constexpr size_t kGranule = size_t{2} << 20;
+      size_t want = std::max(static_cast<size_t>(ap->peak), arena_.bytes() + arena_.bytes() / 2);
+      arena_ = cuda::DeviceBuffer((want + kGranule - 1) / kGranule * kGranule);
       ++arena_generation_;  // CUDA graphs captured on the old arena are never replayed again
     }
     base = arena_.ptr();
