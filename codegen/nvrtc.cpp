@@ -101,7 +101,7 @@ std::vector<std::string> nvrtc_options(const std::string& arch,
   // No --use_fast_math (f32 results must match the f64 reference to ~1e-5) and no -I: generated
   // sources include only the embedded prelude.
   std::vector<std::string> opts = {"--gpu-architecture=" + arch, "-std=c++17", "-default-device",
-                                   "--fmad=true"};
+                                   "--fmad=true", "-minimal"};
   opts.insert(opts.end(), extra_opts.begin(), extra_opts.end());
   return opts;
 }
