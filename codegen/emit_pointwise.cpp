@@ -1,9 +1,13 @@
 // Pointwise groups: an elementwise DAG (broadcast operands allowed) over one iteration shape,
-// possibly with several outputs. Each thread handles one 16-byte vector of the widest densely
+// possibly with several outputs. Each thread handles U 16-byte vectors of the widest densely
 // indexed tensor (dense = same shape and strides as the first output: read/written by linear
-// index); broadcast operands are indexed through their own strides from the element's
-// coordinates. The last partial vector takes a scalar path, so any size and alignment of the
-// element count works; the grid covers the tensor once (no grid-stride loop).
+// index), the U vectors a CTA-width apart so every warp access is 512 contiguous bytes; all
+// loads are issued before any math. Broadcast operands contiguous along the innermost dim (a
+// bias) are loaded as vectors too; others are indexed through their own strides from the
+// element's coordinates. The last partial CTA chunk takes a scalar path (omitted when the static
+// element count is a multiple of the chunk), so any size and alignment of the element count
+// works; the grid covers the tensor once (no grid-stride loop). Index math is 32-bit when the
+// static element count allows it.
 #include <algorithm>
 
 #include "codegen/emit.hpp"
@@ -43,89 +47,159 @@ KernelSpec emit_pointwise(const EmitContext& cx, const FusionGroup& grp) {
     }
   }
   PointwiseSchedule sch = choose_pointwise(max_bytes, cx.opts.sm);
-  const int V = sch.vec, T = sch.threads;
+  const int V = sch.vec, T = sch.threads, U = sch.vecs;
+  const int64_t chunk = int64_t{V} * T * U;  // elements per CTA
 
   Dim numel = shape_numel(iter);
-  bool small = numel.is_static() && numel.value() + V * T < (int64_t{1} << 31);
+  bool small = numel.is_static() && numel.value() + chunk < (int64_t{1} << 31);
   const char* idx = small ? "int" : "long long";
   std::string name = group_kernel_name(g, grp, "");
+  const Shape dense = tensor_strides(out0);
 
   Writer w;
   auto emit_element = [&](const std::string& lin, const std::string& suffix,
                           const std::map<std::string, std::string>& preloaded) {
-    ElementLoader ld{g, iter, tensor_strides(out0), lin, {}, &dp, suffix, preloaded};
+    ElementLoader ld{g, iter, dense, lin, {}, &dp, suffix, preloaded};
     ld.coords = decompose(lin, iter, ld.dense, dp);
     PointwiseEmitter pe{g, ld.fn(), {}, suffix};
     pe.emit(w, grp.nodes);
     return pe.values;
   };
-  auto identity_key = [&](int t) {
+  auto map_key = [&](int t, const std::vector<int>& map) {
     std::string k = fmt::format("{}", t);
-    for (size_t i = 0; i < iter.size(); ++i) k += fmt::format(",{}", i);
+    for (int m : map) k += fmt::format(",{}", m);
     return k;
   };
+  std::vector<int> identity(iter.size());
+  for (size_t i = 0; i < iter.size(); ++i) identity[i] = static_cast<int>(i);
   auto store_other = [&](const std::map<int, std::string>& vals, const std::string& lin) {
     if (other_out.empty()) return;
-    std::vector<std::string> coords = decompose(lin, iter, tensor_strides(out0), dp);
-    for (int t : other_out) {
-      std::vector<int> map(iter.size());
-      for (size_t i = 0; i < map.size(); ++i) map[i] = static_cast<int>(i);
+    std::vector<std::string> coords = decompose(lin, iter, dense, dp);
+    for (int t : other_out)
       w.line("{};", store_f32(fmt::format("{} + {}", tensor_param(t),
-                                          operand_offset(g.tensor(t).desc, map, coords, dp)),
+                                          operand_offset(g.tensor(t).desc, identity, coords, dp)),
                               vals.at(t)));
-    }
   };
 
+  // Broadcast operands that are contiguous along the innermost memory dim of the iteration
+  // (a bias over the last dim, a per-channel parameter in NHWC): within one V-aligned vector only
+  // that coordinate moves, so the V values are V consecutive elements (one 16-byte load).
+  struct BcastVec {
+    int t;
+    std::vector<int> map;
+    std::string key;
+  };
+  std::vector<BcastVec> bvec;
+  int d_in = -1;
+  for (size_t i = 0; i < iter.size(); ++i)
+    if (dense[i].is_static() && dense[i].value() == 1 && iter[i].is_static() && iter[i].value() > 1)
+      d_in = static_cast<int>(i);
+  if (V > 1 && d_in >= 0 && iter[d_in].value() % V == 0)
+    for (int n : grp.nodes) {
+      const Node& node = g.nodes()[n];
+      for (size_t slot = 0; slot < node.inputs.size(); ++slot) {
+        int t = node.inputs[slot];
+        if (std::find(grp.inputs.begin(), grp.inputs.end(), t) == grp.inputs.end()) continue;
+        if (probe.is_dense(t)) continue;
+        std::vector<int> map = operand_dim_map(g, node, static_cast<int>(slot), iter);
+        const TensorDesc& d = g.tensor(t).desc;
+        Shape st = tensor_strides(d);
+        int od = map[d_in];
+        bool ok = od >= 0 && st[od].is_static() && st[od].value() == 1 && d.shape[od].is_static() &&
+                  d.shape[od].value() == iter[d_in].value();
+        for (size_t i = 0; ok && i < map.size(); ++i) {
+          if (static_cast<int>(i) == d_in || map[i] < 0) continue;
+          const Dim& sz = d.shape[map[i]];
+          if (sz.is_static() && sz.value() == 1) continue;
+          ok = st[map[i]].is_static() && st[map[i]].value() % V == 0;
+        }
+        std::string key = map_key(t, map);
+        bool seen = false;
+        for (const auto& b : bvec) seen |= b.key == key;
+        if (ok && !seen) bvec.push_back({t, map, key});
+      }
+    }
+
+  const bool exact = numel.is_static() && numel.value() % chunk == 0;
   w.line("// group {}: {}", grp.id, grp.name);
   w.open("extern \"C\" __global__ void __launch_bounds__({}) {}(KILN_PARAMS) {{", T, name);
   w.line("const {0} n = {1};", idx, dp.ref(numel));
-  w.line("const {0} base = (static_cast<{0}>(blockIdx.x) * {1} + threadIdx.x) * {2};", idx, T, V);
-  w.line("if (base >= n) return;");
+  w.line("(void)n;");
+  w.line("const {0} blk = static_cast<{0}>(blockIdx.x) * {1};", idx, chunk);
   if (V > 1) {
-    w.open("if (base + {} <= n) {{", V);
-    std::map<std::string, std::string> pre;
-    for (int t : dense_in) {
-      DType dt = g.tensor(t).desc.dtype;
-      w.line("float a{}[{}];", t, V);
-      if (vec_elems(dt) == V) {
-        w.line("kiln_ldv({} + base, a{});", tensor_param(t), t);
-      } else {
-        for (int j = 0; j < V; ++j)
-          w.line("a{0}[{1}] = kiln_ld({2} + base + {1});", t, j, tensor_param(t));
+    // Full CTA chunk: U vectors per thread, every load issued before any math.
+    if (!exact) w.open("if (blk + {} <= n) {{", chunk);
+    if (exact) w.open("{{");
+    for (int u = 0; u < U; ++u)
+      w.line("const {} base{} = blk + {} + threadIdx.x * {};", idx, u, int64_t{u} * T * V, V);
+    for (int u = 0; u < U; ++u) {
+      std::string base = fmt::format("base{}", u);
+      for (int t : dense_in) {
+        DType dt = g.tensor(t).desc.dtype;
+        w.line("float a{}_{}[{}];", t, u, V);
+        if (vec_elems(dt) == V) {
+          w.line("kiln_ldv({} + {}, a{}_{});", tensor_param(t), base, t, u);
+        } else {
+          for (int j = 0; j < V; ++j)
+            w.line("a{0}_{1}[{2}] = kiln_ld({3} + {4} + {2});", t, u, j, tensor_param(t), base);
+        }
+      }
+      if (!bvec.empty()) {
+        std::vector<std::string> coords = decompose(base, iter, dense, dp);
+        for (size_t b = 0; b < bvec.size(); ++b) {
+          const BcastVec& bv = bvec[b];
+          std::string ptr = fmt::format("{} + {}", tensor_param(bv.t),
+                                        operand_offset(g.tensor(bv.t).desc, bv.map, coords, dp));
+          w.line("float b{}_{}[{}];", b, u, V);
+          if (vec_elems(g.tensor(bv.t).desc.dtype) == V)
+            w.line("kiln_ldv({}, b{}_{});", ptr, b, u);
+          else
+            for (int j = 0; j < V; ++j) w.line("b{0}_{1}[{2}] = kiln_ld({3} + {2});", b, u, j, ptr);
+        }
       }
     }
-    std::vector<std::map<int, std::string>> lanes;
-    for (int j = 0; j < V; ++j) {
-      std::map<std::string, std::string> lane_pre;
-      for (int t : dense_in) lane_pre[identity_key(t)] = fmt::format("a{}[{}]", t, j);
-      w.line("// lane {}", j);
-      lanes.push_back(emit_element(fmt::format("(base + {})", j), fmt::format("_{}", j), lane_pre));
-      store_other(lanes.back(), fmt::format("(base + {})", j));
-    }
-    for (int t : dense_out) {
-      DType dt = g.tensor(t).desc.dtype;
-      std::string vals;
-      for (int j = 0; j < V; ++j) vals += (j ? ", " : "") + lanes[j].at(t);
-      if (vec_elems(dt) == V) {
-        w.line("const float o{}[{}] = {{{}}};", t, V, vals);
-        w.line("kiln_stv({} + base, o{});", tensor_param(t), t);
-      } else {
-        for (int j = 0; j < V; ++j)
-          w.line("{};",
-                 store_f32(fmt::format("{} + base + {}", tensor_param(t), j), lanes[j].at(t)));
+    for (int u = 0; u < U; ++u) {
+      std::vector<std::map<int, std::string>> lanes;
+      for (int j = 0; j < V; ++j) {
+        std::map<std::string, std::string> lane_pre;
+        for (int t : dense_in) lane_pre[map_key(t, identity)] = fmt::format("a{}_{}[{}]", t, u, j);
+        for (size_t b = 0; b < bvec.size(); ++b)
+          lane_pre[bvec[b].key] = fmt::format("b{}_{}[{}]", b, u, j);
+        w.line("// vector {} lane {}", u, j);
+        std::string lin = fmt::format("(base{} + {})", u, j);
+        lanes.push_back(emit_element(lin, fmt::format("_{}_{}", u, j), lane_pre));
+        store_other(lanes.back(), lin);
+      }
+      for (int t : dense_out) {
+        DType dt = g.tensor(t).desc.dtype;
+        std::string vals;
+        for (int j = 0; j < V; ++j) vals += (j ? ", " : "") + lanes[j].at(t);
+        if (vec_elems(dt) == V) {
+          w.line("const float o{}_{}[{}] = {{{}}};", t, u, V, vals);
+          w.line("kiln_stv({} + base{}, o{}_{});", tensor_param(t), u, t, u);
+        } else {
+          for (int j = 0; j < V; ++j)
+            w.line("{};", store_f32(fmt::format("{} + base{} + {}", tensor_param(t), u, j),
+                                    lanes[j].at(t)));
+        }
       }
     }
-    w.line("return;");
+    if (!exact) w.line("return;");
     w.close();
   }
-  // Scalar path: the last partial vector (or every element when V == 1).
-  w.open("for (int j = 0; j < {}; ++j) {{", V);
-  w.line("const {} i = base + j;", idx);
-  w.line("if (i >= n) break;");
-  auto vals = emit_element("i", "", {});
-  for (int t : dense_out) w.line("{};", store_f32(tensor_param(t) + " + i", vals.at(t)));
-  store_other(vals, "i");
-  w.close();
+  if (!exact || V == 1) {
+    // Scalar path: the last partial CTA chunk (or every element when V == 1).
+    w.open("for (int u = 0; u < {}; ++u) {{", U);
+    w.line("const {} base = blk + u * {} + threadIdx.x * {};", idx, T * V, V);
+    w.open("for (int j = 0; j < {}; ++j) {{", V);
+    w.line("const {} i = base + j;", idx);
+    w.line("if (i >= n) break;");
+    auto vals = emit_element("i", "", {});
+    for (int t : dense_out) w.line("{};", store_f32(tensor_param(t) + " + i", vals.at(t)));
+    store_other(vals, "i");
+    w.close();
+    w.close();
+  }
   w.close();
 
   KernelSpec k;
@@ -137,7 +211,7 @@ KernelSpec emit_pointwise(const EmitContext& cx, const FusionGroup& grp) {
   k.source = kernel_source(body);
   k.args = gp.args();
   k.block = {T, 1, 1};
-  k.grid = {(numel + Dim(int64_t{V} * T - 1)) / Dim(int64_t{V} * T), Dim(1), Dim(1)};
+  k.grid = {(numel + Dim(chunk - 1)) / Dim(chunk), Dim(1), Dim(1)};
   k.bytes_moved = group_bytes_moved(g, grp);
   k.flops = group_flops(g, grp);
   return k;

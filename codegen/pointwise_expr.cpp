@@ -160,6 +160,17 @@ std::string pointwise_node_expr(const Graph& g, const Node& n, const std::vector
               "pointwise_node_expr on non-pointwise op {}", info.name);
   std::vector<double> p = op_params(n);
   std::string e = info.cuda(x, p.data());
+  // 16-bit results: the fast transcendental forms (relative error ~1e-6..2e-5, far below a
+  // 16-bit ulp; f32 results keep the IEEE-exact ones).
+  DType out_dt = g.tensor(n.outputs[0]).desc.dtype;
+  if (out_dt != DType::F32 && x.size() == 1) {
+    if (n.op == OpKind::Gelu)
+      e = fmt::format("{}({})", p[0] != 0 ? "kiln_gelu_tanh_fast" : "kiln_gelu_erf_fast", x[0]);
+    else if (n.op == OpKind::Silu)
+      e = fmt::format("kiln_silu_fast({})", x[0]);
+    else if (n.op == OpKind::Sigmoid)
+      e = fmt::format("kiln_sigmoid_fast({})", x[0]);
+  }
   if (n.op == OpKind::Cast) {
     // Rounding through the narrower storage type, as storing and reloading would.
     DType out = g.tensor(n.outputs[0]).desc.dtype;

@@ -135,13 +135,21 @@ TEST(Codegen, PointwiseSpecVectorizedWithSymbolicBatch) {
   EXPECT_EQ(k.name, "pointwise_f16_add_gelu");
   EXPECT_NE(k.source.find("kiln_ldv("), std::string::npos);  // 16-byte vectors
   EXPECT_NE(k.source.find("kiln_stv("), std::string::npos);
-  EXPECT_NE(k.source.find("kiln_gelu_erf("), std::string::npos);
-  // N*3072 elements is a runtime argument; grid covers 8 elements per thread.
+  // f16 result: the fast gelu (relative error < 2e-5), all loads (x twice, the bias as vectors
+  // too) before the math.
+  EXPECT_NE(k.source.find("kiln_gelu_erf_fast("), std::string::npos);
+  std::string vec_path = k.source.substr(k.source.find("__global__"));
+  vec_path = vec_path.substr(0, vec_path.find("for (int u"));  // before the scalar tail
+  EXPECT_EQ(vec_path.find("kiln_ld("), std::string::npos) << vec_path;
+  size_t first_math = k.source.find("kiln_gelu_erf_fast(", k.source.find("__global__"));
+  size_t last_load = k.source.rfind("kiln_ldv(");
+  EXPECT_LT(last_load, first_math);
+  // N*3072 elements is a runtime argument; grid covers 2 vectors of 8 elements per thread.
   int ints = 0;
   for (const KernelArg& a : k.args) ints += a.kind == KernelArg::Kind::Int;
   EXPECT_EQ(ints, 1);
   Bindings bind{{"N", 5}};
-  EXPECT_EQ(k.grid[0].eval(bind), (5 * 3072 + 8 * 256 - 1) / (8 * 256));
+  EXPECT_EQ(k.grid[0].eval(bind), (5 * 3072 + 16 * 256 - 1) / (16 * 256));
   EXPECT_EQ(k.block[0], 256);
   // x read, b read, out written (f16).
   EXPECT_EQ(k.bytes_moved.eval(bind), (5 * 3072 + 3072 + 5 * 3072) * 2);

@@ -1,57 +1,86 @@
-// ---- pointwise_f16_add_gelu grid=((((((N*64)*7)*7)+2047)/2048)) block=256 args=4
+// ---- pointwise_f16_add_gelu grid=((((((N*64)*7)*7)+4095)/4096)) block=256 args=4
 
 // group 0: pointwise_f16_add_gelu
 extern "C" __global__ void __launch_bounds__(256) pointwise_f16_add_gelu(const kiln_f16* __restrict__ t0, const kiln_f16* __restrict__ t1, kiln_f16* __restrict__ t3, long long d0) {
   const long long n = d0;
-  const long long base = (static_cast<long long>(blockIdx.x) * 256 + threadIdx.x) * 8;
-  if (base >= n) return;
-  if (base + 8 <= n) {
-    float a0[8];
-    kiln_ldv(t0 + base, a0);
-    // lane 0
-    const float l1_1_0 = kiln_ld(t1 + ((base + 0) % 64));
-    const float v2_0 = (a0[0] + l1_1_0);  // bias
-    const float v3_0 = kiln_gelu_erf(v2_0);  // gelu
-    // lane 1
-    const float l1_1_1 = kiln_ld(t1 + ((base + 1) % 64));
-    const float v2_1 = (a0[1] + l1_1_1);  // bias
-    const float v3_1 = kiln_gelu_erf(v2_1);  // gelu
-    // lane 2
-    const float l1_1_2 = kiln_ld(t1 + ((base + 2) % 64));
-    const float v2_2 = (a0[2] + l1_1_2);  // bias
-    const float v3_2 = kiln_gelu_erf(v2_2);  // gelu
-    // lane 3
-    const float l1_1_3 = kiln_ld(t1 + ((base + 3) % 64));
-    const float v2_3 = (a0[3] + l1_1_3);  // bias
-    const float v3_3 = kiln_gelu_erf(v2_3);  // gelu
-    // lane 4
-    const float l1_1_4 = kiln_ld(t1 + ((base + 4) % 64));
-    const float v2_4 = (a0[4] + l1_1_4);  // bias
-    const float v3_4 = kiln_gelu_erf(v2_4);  // gelu
-    // lane 5
-    const float l1_1_5 = kiln_ld(t1 + ((base + 5) % 64));
-    const float v2_5 = (a0[5] + l1_1_5);  // bias
-    const float v3_5 = kiln_gelu_erf(v2_5);  // gelu
-    // lane 6
-    const float l1_1_6 = kiln_ld(t1 + ((base + 6) % 64));
-    const float v2_6 = (a0[6] + l1_1_6);  // bias
-    const float v3_6 = kiln_gelu_erf(v2_6);  // gelu
-    // lane 7
-    const float l1_1_7 = kiln_ld(t1 + ((base + 7) % 64));
-    const float v2_7 = (a0[7] + l1_1_7);  // bias
-    const float v3_7 = kiln_gelu_erf(v2_7);  // gelu
-    const float o3[8] = {v3_0, v3_1, v3_2, v3_3, v3_4, v3_5, v3_6, v3_7};
-    kiln_stv(t3 + base, o3);
+  (void)n;
+  const long long blk = static_cast<long long>(blockIdx.x) * 4096;
+  if (blk + 4096 <= n) {
+    const long long base0 = blk + 0 + threadIdx.x * 8;
+    const long long base1 = blk + 2048 + threadIdx.x * 8;
+    float a0_0[8];
+    kiln_ldv(t0 + base0, a0_0);
+    float b0_0[8];
+    kiln_ldv(t1 + (base0 % 64), b0_0);
+    float a0_1[8];
+    kiln_ldv(t0 + base1, a0_1);
+    float b0_1[8];
+    kiln_ldv(t1 + (base1 % 64), b0_1);
+    // vector 0 lane 0
+    const float v2_0_0 = (a0_0[0] + b0_0[0]);  // bias
+    const float v3_0_0 = kiln_gelu_erf_fast(v2_0_0);  // gelu
+    // vector 0 lane 1
+    const float v2_0_1 = (a0_0[1] + b0_0[1]);  // bias
+    const float v3_0_1 = kiln_gelu_erf_fast(v2_0_1);  // gelu
+    // vector 0 lane 2
+    const float v2_0_2 = (a0_0[2] + b0_0[2]);  // bias
+    const float v3_0_2 = kiln_gelu_erf_fast(v2_0_2);  // gelu
+    // vector 0 lane 3
+    const float v2_0_3 = (a0_0[3] + b0_0[3]);  // bias
+    const float v3_0_3 = kiln_gelu_erf_fast(v2_0_3);  // gelu
+    // vector 0 lane 4
+    const float v2_0_4 = (a0_0[4] + b0_0[4]);  // bias
+    const float v3_0_4 = kiln_gelu_erf_fast(v2_0_4);  // gelu
+    // vector 0 lane 5
+    const float v2_0_5 = (a0_0[5] + b0_0[5]);  // bias
+    const float v3_0_5 = kiln_gelu_erf_fast(v2_0_5);  // gelu
+    // vector 0 lane 6
+    const float v2_0_6 = (a0_0[6] + b0_0[6]);  // bias
+    const float v3_0_6 = kiln_gelu_erf_fast(v2_0_6);  // gelu
+    // vector 0 lane 7
+    const float v2_0_7 = (a0_0[7] + b0_0[7]);  // bias
+    const float v3_0_7 = kiln_gelu_erf_fast(v2_0_7);  // gelu
+    const float o3_0[8] = {v3_0_0, v3_0_1, v3_0_2, v3_0_3, v3_0_4, v3_0_5, v3_0_6, v3_0_7};
+    kiln_stv(t3 + base0, o3_0);
+    // vector 1 lane 0
+    const float v2_1_0 = (a0_1[0] + b0_1[0]);  // bias
+    const float v3_1_0 = kiln_gelu_erf_fast(v2_1_0);  // gelu
+    // vector 1 lane 1
+    const float v2_1_1 = (a0_1[1] + b0_1[1]);  // bias
+    const float v3_1_1 = kiln_gelu_erf_fast(v2_1_1);  // gelu
+    // vector 1 lane 2
+    const float v2_1_2 = (a0_1[2] + b0_1[2]);  // bias
+    const float v3_1_2 = kiln_gelu_erf_fast(v2_1_2);  // gelu
+    // vector 1 lane 3
+    const float v2_1_3 = (a0_1[3] + b0_1[3]);  // bias
+    const float v3_1_3 = kiln_gelu_erf_fast(v2_1_3);  // gelu
+    // vector 1 lane 4
+    const float v2_1_4 = (a0_1[4] + b0_1[4]);  // bias
+    const float v3_1_4 = kiln_gelu_erf_fast(v2_1_4);  // gelu
+    // vector 1 lane 5
+    const float v2_1_5 = (a0_1[5] + b0_1[5]);  // bias
+    const float v3_1_5 = kiln_gelu_erf_fast(v2_1_5);  // gelu
+    // vector 1 lane 6
+    const float v2_1_6 = (a0_1[6] + b0_1[6]);  // bias
+    const float v3_1_6 = kiln_gelu_erf_fast(v2_1_6);  // gelu
+    // vector 1 lane 7
+    const float v2_1_7 = (a0_1[7] + b0_1[7]);  // bias
+    const float v3_1_7 = kiln_gelu_erf_fast(v2_1_7);  // gelu
+    const float o3_1[8] = {v3_1_0, v3_1_1, v3_1_2, v3_1_3, v3_1_4, v3_1_5, v3_1_6, v3_1_7};
+    kiln_stv(t3 + base1, o3_1);
     return;
   }
-  for (int j = 0; j < 8; ++j) {
-    const long long i = base + j;
-    if (i >= n) break;
-    const float l0_0 = kiln_ld(t0 + i);
-    const float l1_1 = kiln_ld(t1 + (i % 64));
-    const float v2 = (l0_0 + l1_1);  // bias
-    const float v3 = kiln_gelu_erf(v2);  // gelu
-    kiln_st(t3 + i, v3);
+  for (int u = 0; u < 2; ++u) {
+    const long long base = blk + u * 2048 + threadIdx.x * 8;
+    for (int j = 0; j < 8; ++j) {
+      const long long i = base + j;
+      if (i >= n) break;
+      const float l0_0 = kiln_ld(t0 + i);
+      const float l1_1 = kiln_ld(t1 + (i % 64));
+      const float v2 = (l0_0 + l1_1);  // bias
+      const float v3 = kiln_gelu_erf_fast(v2);  // gelu
+      kiln_st(t3 + i, v3);
+    }
   }
 }
 // ---- rownorm_bf16_r96_add_layernorm_gelu grid=(((N+3)/4)) block=128 args=3
@@ -110,7 +139,7 @@ extern "C" __global__ void __launch_bounds__(128) rownorm_bf16_r96_add_layernorm
     for (int l = 0; l < 8; ++l) {
       const int j = q * 8 + l;
       const float y = (x[k][l] - mean) * rstd;
-      const float v7 = kiln_gelu_erf(y);  // g2
+      const float v7 = kiln_gelu_erf_fast(y);  // g2
       o7[l] = v7;
     }
     kiln_stv(t7 + row * 96 + q * 8, o7);
