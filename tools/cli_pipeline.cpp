@@ -182,6 +182,12 @@ int run_bench(const std::vector<std::string>& argv) {
              a.positional[0], ks.size(), s.engine().arch(), s.compile_ms(), st.nvrtc_compiles,
              st.disk_cache_hits, st.memory_cache_hits);
   fmt::print("copy bandwidth (the ceiling, measured now): {:.1f} GB/s\n", ceiling / 1e9);
+  int64_t arena = s.compiled().workspace_size(s.bindings());
+  int64_t all = s.compiled().intermediates_total(s.bindings());
+  fmt::print("intermediates: arena peak {} bytes vs {} bytes for all of them ({:.0f}%)\n", arena,
+             all, all > 0 ? 100.0 * static_cast<double>(arena) / static_cast<double>(all) : 100.0);
+  j["arena_peak_bytes"] = arena;
+  j["intermediates_total_bytes"] = all;
   fmt::print("host overhead per run ({}): {:.2f} us (median run() call)\n",
              eo.cuda_graphs ? "CUDA graph replay" : "plain launches", host_us);
   j["host_us_per_run"] = host_us;
