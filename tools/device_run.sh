@@ -14,7 +14,7 @@ echo "git $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
 for step in "$@"; do
   echo "=== $step ($(date +%T))"
   case $step in
-    tests) timeout 200 build/kiln_gpu_tests --gtest_brief=1 2>&1 | tee "$OUT/gpu_tests.log" | tail -40 ;;
+    tests) timeout 300 build/kiln_gpu_tests --gtest_brief=1 2>&1 | tee "$OUT/gpu_tests.log" | tail -40 ;;
     examples)
       for spec in "add_layernorm_gelu rows=4097" "resnet50_bottleneck N=2" "transformer_mlp seq=77" \
                   "unet_resblock N=2"; do
@@ -23,6 +23,24 @@ for step in "$@"; do
       done ;;
     memory) timeout 240 python3 bench/bench_memory.py --kiln build/kiln 2>&1 | tail -30 ;;
     conv) timeout 240 python3 bench/bench_conv.py --bin build/bench_contraction 2>&1 | tail -40 ;;
+    compile)  # cold NVRTC time per kernel (fresh cache dir), then a second process: 0 compiles
+      rm -rf /tmp/kc-cold
+      for g in add_layernorm_gelu resnet50_bottleneck transformer_mlp unet_resblock; do
+        KILN_CACHE_DIR=/tmp/kc-cold timeout 120 build/kiln emit "examples/graphs/$g.json" --out /tmp/emit-$g --compile
+      done
+      for i in 1 2; do
+        KILN_CACHE_DIR=/tmp/kc-proc timeout 60 build/kiln run examples/graphs/resnet50_bottleneck.json \
+          --shape N=8 --device gpu --stats 2>&1 | grep -iE "time|nvrtc|compile|cache"
+      done ;;
+    host) timeout 120 build/bench_host_overhead 2>&1 | tail -30 ;;
+    graphs) timeout 120 build/bench_cuda_graph examples/graphs/resnet50_bottleneck.json 2>&1 | tail -15 ;;
+    embed) timeout 180 build/kiln_tests --gtest_filter='EmbedInstall*:CApi*' 2>&1 | tail -15 ;;
+    sanitize)
+      for tool in memcheck racecheck; do
+        timeout 240 compute-sanitizer --tool $tool --print-limit 20 build/kiln_gpu_tests \
+          --gtest_filter="${SANITIZE_FILTER:-RuntimeGpu*:OpsGpu*pattern*:ContractionGpu.Engine*}" 2>&1 |
+          grep -E "ERROR SUMMARY|PASSED|FAILED|Hazard|Invalid" | head -20
+      done ;;
     *) echo "unknown step $step" ;;
   esac
 done
