@@ -341,7 +341,10 @@ void CompiledGraph::run(const std::map<std::string, DeviceTensor>& inputs,
     // A specialized variant needs its own workspace size: the caller's was sized for the
     // generic plan, so the variant uses it only when it fits.
     uint64_t ws = workspace != 0 && sp->arena({})->peak <= c.exec->arena(b)->peak ? workspace : 0;
-    sp->run(inputs, outputs, stream, ws);
+    if (c.st->opts.cuda_graphs)
+      sp->run_graph(inputs, outputs, stream, ws);
+    else
+      sp->run(inputs, outputs, stream, ws);
     c.st->specialized_runs.fetch_add(1);
     impl_->update_costs(b);
     return;
