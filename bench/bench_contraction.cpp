@@ -105,6 +105,7 @@ int main(int argc, char** argv) {
     DeviceInfo dev = cuda::query_device_info();
     CodegenOptions co;
     co.sm = dev.sm;
+    co.arch_specific = true;  // as the Engine does: wgmma kernels (sm_90a) on sm_90
     FusionGroup grp;
     grp.kind = GroupKind::Contraction;
     grp.anchor = 0;
@@ -114,7 +115,7 @@ int main(int argc, char** argv) {
     grp.outputs = g.outputs();
     EmitContext cx{g, co};
     KernelSpec k = emit_contraction(cx, grp);
-    NvrtcResult nr = nvrtc_compile(k.source, k.name, dev.arch);
+    NvrtcResult nr = nvrtc_compile(k.source, k.name, k.arch.empty() ? dev.arch : k.arch);
     void* mod = cuda::module_load(nr.cubin);
     void* fn = cuda::module_function(mod, k.entry);
     if (k.smem_bytes > 48 * 1024) cuda::func_set_max_dynamic_smem(fn, k.smem_bytes);

@@ -95,12 +95,16 @@ KernelSpec emit_direct(const Problem& p);
 // activations and groups == 1.
 bool mma_supported(const Problem& p);
 KernelSpec emit_mma(const Problem& p, const ContractionConfig& cfg, int sm);
+// The sm_90a wgmma variant of emit_mma (cfg.kind == Wgmma) applies: mma_supported and A K-major.
+bool wgmma_supported(const Problem& p);
+// The kernel for an explicit config (tests and benchmarks force variants with it).
+KernelSpec emit_with_config(const Problem& p, const ContractionConfig& cfg, int sm);
 // The tiled SIMT kernel (codegen/emit_conv_simt.cpp): exact f32 math, any dtype and layout;
 // conv needs groups == 1.
 bool simt_supported(const Problem& p);
 KernelSpec emit_simt(const Problem& p);
 // The heuristics' view of the problem (symbolic dims estimated).
-ContractionProblemInfo problem_info(const Problem& p, int sm);
+ContractionProblemInfo problem_info(const Problem& p, int sm, bool arch_specific = false);
 
 Dim bytes_moved(const Problem& p);
 Dim flops(const Problem& p);

@@ -416,7 +416,7 @@ KernelSpec emit_direct(const Problem& p) {
   return k;
 }
 
-ContractionProblemInfo problem_info(const Problem& p, int sm) {
+ContractionProblemInfo problem_info(const Problem& p, int sm, bool arch_specific) {
   // Symbolic dims are estimated: tiles are chosen once per graph. A conv's symbol is the batch
   // size (32 is typical for inference serving); a matmul's is usually tokens (batch x sequence).
   const int64_t kSymbolGuess = p.is_conv ? 32 : 2048;
@@ -437,6 +437,7 @@ ContractionProblemInfo problem_info(const Problem& p, int sm) {
   info.dtype = p.dtype;
   info.mma_ok = mma_supported(p);
   info.simt_ok = simt_supported(p);
+  info.wgmma_ok = arch_specific && sm == 90 && wgmma_supported(p);
   bool e = false;
   if (p.is_conv) {
     info.m = est(p.conv.n * p.conv.oh * p.conv.ow, &e);
@@ -454,14 +455,26 @@ ContractionProblemInfo problem_info(const Problem& p, int sm) {
   return info;
 }
 
+KernelSpec emit_with_config(const Problem& p, const ContractionConfig& cfg, int sm) {
+  switch (cfg.kind) {
+    case ContractionConfig::Kind::Mma:
+    case ContractionConfig::Kind::Wgmma:
+      return emit_mma(p, cfg, sm);
+    case ContractionConfig::Kind::Simt:
+      return emit_simt(p);
+    case ContractionConfig::Kind::Direct:
+      break;
+  }
+  return emit_direct(p);
+}
+
 }  // namespace contraction
 
 KernelSpec emit_contraction(const EmitContext& cx, const FusionGroup& g) {
   contraction::Problem p = contraction::describe(cx.graph, g);
-  ContractionConfig cfg = choose_contraction_config(contraction::problem_info(p, cx.opts.sm));
-  if (cfg.kind == ContractionConfig::Kind::Mma) return contraction::emit_mma(p, cfg, cx.opts.sm);
-  if (cfg.kind == ContractionConfig::Kind::Simt) return contraction::emit_simt(p);
-  return contraction::emit_direct(p);
+  ContractionConfig cfg =
+      choose_contraction_config(contraction::problem_info(p, cx.opts.sm, cx.opts.arch_specific));
+  return contraction::emit_with_config(p, cfg, cx.opts.sm);
 }
 
 }  // namespace kiln

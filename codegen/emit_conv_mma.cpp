@@ -114,6 +114,42 @@ bool mma_supported(const Problem& p) {
   return true;
 }
 
+bool wgmma_supported(const Problem& p) {
+  if (!mma_supported(p)) return false;
+  // A must be K-major (conv: always; matmul: not transposed).
+  return p.is_conv || !p.mm.ta;
+}
+
+namespace {
+
+// `void kc_wgmma_n<N>(desc_a, desc_b, acc)`: one wgmma.mma_async m64nNk16 (scale-d = 1).
+std::string wgmma_function(int n, bool bf16, bool b_kmajor) {
+  Writer w;
+  const int regs = n / 2;
+  w.open(
+      "__device__ __forceinline__ void kc_wgmma_n{}(unsigned long long da, unsigned long long db, "
+      "float (&acc)[1][{}][4]) {{",
+      n, n / 8);
+  w.line("asm volatile(");
+  w.line("    \"{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{}, 0;\\n\"", regs + 2);
+  w.line("    \"wgmma.mma_async.sync.aligned.m64n{}k16.f32.{}.{} \"", n, bf16 ? "bf16" : "f16",
+         bf16 ? "bf16" : "f16");
+  std::string list = "{";
+  for (int i = 0; i < regs; ++i) list += fmt::format("{}%{}", i ? ", " : "", i);
+  list += "}";
+  w.line("    \"{}, \"", list);
+  w.line("    \"%{}, %{}, p, 1, 1, 0, {};\\n}}\\n\"", regs, regs + 1, b_kmajor ? 0 : 1);
+  std::string outs;
+  for (int i = 0; i < regs; ++i)
+    outs += fmt::format("{}\"+f\"(acc[0][{}][{}])", i ? ", " : "", i / 4, i % 4);
+  w.line("    : {}", outs);
+  w.line("    : \"l\"(da), \"l\"(db), \"n\"(1));");
+  w.close();
+  return w.str();
+}
+
+}  // namespace
+
 KernelSpec emit_mma(const Problem& p, const ContractionConfig& cfg, int sm) {
   const Graph& g = *p.graph;
   ArgList a;
@@ -124,6 +160,9 @@ KernelSpec emit_mma(const Problem& p, const ContractionConfig& cfg, int sm) {
   auto xst = stride_code(a, xd), wst = stride_code(a, wd);
   const int threads = cfg.threads();
   const bool bf16 = p.dtype == DType::BF16;
+  const bool wg = cfg.kind == ContractionConfig::Kind::Wgmma;
+  KILN_ASSERT(!wg || (cfg.bk == 64 && wgmma_supported(p)), "{}: wgmma config {} not applicable",
+              p.where, cfg.str());
 
   Writer w;
   std::vector<std::string> coords;
@@ -224,9 +263,15 @@ KernelSpec emit_mma(const Problem& p, const ContractionConfig& cfg, int sm) {
   std::string m_code = a.dim(gm), n_code = a.dim(gn);
 
   // ---- kernel
-  w.line("typedef KcGemm<{}, {}, {}, {}, {}, {}, {}, {}, {}> G;", cfg.bm, cfg.bn, cfg.bk, cfg.wm,
-         cfg.wn, cfg.stages, a_kmajor ? "true" : "false", b_kmajor ? "true" : "false",
-         bf16 ? "true" : "false");
+  if (wg) {
+    w.raw(wgmma_function(cfg.bn, bf16, b_kmajor));
+    w.line("typedef KcWgmma<{}, {}, {}, {}> G;", cfg.bm, cfg.bn, cfg.stages,
+           b_kmajor ? "true" : "false");
+  } else {
+    w.line("typedef KcGemm<{}, {}, {}, {}, {}, {}, {}, {}, {}> G;", cfg.bm, cfg.bn, cfg.bk, cfg.wm,
+           cfg.wn, cfg.stages, a_kmajor ? "true" : "false", b_kmajor ? "true" : "false",
+           bf16 ? "true" : "false");
+  }
   // Parameters are only known after the body is generated: emit the body into its own writer.
   Writer body;
   {
@@ -309,16 +354,29 @@ KernelSpec emit_mma(const Problem& p, const ContractionConfig& cfg, int sm) {
     emit_strided_loader(b, bop, "b", cfg.bn, cfg.bk, threads, "n0", "b_off");
     b.line("float acc[G::MI][G::NI][4];");
     b.line("const int ktiles = (int)(({} + {}) / {});", kred, cfg.bk - 1, cfg.bk);
-    b.line("G::mainloop(kc_smem, load_a, load_b, 0, ktiles, acc);");
+    if (wg) {
+      b.line(
+          "auto mma = [](unsigned long long da, unsigned long long db, float (&c)[1][G::NI][4]) "
+          "{{ kc_wgmma_n{}(da, db, c); }};",
+          cfg.bn);
+      b.line("G::mainloop(G::aligned(kc_smem), load_a, load_b, mma, 0, ktiles, acc);");
+    } else {
+      b.line("G::mainloop(kc_smem, load_a, load_b, 0, ktiles, acc);");
+    }
     // ---- epilogue: accumulator (mi, ni, e) of lane l sits at row mi*16 + l/4 + (e/2)*8,
-    // column ni*8 + (l%4)*2 + e%2 of the warp tile.
+    // column ni*8 + (l%4)*2 + e%2 of the warp tile (mma.sync m16n8 and wgmma m64nN alike; a
+    // wgmma warp tile is 16 rows x BN: warp w of warpgroup g owns rows g*64 + w*16).
     b.line("const int warp = tid >> 5, lane = tid & 31;");
-    b.line("const int wm = warp % G::WARPS_M, wn = warp / G::WARPS_M;");
+    if (wg) {
+      b.line("const int wm = warp >> 2, wn = 0, wr = (warp & 3) * 16;");
+    } else {
+      b.line("const int wm = warp % G::WARPS_M, wn = warp / G::WARPS_M, wr = 0;");
+    }
     b.line("#pragma unroll");
     auto lmi = b.block("for (int mi = 0; mi < G::MI; ++mi) {{");
     b.line("#pragma unroll");
     auto lh = b.block("for (int hh = 0; hh < 2; ++hh) {{");
-    b.line("const long long row = m0 + wm * {} + mi * 16 + hh * 8 + (lane >> 2);", cfg.wm);
+    b.line("const long long row = m0 + wm * {} + wr + mi * 16 + hh * 8 + (lane >> 2);", cfg.wm);
     b.line("if (row >= {}) continue;", m_code);
     if (p.is_conv) {
       std::string oh = a.dim(p.conv.oh), ow = a.dim(p.conv.ow);
@@ -376,6 +434,7 @@ KernelSpec emit_mma(const Problem& p, const ContractionConfig& cfg, int sm) {
     }
   }
   std::string src = device_preamble() + device_text("contraction_mma.cuh") + "\n";
+  if (wg) src += device_text("contraction_wgmma.cuh") + "\n";
   src += w.str();
   src += fmt::format("extern \"C\" __global__ void __launch_bounds__({}) {}({}) {{\n", threads,
                      name, a.params());
@@ -394,6 +453,7 @@ KernelSpec emit_mma(const Problem& p, const ContractionConfig& cfg, int sm) {
   k.grid = {(gm + Dim(cfg.bm - 1)) / Dim(cfg.bm), (gn + Dim(cfg.bn - 1)) / Dim(cfg.bn), gbatch};
   k.block = {threads, 1, 1};
   k.smem_bytes = cfg.smem_bytes();
+  if (wg) k.arch = "sm_90a";
   k.bytes_moved = bytes_moved(p);
   k.flops = flops(p);
   k.group = p.group->id;

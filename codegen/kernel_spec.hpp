@@ -29,10 +29,16 @@ struct KernelSpec {
   Dim bytes_moved;     // minimum DRAM bytes (each input read once, each output written once)
   Dim flops;
   int group = -1;  // the FusionGroup id it implements
+  // The NVRTC target this kernel needs when it is not the plan's own: "sm_90a" for kernels using
+  // arch-specific instructions (wgmma). Empty: compile for the engine's arch.
+  std::string arch;
 };
 
 struct CodegenOptions {
   int sm = 90;  // target arch (80, 86, 89, 90): picks vector widths and paths
+  // Kernels may use arch-specific instructions (sm_90a wgmma when sm == 90); such kernels name
+  // their NVRTC target in KernelSpec::arch. Off: every kernel runs on any device of the sm.
+  bool arch_specific = false;
 };
 
 // One kernel per group. Throws a user error for a combination codegen does not support, naming

@@ -169,6 +169,7 @@ std::shared_ptr<GraphCore> build_core(const std::shared_ptr<EngineState>& stp,
 
   CodegenOptions co;
   co.sm = e.sm;
+  co.arch_specific = e.sm == 90;  // sm_90a kernels (KernelSpec::arch) run on every sm_90 device
   std::vector<KernelSpec> specs = generate_kernels(graph, core->plan, co);
   for (const KernelSpec& s : specs)
     KILN_ASSERT(!s.name.empty() && !s.entry.empty() && !s.source.empty(),
@@ -183,7 +184,8 @@ std::shared_ptr<GraphCore> build_core(const std::shared_ptr<EngineState>& stp,
   auto worker = [&] {
     for (size_t i = next.fetch_add(1); i < specs.size(); i = next.fetch_add(1)) {
       try {
-        kernels[i].cached = e.cache->get(specs[i].source, specs[i].name, e.info.arch);
+        kernels[i].cached = e.cache->get(specs[i].source, specs[i].name,
+                                         specs[i].arch.empty() ? e.info.arch : specs[i].arch);
       } catch (...) {
         std::lock_guard<std::mutex> lock(err_mu);
         if (!first_error) first_error = std::current_exception();

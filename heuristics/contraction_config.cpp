@@ -12,7 +12,8 @@ namespace kiln {
 std::string ContractionConfig::str() const {
   if (kind == Kind::Direct) return "direct";
   if (kind == Kind::Simt) return "simt";
-  std::string s = fmt::format("t{}x{}x{}_s{}", bm, bn, bk, stages);
+  std::string s =
+      fmt::format("{}{}x{}x{}_s{}", kind == Kind::Wgmma ? "wg" : "t", bm, bn, bk, stages);
   if (split_k > 1) s += fmt::format("_sk{}", split_k);
   return s;
 }
@@ -29,12 +30,63 @@ constexpr Candidate kCandidates[] = {
     {128, 64, 32, 64, 32, 0.85},  {64, 128, 32, 32, 64, 0.85},  {64, 64, 32, 32, 32, 0.70},
 };
 
+// wgmma tiles (bk = 64): the block tile, pipeline depth and relative throughput of a full tile.
+// Big tiles keep one CTA per SM with deep pipelines; small ones leave room for 2-3 CTAs per SM.
+struct WgCandidate {
+  int bm, bn, stages;
+  double tile_eff;
+};
+constexpr WgCandidate kWgCandidates[] = {
+    {128, 256, 4, 1.00}, {128, 128, 5, 0.90}, {128, 64, 4, 0.80},
+    {64, 128, 4, 0.75},  {64, 64, 4, 0.60},
+};
+
+bool tensor_core_ok(const ContractionProblemInfo& p) {
+  bool half = p.dtype == DType::F16 || p.dtype == DType::BF16;
+  return half && p.mma_ok && p.sm >= 80 && p.k >= 16;
+}
+
 }  // namespace
 
-ContractionConfig choose_contraction_config(const ContractionProblemInfo& p) {
+ContractionConfig choose_wgmma_config(const ContractionProblemInfo& p) {
   ContractionConfig c;
-  bool half = p.dtype == DType::F16 || p.dtype == DType::BF16;
-  if (!half || !p.mma_ok || p.sm < 80 || p.k < 16) {
+  if (!p.wgmma_ok || p.sm != 90 || !tensor_core_ok(p)) return c;
+  double best = -1;
+  for (const WgCandidate& cand : kWgCandidates) {
+    int smem = (cand.bm + cand.bn) * 64 * 2 * cand.stages + 1024;
+    if (smem > p.smem_optin) continue;
+    int64_t tiles_m = (p.m + cand.bm - 1) / cand.bm, tiles_n = (p.n + cand.bn - 1) / cand.bn;
+    int64_t ctas = tiles_m * tiles_n * p.batch;
+    // Balance over the SMs: an SM running two CTAs takes about twice as long as one running one
+    // (a CTA of these tiles nearly saturates the tensor cores), so the busiest SM sets the time.
+    int64_t per_sm_max = (ctas + p.sm_count - 1) / p.sm_count;
+    double balance = static_cast<double>(ctas) / static_cast<double>(per_sm_max * p.sm_count);
+    double fill =
+        static_cast<double>(p.m * p.n) / static_cast<double>(tiles_m * cand.bm * tiles_n * cand.bn);
+    double score = cand.tile_eff * balance * fill;
+    if (score > best + 1e-9) {
+      best = score;
+      c.kind = ContractionConfig::Kind::Wgmma;
+      c.bm = cand.bm;
+      c.bn = cand.bn;
+      c.bk = 64;
+      c.wm = 64;
+      c.wn = cand.bn;
+      c.stages = cand.stages;
+    }
+  }
+  return c;
+}
+
+ContractionConfig choose_contraction_config(const ContractionProblemInfo& p) {
+  ContractionConfig w = choose_wgmma_config(p);
+  if (w.kind == ContractionConfig::Kind::Wgmma) return w;
+  return choose_mma_config(p);
+}
+
+ContractionConfig choose_mma_config(const ContractionProblemInfo& p) {
+  ContractionConfig c;
+  if (!tensor_core_ok(p)) {
     if (p.simt_ok) c.kind = ContractionConfig::Kind::Simt;
     return c;
   }

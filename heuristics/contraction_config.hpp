@@ -20,21 +20,35 @@ struct ContractionProblemInfo {
   int smem_optin = 232448;
   bool mma_ok = true;   // the tensor-core path supports the layout / group count
   bool simt_ok = true;  // the tiled SIMT path supports it (groups == 1)
+  // The sm_90a wgmma path is allowed (target is exactly sm_90 and accepts arch-specific code)
+  // and supports the operands (A K-major).
+  bool wgmma_ok = false;
 };
 
 struct ContractionConfig {
   // Direct: one thread per output (grouped / depthwise conv). Simt: tiled 128x128x8 f32-math
-  // kernel. Mma: tensor cores (f16/bf16, sm_80+).
-  enum class Kind { Direct, Simt, Mma } kind = Kind::Direct;
+  // kernel. Mma: tensor cores via mma.sync (f16/bf16, sm_80+). Wgmma: sm_90a warpgroup MMA
+  // (wm = 64 rows per warpgroup, wn = bn, bk = 64).
+  enum class Kind { Direct, Simt, Mma, Wgmma } kind = Kind::Direct;
   int bm = 0, bn = 0, bk = 0;  // block tile
   int wm = 0, wn = 0;          // warp tile
   int stages = 0;
   int split_k = 1;
-  int threads() const { return kind == Kind::Mma ? (bm / wm) * (bn / wn) * 32 : 256; }
-  int smem_bytes() const { return kind == Kind::Mma ? (bm + bn) * bk * 2 * stages : 0; }
-  std::string str() const;  // "t128x128x32_s4" / "simt" / "direct"
+  int threads() const {
+    if (kind == Kind::Wgmma) return bm / 64 * 128;
+    return kind == Kind::Mma ? (bm / wm) * (bn / wn) * 32 : 256;
+  }
+  int smem_bytes() const {
+    if (kind == Kind::Wgmma) return (bm + bn) * bk * 2 * stages + 1024;  // + 1024-B alignment
+    return kind == Kind::Mma ? (bm + bn) * bk * 2 * stages : 0;
+  }
+  std::string str() const;  // "t128x128x32_s4" / "wg128x256x64_s4" / "simt" / "direct"
 };
 
 ContractionConfig choose_contraction_config(const ContractionProblemInfo& p);
+// The best mma.sync config alone (the fallback when wgmma is not allowed or not wanted).
+ContractionConfig choose_mma_config(const ContractionProblemInfo& p);
+// The best wgmma config; kind stays Direct when p.wgmma_ok is false.
+ContractionConfig choose_wgmma_config(const ContractionProblemInfo& p);
 
 }  // namespace kiln

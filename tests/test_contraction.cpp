@@ -3,6 +3,8 @@
 // dims, and unsupported groups are user errors.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
 #include <set>
 
 #include "codegen/contraction_common.hpp"
@@ -491,4 +493,153 @@ TEST(Contraction, DISABLED_DumpSource) {
   printf("%s\n", k2.source.substr(k2.source.find("typedef KcGemm")).c_str());
   std::string src = k.source.substr(k.source.find("typedef KcGemm"));
   printf("%s\n", src.c_str());
+}
+
+namespace {
+
+// The ResNet-50 layers of bench/bench_conv.py and the benchmark matmul, as graphs.
+Graph bench_conv_graph(int64_t c, int64_t k, int64_t h, int64_t r, int64_t stride, int64_t pad) {
+  Graph g("bconv");
+  Tensor x = g.input("x", DType::F16, {"N", c, h, h}, Layout::NHWC);
+  Tensor w =
+      g.constant_random("w", {DType::F16, {k, c, r, r}, Layout::NHWC, {}}, "normal", 0, 0.05, 1);
+  Tensor b = g.constant_random("b", {DType::F16, {k}, Layout::NCHW, {}}, "normal", 0, 1, 2);
+  Conv2dOptions o;
+  o.stride = {stride, stride};
+  o.padding = {pad, pad};
+  g.output(g.relu(g.conv2d(x, w, b, o)));
+  return g;
+}
+
+Graph bench_matmul_graph(bool ta, bool tb, DType dt = DType::BF16) {
+  Graph g("bmm");
+  Tensor a = g.input("a", dt, ta ? Shape{16384, "M"} : Shape{"M", 16384});
+  Tensor b = g.input("b", dt, tb ? Shape{4096, 16384} : Shape{16384, 4096});
+  Tensor bias = g.constant_random("bias", {dt, {4096}, Layout::NCHW, {}}, "normal", 0, 1, 3);
+  g.output(g.gelu(g.matmul(a, b, bias, ta, tb), GeluApprox::Tanh));
+  return g;
+}
+
+std::vector<Graph> bench_graphs() {
+  std::vector<Graph> gs;
+  gs.push_back(bench_conv_graph(64, 64, 56, 3, 1, 1));
+  gs.push_back(bench_conv_graph(256, 64, 56, 1, 1, 0));
+  gs.push_back(bench_conv_graph(128, 128, 28, 3, 1, 1));
+  gs.push_back(bench_conv_graph(256, 256, 14, 3, 1, 1));
+  gs.push_back(bench_conv_graph(1024, 256, 14, 1, 1, 0));
+  gs.push_back(bench_conv_graph(512, 512, 7, 3, 1, 1));
+  gs.push_back(bench_conv_graph(3, 64, 224, 7, 2, 3));
+  gs.push_back(bench_matmul_graph(false, false));
+  gs.push_back(bench_matmul_graph(false, true, DType::F16));
+  return gs;
+}
+
+KernelSpec emit_arch_specific(const Graph& g) {
+  CodegenOptions o;
+  o.sm = 90;
+  o.arch_specific = true;
+  EmitContext cx{g, o};
+  return emit_contraction(cx, make_group(g));
+}
+
+}  // namespace
+
+// With arch-specific code allowed on sm_90, every benchmark layer takes the wgmma path, compiles
+// for sm_90a and fits in registers (ptxas reports no spills).
+TEST(Contraction, WgmmaKernelsCompileForSm90aWithoutSpills) {
+  for (const Graph& g : bench_graphs()) {
+    KernelSpec k = emit_arch_specific(g);
+    SCOPED_TRACE(k.name);
+    EXPECT_NE(k.name.find("_wg"), std::string::npos);
+    EXPECT_EQ(k.arch, "sm_90a");
+    EXPECT_NE(k.source.find("wgmma.mma_async"), std::string::npos);
+    EXPECT_EQ(k.block[0] % 128, 0);
+    EXPECT_LE(k.smem_bytes, 232448);
+    try {
+      NvrtcResult r = nvrtc_compile(k.source, k.name, k.arch, {"--ptxas-options=-v"});
+      EXPECT_FALSE(r.cubin.empty());
+      EXPECT_NE(r.log.find("0 bytes spill stores"), std::string::npos) << r.log;
+      EXPECT_EQ(r.log.find("bytes stack frame") != std::string::npos &&
+                    r.log.find(" 0 bytes stack frame") == std::string::npos,
+                false)
+          << r.log;
+    } catch (const Error& e) {
+      ADD_FAILURE() << e.what();
+    }
+  }
+}
+
+// Without arch-specific code (or off sm_90) the mma.sync kernel stays: it runs on any sm_80+.
+TEST(Contraction, WgmmaOnlyWhenArchSpecific) {
+  Graph g = bench_conv_graph(64, 64, 56, 3, 1, 1);
+  KernelSpec plain = emit(g, make_group(g));
+  EXPECT_TRUE(plain.arch.empty());
+  EXPECT_EQ(plain.name.find("_wg"), std::string::npos) << plain.name;
+  CodegenOptions o;
+  o.sm = 80;
+  o.arch_specific = true;
+  EmitContext cx{g, o};
+  KernelSpec a80 = emit_contraction(cx, make_group(g));
+  EXPECT_TRUE(a80.arch.empty());
+  EXPECT_EQ(a80.name.find("_wg"), std::string::npos) << a80.name;
+  // Transposed A (M-major) has no wgmma variant: mma.sync.
+  Graph t = bench_matmul_graph(true, false);
+  KernelSpec kt = emit_arch_specific(t);
+  EXPECT_TRUE(kt.arch.empty()) << kt.name;
+  EXPECT_TRUE(uses_mma(kt)) << kt.name;
+}
+
+// Writes the sm_90a cubins of the benchmark kernels to /tmp/kiln_wgmma for cuobjdump -sass.
+TEST(Contraction, DISABLED_DumpWgmmaCubins) {
+  std::filesystem::create_directories("/tmp/kiln_wgmma");
+  for (const Graph& g : bench_graphs()) {
+    KernelSpec k = emit_arch_specific(g);
+    NvrtcResult r = nvrtc_compile(k.source, k.name, k.arch, {"--ptxas-options=-v"});
+    printf("%s\n%s\n", k.name.c_str(), r.log.c_str());
+    std::ofstream("/tmp/kiln_wgmma/" + k.name + ".cubin", std::ios::binary)
+        .write(r.cubin.data(), static_cast<std::streamsize>(r.cubin.size()));
+    std::ofstream("/tmp/kiln_wgmma/" + k.name + ".cu") << k.source;
+  }
+}
+
+// Every wgmma tile the heuristics (or the GPU tests) can force compiles for sm_90a without spills,
+// for vectorized and scalar (C % 8 != 0, odd K) operand loaders, K-major and N-major B.
+TEST(Contraction, EveryWgmmaTileCompiles) {
+  std::vector<Graph> gs;
+  gs.push_back(bench_conv_graph(64, 64, 56, 3, 1, 1));
+  gs.push_back(bench_conv_graph(5, 7, 9, 3, 1, 1));
+  {
+    Graph g("odd");
+    Tensor a = g.input("a", DType::F16, {"M", 37});
+    Tensor b = g.input("b", DType::F16, {37, 19});
+    g.output(g.matmul(a, b));
+    gs.push_back(std::move(g));
+  }
+  gs.push_back(bench_matmul_graph(false, true, DType::F16));
+  const std::vector<std::array<int, 3>> tiles = {{128, 256, 4}, {128, 128, 5}, {128, 64, 4},
+                                                 {64, 128, 4},  {64, 64, 4},   {64, 256, 3}};
+  for (const Graph& g : gs) {
+    FusionGroup grp = make_group(g);
+    contraction::Problem p = contraction::describe(g, grp);
+    ASSERT_TRUE(contraction::wgmma_supported(p));
+    for (auto [bm, bn, st] : tiles) {
+      ContractionConfig c;
+      c.kind = ContractionConfig::Kind::Wgmma;
+      c.bm = bm;
+      c.bn = bn;
+      c.bk = 64;
+      c.wm = 64;
+      c.wn = bn;
+      c.stages = st;
+      KernelSpec k = contraction::emit_with_config(p, c, 90);
+      SCOPED_TRACE(k.name);
+      EXPECT_EQ(k.block[0], bm / 64 * 128);
+      try {
+        NvrtcResult r = nvrtc_compile(k.source, k.name, "sm_90a", {"--ptxas-options=-v"});
+        EXPECT_NE(r.log.find("0 bytes spill stores"), std::string::npos) << r.log;
+      } catch (const Error& e) {
+        ADD_FAILURE() << e.what();
+      }
+    }
+  }
 }

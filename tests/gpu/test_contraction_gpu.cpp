@@ -10,6 +10,7 @@
 #include <cmath>
 #include <set>
 
+#include "codegen/contraction_common.hpp"
 #include "codegen/emit.hpp"
 #include "codegen/nvrtc.hpp"
 #include "heuristics/device_info.hpp"
@@ -87,22 +88,27 @@ size_t nbytes(const HostTensor& t) {
   return t.data.size();
 }
 
-// Runs the contraction kernel of `g` (one group) directly; returns the outputs by name.
+// Runs the contraction kernel of `g` (one group) directly; returns the outputs by name. With
+// `cfg` the kernel of that config (contraction::emit_with_config), else emit_contraction's choice
+// (arch-specific code allowed: wgmma on sm_90).
 std::map<std::string, HostTensor> run_kernel(const Graph& g,
                                              const std::map<std::string, HostTensor>& inputs,
-                                             std::string* kernel_name) {
+                                             std::string* kernel_name,
+                                             const ContractionConfig* cfg = nullptr) {
   cuda::make_current();
   DeviceInfo dev = cuda::query_device_info();
   CodegenOptions o;
   o.sm = dev.sm;
+  o.arch_specific = true;
   EmitContext cx{g, o};
   FusionGroup grp = contraction_group(g);
-  KernelSpec k = emit_contraction(cx, grp);
+  KernelSpec k = cfg ? contraction::emit_with_config(contraction::describe(g, grp), *cfg, dev.sm)
+                     : emit_contraction(cx, grp);
   *kernel_name = k.name;
   std::map<std::string, std::vector<int64_t>> shapes;
   for (auto& [n, t] : inputs) shapes[n] = t.shape;
   Bindings b = g.bind(shapes);
-  NvrtcResult r = nvrtc_compile(k.source, k.name, dev.arch);
+  NvrtcResult r = nvrtc_compile(k.source, k.name, k.arch.empty() ? dev.arch : k.arch);
   void* mod = cuda::module_load(r.cubin);
   void* fn = cuda::module_function(mod, k.entry);
   if (k.smem_bytes > 48 * 1024) cuda::func_set_max_dynamic_smem(fn, k.smem_bytes);
@@ -151,9 +157,10 @@ std::map<std::string, HostTensor> run_kernel(const Graph& g,
   return res;
 }
 
-void check_kernel(const Graph& g, const std::map<std::string, HostTensor>& in, DType dt) {
+void check_kernel(const Graph& g, const std::map<std::string, HostTensor>& in, DType dt,
+                  const ContractionConfig* cfg = nullptr) {
   std::string name;
-  auto got = run_kernel(g, in, &name);
+  auto got = run_kernel(g, in, &name, cfg);
   auto ref = run_reference(g, in);
   for (auto& [n, t] : ref) {
     ASSERT_TRUE(got.count(n)) << n;
@@ -347,5 +354,64 @@ TEST(ContractionGpu, EngineConvAndMatmul) {
   for (const auto& c : matmul_cases()) {
     Graph g = matmul_graph(c);
     run_engine(g, matmul_inputs(g, c), c.dt);
+  }
+}
+
+namespace {
+
+// Every kernel variant a problem can get: the mma.sync fallback and, on sm_90 (wgmma needs
+// sm_90a), each wgmma tile. Lets one run tell pass / fail per variant.
+std::vector<ContractionConfig> forced_configs(const Graph& g, int sm) {
+  FusionGroup grp = contraction_group(g);
+  contraction::Problem p = contraction::describe(g, grp);
+  std::vector<ContractionConfig> out;
+  ContractionProblemInfo info = contraction::problem_info(p, sm, true);
+  ContractionConfig m = choose_mma_config(info);
+  if (m.kind == ContractionConfig::Kind::Mma) out.push_back(m);
+  if (sm != 90 || !contraction::wgmma_supported(p)) return out;
+  for (auto [bm, bn, st] : std::vector<std::array<int, 3>>{
+           {128, 256, 4}, {128, 128, 5}, {128, 64, 4}, {64, 128, 4}, {64, 64, 4}, {64, 256, 3}}) {
+    ContractionConfig c;
+    c.kind = ContractionConfig::Kind::Wgmma;
+    c.bm = bm;
+    c.bn = bn;
+    c.bk = 64;
+    c.wm = 64;
+    c.wn = bn;
+    c.stages = st;
+    out.push_back(c);
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST(ContractionGpu, KernelForcedVariantsConv) {
+  REQUIRE_GPU();
+  cuda::make_current();
+  int sm = cuda::query_device_info().sm;
+  int i = 0;
+  for (const auto& c : conv_cases()) {
+    Graph g = conv_graph(c);
+    for (const ContractionConfig& cfg : forced_configs(g, sm)) {
+      SCOPED_TRACE(fmt::format("conv case {} config {}", i, cfg.str()));
+      check_kernel(g, conv_inputs(g, c, 11), c.dt, &cfg);
+    }
+    ++i;
+  }
+}
+
+TEST(ContractionGpu, KernelForcedVariantsMatmul) {
+  REQUIRE_GPU();
+  cuda::make_current();
+  int sm = cuda::query_device_info().sm;
+  int i = 0;
+  for (const auto& c : matmul_cases()) {
+    Graph g = matmul_graph(c);
+    for (const ContractionConfig& cfg : forced_configs(g, sm)) {
+      SCOPED_TRACE(fmt::format("matmul case {} config {}", i, cfg.str()));
+      check_kernel(g, matmul_inputs(g, c), c.dt, &cfg);
+    }
+    ++i;
   }
 }
