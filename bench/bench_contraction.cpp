@@ -2,6 +2,7 @@
 //
 //   bench_contraction conv N C K H W R stride pad [act]     conv + bias + act, f16 NHWC / KRSC
 //   bench_contraction matmul M N K [act] [dtype]            matmul + bias + act (default bf16)
+//   --mma (anywhere): the mma.sync kernel where the sm_90a wgmma one would be chosen
 //
 // act: relu (default for conv), gelu_tanh (default for matmul), none. Prints one JSON line: the
 // kernel name, median ms over CUDA-event-timed launches, TFLOP/s. Inputs are fresh random data.
@@ -25,8 +26,9 @@ namespace {
 
 int usage() {
   std::fprintf(stderr,
-               "usage: bench_contraction conv N C K H W R stride pad [relu|none]\n"
-               "       bench_contraction matmul M N K [gelu_tanh|relu|none] [bf16|f16]\n");
+               "usage: bench_contraction conv N C K H W R stride pad [relu|none] [--mma]\n"
+               "       bench_contraction matmul M N K [gelu_tanh|relu|none] [bf16|f16] [--mma]\n"
+               "--mma: the mma.sync kernel instead of the sm_90a wgmma one\n");
   return 2;
 }
 
@@ -59,6 +61,18 @@ void fill_random(uint64_t ptr, size_t bytes, DType dt, uint64_t seed, double sca
 }  // namespace
 
 int main(int argc, char** argv) {
+  // --mma (anywhere): the sm_80+ mma.sync kernel even where the sm_90a wgmma one applies.
+  bool force_mma = false;
+  std::vector<char*> av;
+  for (int i = 0; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--mma") == 0) {
+      force_mma = true;
+    } else {
+      av.push_back(argv[i]);
+    }
+  }
+  argc = static_cast<int>(av.size());
+  argv = av.data();
   try {
     if (argc < 2) return usage();
     std::string mode = argv[1];
@@ -105,7 +119,7 @@ int main(int argc, char** argv) {
     DeviceInfo dev = cuda::query_device_info();
     CodegenOptions co;
     co.sm = dev.sm;
-    co.arch_specific = true;  // as the Engine does: wgmma kernels (sm_90a) on sm_90
+    co.arch_specific = !force_mma;  // as the Engine does: wgmma kernels (sm_90a) on sm_90
     FusionGroup grp;
     grp.kind = GroupKind::Contraction;
     grp.anchor = 0;

@@ -48,6 +48,8 @@ def main():
     ap.add_argument("--batches", default="32,128")
     ap.add_argument("--out", default=os.path.join(os.environ.get("OUT", "/tmp"), "bench_conv.json"))
     ap.add_argument("--skip-matmul", action="store_true")
+    ap.add_argument("--no-mma-baseline", action="store_true",
+                    help="skip the second kiln run per case with the mma.sync kernel (--mma)")
     a = ap.parse_args()
     binary = a.bin
     if binary is None:
@@ -90,6 +92,15 @@ def main():
             del x, w, bias
             torch.cuda.empty_cache()
             k = run_kiln(binary, ["conv", n, C, K, H, H, R, s, p, "relu"])
+            if not a.no_mma_baseline:
+                km = run_kiln(binary, ["conv", n, C, K, H, H, R, s, p, "relu", "--mma"])
+                if "error" in km:
+                    r["kiln_mma_error"] = km["error"]
+                else:
+                    r["kiln_mma_kernel"] = km["kernel"]
+                    r["kiln_mma_TFLOP/s"] = round(flops / km["ms"] / 1e9, 1)
+                    if "cudnn_fused_ms" in r:
+                        r["kiln_mma_vs_cudnn_fused"] = round(r["cudnn_fused_ms"] / km["ms"], 3)
             if "error" in k:
                 r["kiln_error"] = k["error"]
             else:
@@ -116,6 +127,13 @@ def main():
         del A, B, bias
         torch.cuda.empty_cache()
         k = run_kiln(binary, ["matmul", M, N, Kd, "gelu_tanh", "bf16"])
+        if not a.no_mma_baseline:
+            km = run_kiln(binary, ["matmul", M, N, Kd, "gelu_tanh", "bf16", "--mma"])
+            if "error" in km:
+                r["kiln_mma_error"] = km["error"]
+            else:
+                r["kiln_mma_kernel"] = km["kernel"]
+                r["kiln_mma_TFLOP/s"] = round(flops / km["ms"] / 1e9, 1)
         if "error" in k:
             r["kiln_error"] = k["error"]
         else:
