@@ -57,6 +57,9 @@ KernelSpec emit_channelnorm(const EmitContext& cx, const FusionGroup& grp) {
   DimParams& dp = gp.dims;
   const std::string Mr = dp.ref(M), Sr = dp.ref(S);
   std::string name = group_kernel_name(g, grp, fmt::format("g{}", G));
+  // 32-bit element index within the group when it fits: the coordinate div/mod by static
+  // channel and spatial sizes become a multiply-high each instead of a 64-bit division sequence.
+  const char* eidx = M.is_static() && M.value() < (int64_t{1} << 31) ? "int" : "long long";
 
   Writer w;
   std::vector<int> ident(r);
@@ -108,13 +111,15 @@ KernelSpec emit_channelnorm(const EmitContext& cx, const FusionGroup& grp) {
   w.line("float shift;");
   w.open("{{");
   {
-    w.line("const long long e = 0;");
+    w.line("const {} e = 0;", eidx);
     ElementLoader ld{g, X, Shape{}, "", coords("e"), &dp, "", {}};
     w.line("shift = {};", element(ld, false));
   }
   w.close();
   w.line("float s1 = 0.0f, s2 = 0.0f;");
-  w.open("for (long long e = threadIdx.x; e < {}; e += {}) {{", Mr, T);
+  // Unrolled so that several independent loads are in flight per thread.
+  w.line("#pragma unroll 4");
+  w.open("for ({} e = threadIdx.x; e < {}; e += {}) {{", eidx, Mr, T);
   {
     ElementLoader ld{g, X, Shape{}, "", coords("e"), &dp, "", {}};
     w.line("const float d = {} - shift;", element(ld, false));
@@ -129,7 +134,8 @@ KernelSpec emit_channelnorm(const EmitContext& cx, const FusionGroup& grp) {
   w.line("const float mean = shift + dm;");
   w.line("const float rstd = rsqrtf(fmaxf(s2 * inv_m - dm * dm, 0.0f) + {});",
          cuda_float(A.attr_float("eps")));
-  w.open("for (long long e = threadIdx.x; e < {}; e += {}) {{", Mr, T);
+  w.line("#pragma unroll 4");
+  w.open("for ({} e = threadIdx.x; e < {}; e += {}) {{", eidx, Mr, T);
   {
     ElementLoader ld{g, X, Shape{}, "", coords("e"), &dp, "", {}};
     std::string v = element(ld, true);

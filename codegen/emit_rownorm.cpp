@@ -131,8 +131,10 @@ KernelSpec emit_rownorm(const EmitContext& cx, const FusionGroup& grp) {
     return v;
   };
   // The anchor's output for one element from its input value x (softmax: x = exp(x - max)).
+  std::map<size_t, std::string> param_pre;  // anchor parameters already loaded (vector path)
   auto anchor_value = [&](ElementLoader& ld, const std::string& x) {
     auto param = [&](size_t slot) {
+      if (param_pre.count(slot)) return param_pre.at(slot);
       int t = A.inputs[slot];
       std::vector<int> map(r, -1);
       for (size_t k = 0; k < inner.size(); ++k) map[inner[k]] = static_cast<int>(k);
@@ -173,9 +175,12 @@ KernelSpec emit_rownorm(const EmitContext& cx, const FusionGroup& grp) {
         w.line("{};", store_f32(tensor_param(t) + " + " + out_offset(ld, t), pe.values.at(t)));
     }
   };
+  // Each block reduction gets its own 32-float scratch slice: one barrier per reduction.
+  int n_reduce = 0;
   auto reduce = [&](const char* op, const std::string& v) {
-    return sch.warp_per_row ? fmt::format("kiln_warp_{}({})", op, v)
-                            : fmt::format("kiln_block_{}<{}>({}, kiln_red)", op, T, v);
+    if (sch.warp_per_row) return fmt::format("kiln_warp_{}({})", op, v);
+    KILN_ASSERT(n_reduce < 2, "rownorm: more than two block reductions");
+    return fmt::format("kiln_block_{}_once<{}>({}, kiln_red + {})", op, T, v, 32 * n_reduce++);
   };
   // Inputs read by a set of nodes.
   auto inputs_of = [&](const std::vector<int>& nodes) {
@@ -192,7 +197,7 @@ KernelSpec emit_rownorm(const EmitContext& cx, const FusionGroup& grp) {
 
   w.line("// group {}: {} over {} (rows of {})", grp.id, op_name(A.op), xd.str(), L.str());
   w.open("extern \"C\" __global__ void __launch_bounds__({}) {}(KILN_PARAMS) {{", T, name);
-  if (!sch.warp_per_row) w.line("__shared__ float kiln_red[33];");
+  if (!sch.warp_per_row) w.line("__shared__ float kiln_red[64];");
   if (sch.warp_per_row) {
     w.line("const long long row = static_cast<long long>(blockIdx.x) * {} + (threadIdx.x >> 5);",
            sch.rows_per_cta);
@@ -299,6 +304,19 @@ KernelSpec emit_rownorm(const EmitContext& cx, const FusionGroup& grp) {
         for (int t : inputs_of(prologue))
           if (std::find(need.begin(), need.end(), t) == need.end()) need.push_back(t);
       auto pre = load_vectors(need);
+      // Scale/bias over the row, contiguous: one 16-byte load per vector instead of V scalar
+      // loads (they are L1/L2 hits, but the LSU instructions and address math are not free).
+      if (vec)
+        for (size_t slot = 1; slot < A.inputs.size(); ++slot) {
+          if (A.op == OpKind::Softmax) break;
+          const TensorDesc& pd = g.tensor(A.inputs[slot]).desc;
+          if (pd.shape != inner_shape || tensor_strides(pd) != row_major_strides(inner_shape) ||
+              vec_elems(pd.dtype) != V)
+            continue;
+          w.line("float pr{}[{}];", slot, V);
+          w.line("kiln_ldv({} + q * {}, pr{});", tensor_param(A.inputs[slot]), V, slot);
+          param_pre[slot] = fmt::format("pr{}[l]", slot);
+        }
       std::vector<int> vouts;
       if (vec)
         for (int t : grp.outputs)
@@ -320,6 +338,7 @@ KernelSpec emit_rownorm(const EmitContext& cx, const FusionGroup& grp) {
       emit_epilogue(ld, anchor_value(ld, "x[k][l]"), vouts, seed);
       w.close();
       for (int t : vouts) w.line("kiln_stv({}, o{});", vec_ptr(t), t);
+      param_pre.clear();
     }
     w.close();
   } else {

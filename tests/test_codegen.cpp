@@ -230,8 +230,14 @@ TEST(Codegen, RowNormKernelShape) {
   ASSERT_EQ(ks.size(), 1u);
   EXPECT_EQ(ks[0].name, "rownorm_bf16_r4096_add_layernorm_gelu");
   EXPECT_EQ(ks[0].grid[0].eval({{"N", 77}}), 77);  // one CTA per row
-  EXPECT_NE(ks[0].source.find("kiln_block_sum<"), std::string::npos);
+  // Two block reductions, each with its own scratch (one barrier each); scale and bias read as
+  // 16-byte vectors; the bf16 result takes the fast gelu.
+  EXPECT_NE(ks[0].source.find("kiln_block_sum_once<256>(acc, kiln_red + 0)"), std::string::npos);
+  EXPECT_NE(ks[0].source.find("kiln_block_sum_once<256>(acc, kiln_red + 32)"), std::string::npos);
   EXPECT_NE(ks[0].source.find("kiln_ldv("), std::string::npos);
+  EXPECT_NE(ks[0].source.find(" + q * 8, pr1);"), std::string::npos);
+  EXPECT_NE(ks[0].source.find(" + q * 8, pr2);"), std::string::npos);
+  EXPECT_NE(ks[0].source.find("kiln_gelu_erf_fast("), std::string::npos);
   // Short rows: one warp per row, 4 rows per CTA.
   Graph h("short");
   Tensor a = h.input("a", DType::F32, {"N", 7});

@@ -169,6 +169,28 @@ KILN_DEVICE float kiln_block_sum(float v, float* red) {
   v = lane < THREADS / 32 ? red[lane] : 0.0f;
   return kiln_warp_sum(v);
 }
+// The same without the entry barrier (one __syncthreads instead of two): `red` must be scratch
+// (>= 32 floats) that no earlier reduction of this kernel used.
+template <int THREADS>
+KILN_DEVICE float kiln_block_sum_once(float v, float* red) {
+  v = kiln_warp_sum(v);
+  if (THREADS == 32) return v;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  if (lane == 0) red[warp] = v;
+  __syncthreads();
+  v = lane < THREADS / 32 ? red[lane] : 0.0f;
+  return kiln_warp_sum(v);
+}
+template <int THREADS>
+KILN_DEVICE float kiln_block_max_once(float v, float* red) {
+  v = kiln_warp_max(v);
+  if (THREADS == 32) return v;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  if (lane == 0) red[warp] = v;
+  __syncthreads();
+  v = lane < THREADS / 32 ? red[lane] : -KILN_INF;
+  return kiln_warp_max(v);
+}
 template <int THREADS>
 KILN_DEVICE float kiln_block_max(float v, float* red) {
   v = kiln_warp_max(v);
