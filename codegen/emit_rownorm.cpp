@@ -194,6 +194,8 @@ KernelSpec emit_rownorm(const EmitContext& cx, const FusionGroup& grp) {
     return r2;
   };
   const std::string eps = A.op == OpKind::Softmax ? "" : cuda_float(A.attr_float("eps"));
+  // A 16-bit softmax result: ex2.approx (relative error ~1e-6) instead of the IEEE-exact expf.
+  const char* expf_name = g.tensor(out_t).desc.dtype == DType::F32 ? "expf" : "kiln_exp_fast";
 
   w.line("// group {}: {} over {} (rows of {})", grp.id, op_name(A.op), xd.str(), L.str());
   w.open("extern \"C\" __global__ void __launch_bounds__({}) {}(KILN_PARAMS) {{", T, name);
@@ -283,7 +285,8 @@ KernelSpec emit_rownorm(const EmitContext& cx, const FusionGroup& grp) {
       regs_loop("acc = fmaxf(acc, x[k][l]);");
       w.line("row_max = {};", reduce("max", "acc"));
       w.line("acc = 0.0f;");
-      regs_loop("if (valid) { x[k][l] = expf(x[k][l] - row_max); acc += x[k][l]; }");
+      regs_loop(fmt::format("if (valid) {{ x[k][l] = {}(x[k][l] - row_max); acc += x[k][l]; }}",
+                            expf_name));
       w.line("inv_sum = 1.0f / {};", reduce("sum", "acc"));
     }
     w.close();
