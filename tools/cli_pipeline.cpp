@@ -107,6 +107,24 @@ double copy_bandwidth() {
   return 2.0 * static_cast<double>(bytes) / (median(t) * 1e-3);
 }
 
+// Whole-graph time: every kernel in order on one stream, CUDA events around each run; median.
+double graph_time_ms(DeviceSession& s, int warmup, int iters) {
+  void* e0 = cuda::event_create();
+  void* e1 = cuda::event_create();
+  for (int i = 0; i < warmup; ++i) s.compiled().run(s.inputs(), s.outputs());
+  std::vector<double> runs;
+  for (int i = 0; i < iters; ++i) {
+    cuda::event_record(e0, nullptr);
+    s.compiled().run(s.inputs(), s.outputs());
+    cuda::event_record(e1, nullptr);
+    cuda::event_synchronize(e1);
+    runs.push_back(cuda::event_elapsed_ms(e0, e1));
+  }
+  cuda::event_destroy(e0);
+  cuda::event_destroy(e1);
+  return median(runs);
+}
+
 int run_bench(const std::vector<std::string>& argv) {
   Args a = parse_args("bench", argv,
                       {{"--shape", true, true},
@@ -117,7 +135,8 @@ int run_bench(const std::vector<std::string>& argv) {
                        {"--iters", true, false},
                        {"--json", true, false},
                        {"--no-fusion", false, false},
-                       {"--cuda-graph", false, false}},
+                       {"--cuda-graph", false, false},
+                       {"--specialize", false, false}},
                       1, 1);
   int warmup = static_cast<int>(parse_int("bench", "--warmup", a.get("--warmup", "10"), 0));
   int iters = static_cast<int>(parse_int("bench", "--iters", a.get("--iters", "50"), 1));
@@ -137,21 +156,7 @@ int run_bench(const std::vector<std::string>& argv) {
   s.run();
   double ceiling = copy_bandwidth();
 
-  // Whole-graph time: every kernel in order on one stream, CUDA events around each run.
-  void* e0 = cuda::event_create();
-  void* e1 = cuda::event_create();
-  for (int i = 0; i < warmup; ++i) s.compiled().run(s.inputs(), s.outputs());
-  std::vector<double> runs;
-  for (int i = 0; i < iters; ++i) {
-    cuda::event_record(e0, nullptr);
-    s.compiled().run(s.inputs(), s.outputs());
-    cuda::event_record(e1, nullptr);
-    cuda::event_synchronize(e1);
-    runs.push_back(cuda::event_elapsed_ms(e0, e1));
-  }
-  cuda::event_destroy(e0);
-  cuda::event_destroy(e1);
-  double total_ms = median(runs);
+  double total_ms = graph_time_ms(s, warmup, iters);
   // Host overhead: the wall time of the run() call itself (work queued, not waited for).
   std::vector<double> host;
   for (int i = 0; i < std::max(iters, 200); ++i) {
@@ -218,6 +223,24 @@ int run_bench(const std::vector<std::string>& argv) {
              total_ms, total_bytes, gbs, 100.0 * gbs * 1e9 / ceiling,
              static_cast<double>(total_flops) / (total_ms * 1e-3) / 1e12);
   j["sum_kernel_ms"] = sum_ms;
+  if (a.has("--specialize")) {
+    // The same graph with every symbol replaced by its bound value (what EngineOptions::
+    // specialize_after swaps in for a hot shape), timed the same way, interleaved with the generic
+    // one so that clock drift hits both.
+    Graph sg = specialize_graph(g, in.bindings);
+    DeviceSession ss(sg, in.tensors, {}, eo);
+    ss.run();
+    std::vector<double> gen, spec;
+    for (int r = 0; r < 5; ++r) {
+      gen.push_back(graph_time_ms(s, warmup, iters));
+      spec.push_back(graph_time_ms(ss, warmup, iters));
+    }
+    double gm = median(gen), sm = median(spec);
+    fmt::print("{:<56} {:>10.4f}   (generic {:.4f} ms: specialized/generic time {:.3f})\n",
+               "whole graph, shape-specialized", sm, gm, sm / gm);
+    j["specialized_ms"] = sm;
+    j["generic_ms"] = gm;
+  }
   j["total_bytes"] = total_bytes;
   j["total_flops"] = total_flops;
   if (a.has("--json")) {
@@ -373,12 +396,14 @@ KILN_CLI_COMMAND(
     bench, "bench", "time each kernel on the GPU against the copy-bandwidth ceiling",
     "usage: kiln bench GRAPH [--shape SYM=V ...] [--inputs F] [--input NAME=F ...]\n"
     "                  [--seed S] [--warmup W] [--iters I] [--json FILE] [--no-fusion]\n"
-    "                  [--cuda-graph]\n\n"
+    "                  [--cuda-graph] [--specialize]\n\n"
     "Compiles the graph, uploads seeded random (or given) inputs, and prints per kernel\n"
     "the median of CUDA-event-timed launches, bytes moved, achieved GB/s and the share\n"
     "of the device-to-device copy bandwidth measured in the same process; then the\n"
     "whole graph's median run time, and the host overhead per run (the median wall time\n"
-    "of the run() call). --cuda-graph replays a captured CUDA graph per run instead.\n",
+    "of the run() call). --cuda-graph replays a captured CUDA graph per run instead.\n"
+    "--specialize also times the graph with every symbol fixed to its bound value (what\n"
+    "EngineOptions::specialize_after swaps in for a hot shape) against the generic one.\n",
     run_bench);
 KILN_CLI_COMMAND(
     cache, "cache", "show, clear or warm (precompile a graph into) the on-disk kernel cache",
