@@ -32,7 +32,15 @@ for step in "$@"; do
         KILN_CACHE_DIR=/tmp/kc-proc timeout 60 build/kiln run examples/graphs/resnet50_bottleneck.json \
           --shape N=8 --device gpu --stats 2>&1 | grep -iE "time|nvrtc|compile|cache"
       done ;;
-    host) timeout 120 build/bench_host_overhead 2>&1 | tail -30 ;;
+    host) timeout 120 build/bench_host_overhead > "$OUT/host_overhead.log" 2>&1
+          grep -vE "^ +[0-9]+ " "$OUT/host_overhead.log" | tail -20 ;;
+    spec)  # shape-specialized vs generic kernels (EngineOptions::specialize_after swaps these in)
+      for spec in "resnet50_bottleneck N=8" "resnet50_bottleneck N=32" "transformer_mlp seq=77" \
+                  "transformer_mlp seq=512" "add_layernorm_gelu rows=4097"; do
+        set -- $spec
+        timeout 60 build/kiln bench "examples/graphs/$1.json" --shape "$2" --specialize 2>&1 |
+          grep -E "^graph|whole graph"
+      done ;;
     graphs) timeout 120 build/bench_cuda_graph examples/graphs/resnet50_bottleneck.json 2>&1 | tail -15 ;;
     embed) timeout 180 build/kiln_tests --gtest_filter='EmbedInstall*:CApi*' 2>&1 | tail -15 ;;
     sanitize)
