@@ -22,7 +22,7 @@ for step in "$@"; do
         timeout 120 build/kiln run "examples/graphs/$1.json" --shape "$2" --device gpu --check 2>&1 | tail -8
       done ;;
     memory) timeout 240 python3 bench/bench_memory.py --kiln build/kiln 2>&1 | tail -30 ;;
-    conv) timeout 240 python3 bench/bench_conv.py --bin build/bench_contraction 2>&1 | tail -40 ;;
+    conv) timeout 300 python3 bench/bench_conv.py --bin build/bench_contraction --no-mma-baseline 2>&1 | tail -40 ;;
     compile)  # cold NVRTC time per kernel (fresh cache dir), then a second process: 0 compiles
       rm -rf /tmp/kc-cold
       for g in add_layernorm_gelu resnet50_bottleneck transformer_mlp unet_resblock; do
