@@ -169,6 +169,10 @@ HostTensor HostTensor::from_f64(DType dtype, std::vector<int64_t> shape,
 }
 
 HostTensor HostTensor::relayout(Layout layout) const {
+  // Already laid out that way (the common case for weights): one copy, no per-element walk.
+  if (strides == layout_strides(shape, layout) &&
+      data.size() == static_cast<size_t>(numel()) * dtype_size(dtype))
+    return *this;
   HostTensor t = zeros(dtype, shape, layout);
   size_t es = dtype_size(dtype);
   std::vector<int64_t> src_off(static_cast<size_t>(numel()));
