@@ -49,6 +49,16 @@ for step in "$@"; do
           --gtest_filter="${SANITIZE_FILTER:-RuntimeGpu*:OpsGpu*pattern*:ContractionGpu.Engine*}" 2>&1 |
           grep -E "ERROR SUMMARY|PASSED|FAILED|Hazard|Invalid" | head -20
       done ;;
+    onnx)  # whole networks: torchvision/PyTorch -> ONNX -> kiln import -> kiln on the GPU vs PyTorch
+      timeout 200 python3 tools/export_torchvision.py --out /tmp/m --batch 2 2>&1 | tail -5
+      for m in resnet50 encoder unet_down; do
+        [ -f /tmp/m/$m.onnx ] || continue
+        timeout 60 build/kiln import /tmp/m/$m.onnx --out /tmp/m/kiln 2>&1 | tail -2
+        timeout 200 build/kiln run /tmp/m/kiln/$m.json --device gpu --stats \
+          --inputs /tmp/m/$m.inputs.safetensors --output /tmp/m/$m.got.safetensors 2>&1 | tail -4
+        python3 tools/export_torchvision.py --compare /tmp/m/$m.expected.safetensors \
+          /tmp/m/$m.got.safetensors --tol 1e-3 2>&1 | tail -3
+      done ;;
     *) echo "unknown step $step" ;;
   esac
 done
