@@ -3,6 +3,8 @@
 //   bench_contraction conv N C K H W R stride pad [act]     conv + bias + act, f16 NHWC / KRSC
 //   bench_contraction matmul M N K [act] [dtype]            matmul + bias + act (default bf16)
 //   --mma (anywhere): the mma.sync kernel where the sm_90a wgmma one would be chosen
+//   --static (anywhere): batch dim static (a shape-specialized graph): tiles from the concrete M
+//   --config=wgBMxBNx64_sS (anywhere): force that sm_90a wgmma tile
 //
 // act: relu (default for conv), gelu_tanh (default for matmul), none. Prints one JSON line: the
 // kernel name, median ms over CUDA-event-timed launches, TFLOP/s. Inputs are fresh random data.
@@ -14,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "codegen/contraction_common.hpp"
 #include "codegen/emit.hpp"
 #include "codegen/nvrtc.hpp"
 #include "kiln/error.hpp"
@@ -25,10 +28,15 @@ using namespace kiln;
 namespace {
 
 int usage() {
-  std::fprintf(stderr,
-               "usage: bench_contraction conv N C K H W R stride pad [relu|none] [--mma]\n"
-               "       bench_contraction matmul M N K [gelu_tanh|relu|none] [bf16|f16] [--mma]\n"
-               "--mma: the mma.sync kernel instead of the sm_90a wgmma one\n");
+  std::fprintf(
+      stderr,
+      "usage: bench_contraction conv N C K H W R stride pad [relu|none] [--mma] [--static]\n"
+      "       bench_contraction matmul M N K [gelu_tanh|relu|none] [bf16|f16] [--mma] "
+      "[--static]\n"
+      "--mma: the mma.sync kernel instead of the sm_90a wgmma one\n"
+      "--static: the batch size (conv N / matmul M) is a static dim, as in a\n"
+      "  shape-specialized graph: tiles are chosen from the concrete M\n"
+      "--config=wgBMxBNx64_sS: force that sm_90a wgmma tile\n");
   return 2;
 }
 
@@ -62,11 +70,27 @@ void fill_random(uint64_t ptr, size_t bytes, DType dt, uint64_t seed, double sca
 
 int main(int argc, char** argv) {
   // --mma (anywhere): the sm_80+ mma.sync kernel even where the sm_90a wgmma one applies.
-  bool force_mma = false;
+  // --static (anywhere): the batch dim is static (what Engine hot-shape specialization compiles).
+  // --config=wgBMxBNx64_sS (anywhere): that wgmma tile instead of the heuristics' choice.
+  bool force_mma = false, static_shape = false;
+  ContractionConfig forced;
   std::vector<char*> av;
   for (int i = 0; i < argc; ++i) {
     if (std::strcmp(argv[i], "--mma") == 0) {
       force_mma = true;
+    } else if (std::strcmp(argv[i], "--static") == 0) {
+      static_shape = true;
+    } else if (std::strncmp(argv[i], "--config=", 9) == 0) {
+      int bm = 0, bn = 0, bk = 0, st = 0;
+      if (std::sscanf(argv[i] + 9, "wg%dx%dx%d_s%d", &bm, &bn, &bk, &st) != 4 || bk != 64)
+        return usage();
+      forced.kind = ContractionConfig::Kind::Wgmma;
+      forced.bm = bm;
+      forced.bn = bn;
+      forced.bk = 64;
+      forced.wm = 64;
+      forced.wn = bn;
+      forced.stages = st;
     } else {
       av.push_back(argv[i]);
     }
@@ -84,7 +108,8 @@ int main(int argc, char** argv) {
               h = std::atoll(argv[5]), w = std::atoll(argv[6]), r = std::atoll(argv[7]),
               st = std::atoll(argv[8]), pad = std::atoll(argv[9]);
       std::string a = argc > 10 ? argv[10] : "relu";
-      Tensor x = g.input("x", DType::F16, {"N", c, h, w}, Layout::NHWC);
+      Tensor x =
+          g.input("x", DType::F16, {static_shape ? Dim(n) : Dim("N"), c, h, w}, Layout::NHWC);
       Tensor wt = g.constant_random("w", {DType::F16, {k, c, r, r}, Layout::NHWC, {}}, "normal", 0,
                                     0.05, 1);
       Tensor bias = g.constant_random("b", {DType::F16, {k}, Layout::NCHW, {}}, "normal", 0, 1, 2);
@@ -100,7 +125,7 @@ int main(int argc, char** argv) {
       std::string a = argc > 5 ? argv[5] : "gelu_tanh";
       DType dt = DType::BF16;
       if (argc > 6 && !parse_dtype(argv[6], &dt)) return usage();
-      Tensor x = g.input("a", dt, {"M", k});
+      Tensor x = g.input("a", dt, {static_shape ? Dim(m) : Dim("M"), k});
       Tensor wt = g.input("b", dt, {k, n});
       Tensor bias = g.constant_random("bias", {dt, {n}, Layout::NCHW, {}}, "normal", 0, 1, 2);
       g.output(act(g, g.matmul(x, wt, bias), a));
@@ -128,7 +153,10 @@ int main(int argc, char** argv) {
       if (g.tensor(t).role != TensorRole::Intermediate) grp.inputs.push_back(t);
     grp.outputs = g.outputs();
     EmitContext cx{g, co};
-    KernelSpec k = emit_contraction(cx, grp);
+    KernelSpec k =
+        forced.kind == ContractionConfig::Kind::Wgmma
+            ? contraction::emit_with_config(contraction::describe(g, grp), forced, dev.sm)
+            : emit_contraction(cx, grp);
     NvrtcResult nr = nvrtc_compile(k.source, k.name, k.arch.empty() ? dev.arch : k.arch);
     void* mod = cuda::module_load(nr.cubin);
     void* fn = cuda::module_function(mod, k.entry);

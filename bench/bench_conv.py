@@ -48,6 +48,11 @@ def main():
     ap.add_argument("--batches", default="32,128")
     ap.add_argument("--out", default=os.path.join(os.environ.get("OUT", "/tmp"), "bench_conv.json"))
     ap.add_argument("--skip-matmul", action="store_true")
+    ap.add_argument("--no-static", action="store_true",
+                    help="skip the run with a static batch dim (--static: tiles from the concrete M)")
+    ap.add_argument("--configs", default="",
+                    help="comma-separated wgmma tiles to time too (static shapes), e.g. "
+                         "wg128x128x64_s5,wg256x128x64_s4")
     ap.add_argument("--no-mma-baseline", action="store_true",
                     help="skip the second kiln run per case with the mma.sync kernel (--mma)")
     a = ap.parse_args()
@@ -92,6 +97,21 @@ def main():
             del x, w, bias
             torch.cuda.empty_cache()
             k = run_kiln(binary, ["conv", n, C, K, H, H, R, s, p, "relu"])
+            if not a.no_static:
+                # The shape-specialized kernel (static N, what Engine hot-shape specialization and
+                # static graphs compile): tiles chosen from the concrete M.
+                ks = run_kiln(binary, ["conv", n, C, K, H, H, R, s, p, "relu", "--static"])
+                if "error" in ks:
+                    r["kiln_static_error"] = ks["error"]
+                else:
+                    r["kiln_static_kernel"] = ks["kernel"]
+                    r["kiln_static_TFLOP/s"] = round(flops / ks["ms"] / 1e9, 1)
+                    if "cudnn_fused_ms" in r:
+                        r["kiln_static_vs_cudnn_fused"] = round(r["cudnn_fused_ms"] / ks["ms"], 3)
+            for cfg in [c for c in a.configs.split(",") if c]:
+                kc = run_kiln(binary, ["conv", n, C, K, H, H, R, s, p, "relu", "--static", "--config=" + cfg])
+                if "error" not in kc and "cudnn_fused_ms" in r:
+                    r[f"kiln_{cfg}_vs_cudnn_fused"] = round(r["cudnn_fused_ms"] / kc["ms"], 3)
             if not a.no_mma_baseline:
                 km = run_kiln(binary, ["conv", n, C, K, H, H, R, s, p, "relu", "--mma"])
                 if "error" in km:
@@ -127,6 +147,13 @@ def main():
         del A, B, bias
         torch.cuda.empty_cache()
         k = run_kiln(binary, ["matmul", M, N, Kd, "gelu_tanh", "bf16"])
+        if not a.no_static:
+            ks = run_kiln(binary, ["matmul", M, N, Kd, "gelu_tanh", "bf16", "--static"])
+            if "error" in ks:
+                r["kiln_static_error"] = ks["error"]
+            else:
+                r["kiln_static_kernel"] = ks["kernel"]
+                r["kiln_static_vs_cublas_epilogue"] = round(r["cublas_epilogue_ms"] / ks["ms"], 3)
         if not a.no_mma_baseline:
             km = run_kiln(binary, ["matmul", M, N, Kd, "gelu_tanh", "bf16", "--mma"])
             if "error" in km:

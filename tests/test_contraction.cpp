@@ -10,6 +10,7 @@
 #include "codegen/contraction_common.hpp"
 #include "codegen/emit.hpp"
 #include "codegen/nvrtc.hpp"
+#include "engine/graph_key.hpp"
 #include "heuristics/contraction_config.hpp"
 #include "kiln/error.hpp"
 #include "kiln/graph.hpp"
@@ -616,8 +617,9 @@ TEST(Contraction, EveryWgmmaTileCompiles) {
     gs.push_back(std::move(g));
   }
   gs.push_back(bench_matmul_graph(false, true, DType::F16));
-  const std::vector<std::array<int, 3>> tiles = {{128, 256, 4}, {128, 128, 5}, {128, 64, 4},
-                                                 {64, 128, 4},  {64, 64, 4},   {64, 256, 3}};
+  const std::vector<std::array<int, 3>> tiles = {{128, 256, 4}, {256, 128, 4}, {128, 128, 5},
+                                                 {128, 64, 4},  {64, 128, 4},  {64, 64, 4},
+                                                 {64, 256, 3}};
   for (const Graph& g : gs) {
     FusionGroup grp = make_group(g);
     contraction::Problem p = contraction::describe(g, grp);
@@ -642,4 +644,35 @@ TEST(Contraction, EveryWgmmaTileCompiles) {
       }
     }
   }
+}
+
+// The tile follows the concrete M where the graph is static (or shape-specialized): res3 3x3 128
+// at N=128 (M = 100352) takes a big tile, while the symbolic graph's estimate (N = 32) keeps the
+// small one; 256x128 (four warpgroups) fits the shared memory and runs 512 threads.
+TEST(Contraction, WgmmaTileFromConcreteM) {
+  auto info = [](int64_t n) {
+    ContractionProblemInfo p;
+    p.m = n * 28 * 28;
+    p.n = 128;
+    p.k = 9 * 128;
+    p.wgmma_ok = true;
+    return p;
+  };
+  ContractionConfig c32 = choose_contraction_config(info(32));
+  ContractionConfig c128 = choose_contraction_config(info(128));
+  ASSERT_EQ(c32.kind, ContractionConfig::Kind::Wgmma);
+  ASSERT_EQ(c128.kind, ContractionConfig::Kind::Wgmma);
+  EXPECT_GT(c128.bm * c128.bn, c32.bm * c32.bn) << c32.str() << " vs " << c128.str();
+  EXPECT_EQ(c128.str(), "wg256x128x64_s4");
+  EXPECT_EQ(c128.threads(), 512);
+  EXPECT_LE(c128.smem_bytes(), info(128).smem_optin);
+
+  // Through codegen: the static graph's kernel is the concrete-M tile, the symbolic one's the
+  // N = 32 estimate.
+  Graph sym = bench_conv_graph(128, 128, 28, 3, 1, 1);
+  Graph st = specialize_graph(sym, {{"N", 128}});
+  KernelSpec ks = emit_arch_specific(sym), kt = emit_arch_specific(st);
+  EXPECT_NE(ks.name.find(c32.str()), std::string::npos) << ks.name;
+  EXPECT_NE(kt.name.find("wg256x128x64_s4"), std::string::npos) << kt.name;
+  EXPECT_EQ(kt.block[0], 512);
 }

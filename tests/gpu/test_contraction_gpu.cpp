@@ -369,8 +369,13 @@ std::vector<ContractionConfig> forced_configs(const Graph& g, int sm) {
   ContractionConfig m = choose_mma_config(info);
   if (m.kind == ContractionConfig::Kind::Mma) out.push_back(m);
   if (sm != 90 || !contraction::wgmma_supported(p)) return out;
-  for (auto [bm, bn, st] : std::vector<std::array<int, 3>>{
-           {128, 256, 4}, {128, 128, 5}, {128, 64, 4}, {64, 128, 4}, {64, 64, 4}, {64, 256, 3}}) {
+  for (auto [bm, bn, st] : std::vector<std::array<int, 3>>{{128, 256, 4},
+                                                           {256, 128, 4},
+                                                           {128, 128, 5},
+                                                           {128, 64, 4},
+                                                           {64, 128, 4},
+                                                           {64, 64, 4},
+                                                           {64, 256, 3}}) {
     ContractionConfig c;
     c.kind = ContractionConfig::Kind::Wgmma;
     c.bm = bm;
