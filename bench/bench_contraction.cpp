@@ -174,6 +174,16 @@ int main(int argc, char** argv) {
         params[i] = &ints[i];
         continue;
       }
+      if (a.kind == KernelArg::Kind::Scratch || a.kind == KernelArg::Kind::Counters) {
+        // Split-K workspace / self-resetting tile counters (zeroed once, as the executor does).
+        bool cnt = a.kind == KernelArg::Kind::Counters;
+        size_t bytes = static_cast<size_t>(a.value.eval(b) * (cnt ? 4 : 1));
+        bufs.emplace_back(std::max<size_t>(bytes, 16));
+        cuda::memset_d8(bufs.back().ptr(), 0, bufs.back().bytes());
+        ptrs[i] = bufs.back().ptr();
+        params[i] = &ptrs[i];
+        continue;
+      }
       const TensorInfo& ti = g.tensor(a.tensor);
       int64_t numel = 1;
       for (int64_t d : eval_shape(ti.desc.shape, b)) numel *= d;

@@ -47,6 +47,9 @@ class ArgList {
   std::string tensor(const Graph& g, int id, bool is_const);
   // A literal for a static dim, else the name of a `long long` parameter carrying it.
   std::string dim(const Dim& d);
+  // A pointer to executor-owned scratch: `amount` bytes of f32 workspace (counters false) or
+  // `amount` zero-initialized self-resetting 32-bit counters (counters true).
+  std::string scratch(bool counters, const Dim& amount);
   std::string params() const;  // "const float* __restrict__ t3, long long s0, ..."
   const std::vector<KernelArg>& args() const { return args_; }
 

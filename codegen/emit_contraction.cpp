@@ -119,6 +119,16 @@ std::string ArgList::dim(const Dim& d) {
   return name;
 }
 
+std::string ArgList::scratch(bool counters, const Dim& amount) {
+  std::string name = counters ? "kc_cnt" : "kc_ws";
+  KernelArg a;
+  a.kind = counters ? KernelArg::Kind::Counters : KernelArg::Kind::Scratch;
+  a.value = amount;
+  args_.push_back(a);
+  decls_.push_back(fmt::format("{}* __restrict__ {}", counters ? "unsigned" : "float", name));
+  return name;
+}
+
 std::string ArgList::params() const {
   std::string s;
   for (size_t i = 0; i < decls_.size(); ++i) s += (i ? ", " : "") + decls_[i];

@@ -150,8 +150,14 @@ std::string wgmma_function(int n, bool bf16, bool b_kmajor) {
 
 }  // namespace
 
-KernelSpec emit_mma(const Problem& p, const ContractionConfig& cfg, int sm) {
+KernelSpec emit_mma(const Problem& p, const ContractionConfig& cfg_in, int sm) {
   const Graph& g = *p.graph;
+  // Split-K (grid.z = splits) takes conv and unbatched matmul; batched matmul uses grid.z for the
+  // batch and runs unsplit.
+  ContractionConfig cfg = cfg_in;
+  if (!p.is_conv && !p.mm.batch.empty()) cfg.split_k = 1;
+  cfg.split_k = std::max(1, cfg.split_k);
+  const int splits = cfg.split_k;
   ArgList a;
   const TensorDesc& xd = g.tensor(p.x).desc;
   const TensorDesc& wd = g.tensor(p.w).desc;
@@ -354,14 +360,68 @@ KernelSpec emit_mma(const Problem& p, const ContractionConfig& cfg, int sm) {
     emit_strided_loader(b, bop, "b", cfg.bn, cfg.bk, threads, "n0", "b_off");
     b.line("float acc[G::MI][G::NI][4];");
     b.line("const int ktiles = (int)(({} + {}) / {});", kred, cfg.bk - 1, cfg.bk);
+    if (splits > 1) {
+      // Split z takes k tiles [kt0, kt1) (possibly none: its partial sum is zero).
+      b.line("const int kper = (ktiles + {}) / {};", splits - 1, splits);
+      b.line("const int kt0 = min(ktiles, (int)blockIdx.z * kper), kt1 = min(ktiles, kt0 + kper);");
+    } else {
+      b.line("const int kt0 = 0, kt1 = ktiles;");
+    }
     if (wg) {
       b.line(
           "auto mma = [](unsigned long long da, unsigned long long db, float (&c)[1][G::NI][4]) "
           "{{ kc_wgmma_n{}(da, db, c); }};",
           cfg.bn);
-      b.line("G::mainloop(G::aligned(kc_smem), load_a, load_b, mma, 0, ktiles, acc);");
+      b.line("G::mainloop(G::aligned(kc_smem), load_a, load_b, mma, kt0, kt1, acc);");
     } else {
-      b.line("G::mainloop(kc_smem, load_a, load_b, 0, ktiles, acc);");
+      b.line("G::mainloop(kc_smem, load_a, load_b, kt0, kt1, acc);");
+    }
+    if (splits > 1) {
+      // Each split stores its f32 partial tile (element i of thread t at i * THREADS + t); the
+      // last CTA of a tile to arrive (counter per tile, reset to zero by that CTA) sums the
+      // partials in split order and runs the epilogue.
+      std::string ws = a.scratch(false, Dim(0)), cnt = a.scratch(true, Dim(0));
+      b.line("__shared__ unsigned kc_is_last;");
+      b.line("const unsigned tile = blockIdx.x + blockIdx.y * gridDim.x;");
+      b.line("float* part = {} + (size_t)tile * {} * {};", ws, splits, cfg.bm * cfg.bn);
+      b.line("#pragma unroll");
+      b.open("for (int mi = 0; mi < G::MI; ++mi) {{");
+      b.line("#pragma unroll");
+      b.open("for (int ni = 0; ni < G::NI; ++ni) {{");
+      b.line("#pragma unroll");
+      b.open("for (int e = 0; e < 4; ++e) {{");
+      b.line("const int i = (mi * G::NI + ni) * 4 + e;");
+      b.line("kc_st_cg_f32(part + (size_t)blockIdx.z * {} + i * {} + tid, acc[mi][ni][e]);",
+             cfg.bm * cfg.bn, threads);
+      b.close();
+      b.close();
+      b.close();
+      b.line("kc_fence_gpu();");
+      b.line("__syncthreads();");
+      b.open("if (tid == 0) {{");
+      b.line("const unsigned prev = kc_atom_add_u32({} + tile, 1u);", cnt);
+      b.line("kc_is_last = prev == {}u;", splits - 1);
+      b.line("if (prev == {}u) {}[tile] = 0u;", splits - 1, cnt);
+      b.close();
+      b.line("__syncthreads();");
+      b.line("if (!kc_is_last) return;");
+      b.line("kc_fence_gpu();");
+      b.line("#pragma unroll");
+      b.open("for (int mi = 0; mi < G::MI; ++mi) {{");
+      b.line("#pragma unroll");
+      b.open("for (int ni = 0; ni < G::NI; ++ni) {{");
+      b.line("#pragma unroll");
+      b.open("for (int e = 0; e < 4; ++e) {{");
+      b.line("const int i = (mi * G::NI + ni) * 4 + e;");
+      b.line("float sum = 0.f;");
+      b.open("for (int z = 0; z < {}; ++z) {{", splits);
+      b.line("sum += kc_ld_cg_f32(part + (size_t)z * {} + i * {} + tid);", cfg.bm * cfg.bn,
+             threads);
+      b.close();
+      b.line("acc[mi][ni][e] = sum;");
+      b.close();
+      b.close();
+      b.close();
     }
     // ---- epilogue: accumulator (mi, ni, e) of lane l sits at row mi*16 + l/4 + (e/2)*8,
     // column ni*8 + (l%4)*2 + e%2 of the warp tile (mma.sync m16n8 and wgmma m64nN alike; a
@@ -451,6 +511,15 @@ KernelSpec emit_mma(const Problem& p, const ContractionConfig& cfg, int sm) {
   k.source = std::move(src);
   k.args = a.args();
   k.grid = {(gm + Dim(cfg.bm - 1)) / Dim(cfg.bm), (gn + Dim(cfg.bn - 1)) / Dim(cfg.bn), gbatch};
+  if (splits > 1) {
+    k.grid[2] = Dim(splits);
+    Dim tiles = k.grid[0] * k.grid[1];
+    for (KernelArg& ka : k.args) {
+      if (ka.kind == KernelArg::Kind::Scratch)
+        ka.value = tiles * Dim(int64_t{splits} * cfg.bm * cfg.bn * 4);
+      if (ka.kind == KernelArg::Kind::Counters) ka.value = tiles;
+    }
+  }
   k.block = {threads, 1, 1};
   k.smem_bytes = cfg.smem_bytes();
   if (wg) k.arch = "sm_90a";

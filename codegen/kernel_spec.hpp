@@ -13,7 +13,10 @@
 namespace kiln {
 
 struct KernelArg {
-  enum class Kind { Tensor, Int } kind = Kind::Tensor;
+  // Scratch: a device pointer to `value` bytes of executor-owned scratch (contents undefined).
+  // Counters: a device pointer to `value` 32-bit counters that are zero at launch; the kernel
+  // must leave them zero when it finishes (self-resetting), the executor zeroes them only once.
+  enum class Kind { Tensor, Int, Scratch, Counters } kind = Kind::Tensor;
   int tensor = -1;  // Tensor: graph tensor id (device pointer passed)
   Dim value;        // Int: passed as long long, evaluated from the bindings at launch
 };

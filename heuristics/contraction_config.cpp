@@ -49,6 +49,51 @@ bool tensor_core_ok(const ContractionProblemInfo& p) {
   return half && p.mma_ok && p.sm >= 80 && p.k >= 16;
 }
 
+// Split-K for small-M / large-K problems (too few output tiles to fill the SMs): the busiest
+// SM's time, in MAC units, for a tile / split count. A split CTA adds the cost of writing its
+// f32 partial tile and (amortized) the last CTA's read of all partials: about kSplitOverhead
+// k tiles of MMA work.
+constexpr double kSplitOverhead = 3.0;
+constexpr int kSplits[] = {2, 3, 4, 5, 6, 8};
+
+double split_cost(const ContractionProblemInfo& p, int bm, int bn, double eff, int splits) {
+  int64_t ktiles = (p.k + 63) / 64;
+  int64_t kper = (ktiles + splits - 1) / splits;
+  int64_t ctas = ((p.m + bm - 1) / bm) * ((p.n + bn - 1) / bn) * p.batch * splits;
+  int64_t per_sm_max = (ctas + p.sm_count - 1) / p.sm_count;
+  double tile = static_cast<double>(bm) * bn;
+  double per_cta =
+      static_cast<double>(kper) * tile / eff + (splits > 1 ? kSplitOverhead * tile : 0);
+  return static_cast<double>(per_sm_max) * per_cta;
+}
+
+// Replaces `c` (the best unsplit wgmma tile) with a split-K config when the model predicts at
+// least 15% less time. Only for a concrete M (a symbolic batch may be much larger) and one GEMM.
+void choose_split_k(const ContractionProblemInfo& p, ContractionConfig* c) {
+  if (p.m_is_estimate || p.batch != 1) return;
+  double base_eff = 1.0;
+  for (const WgCandidate& cand : kWgCandidates)
+    if (cand.bm == c->bm && cand.bn == c->bn) base_eff = cand.tile_eff;
+  double best = 0.85 * split_cost(p, c->bm, c->bn, base_eff, 1);
+  int64_t ktiles = (p.k + 63) / 64;
+  for (const WgCandidate& cand : kWgCandidates) {
+    int smem = (cand.bm + cand.bn) * 64 * 2 * cand.stages + 1024;
+    if (smem > p.smem_optin) continue;
+    for (int s : kSplits) {
+      if (ktiles < 4 * s) continue;  // every split keeps a pipeline's worth of k tiles
+      double cost = split_cost(p, cand.bm, cand.bn, cand.tile_eff, s);
+      if (cost < best) {
+        best = cost;
+        c->bm = cand.bm;
+        c->bn = cand.bn;
+        c->wn = cand.bn;
+        c->stages = cand.stages;
+        c->split_k = s;
+      }
+    }
+  }
+}
+
 }  // namespace
 
 ContractionConfig choose_wgmma_config(const ContractionProblemInfo& p) {
@@ -78,6 +123,7 @@ ContractionConfig choose_wgmma_config(const ContractionProblemInfo& p) {
       c.stages = cand.stages;
     }
   }
+  if (c.kind == ContractionConfig::Kind::Wgmma) choose_split_k(p, &c);
   return c;
 }
 

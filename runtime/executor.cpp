@@ -252,6 +252,35 @@ Executor::Prepared Executor::prepare(const std::map<std::string, DeviceTensor>& 
              "run: workspace pointer {:#x} is not {}-byte aligned", workspace, kArenaAlign);
   for (const auto& [id, off] : ap->offset) ptr[id] = base + static_cast<uint64_t>(off);
 
+  // Kernel scratch and counters: one buffer each, sized for the largest kernel.
+  uint64_t scratch_ptr = 0, counters_ptr = 0;
+  {
+    int64_t want_scratch = 0, want_counters = 0;
+    for (const ExecutorKernel& k : kernels_)
+      for (const KernelArg& a : k.spec.args) {
+        if (a.kind == KernelArg::Kind::Scratch)
+          want_scratch = std::max(want_scratch, a.value.eval(b));
+        if (a.kind == KernelArg::Kind::Counters)
+          want_counters = std::max(want_counters, a.value.eval(b) * 4);
+      }
+    if (want_scratch > 0 || want_counters > 0) {
+      std::lock_guard<std::mutex> lock(mu_);
+      constexpr size_t kGranule = size_t{2} << 20;
+      auto grow = [&](cuda::DeviceBuffer& buf, int64_t want, bool zero) {
+        if (want <= 0 || static_cast<int64_t>(buf.bytes()) >= want) return;
+        if (buf.ptr()) cuda::ctx_synchronize();  // earlier runs may still use it
+        size_t n = std::max(static_cast<size_t>(want), buf.bytes() + buf.bytes() / 2);
+        buf = cuda::DeviceBuffer((n + kGranule - 1) / kGranule * kGranule);
+        if (zero) cuda::memset_d8(buf.ptr(), 0, buf.bytes());
+        ++arena_generation_;  // CUDA graphs captured on the old buffers are never replayed again
+      };
+      grow(scratch_, want_scratch, false);
+      grow(counters_, want_counters, true);
+      scratch_ptr = scratch_.ptr();
+      counters_ptr = counters_.ptr();
+    }
+  }
+
   for (const ExecutorKernel& k : kernels_) {
     Launch l;
     l.kernel = &k;
@@ -261,6 +290,10 @@ Executor::Prepared Executor::prepare(const std::map<std::string, DeviceTensor>& 
         uint64_t u = 0;
         std::memcpy(&u, &v, sizeof(u));
         l.args.push_back(u);
+      } else if (a.kind == KernelArg::Kind::Scratch) {
+        l.args.push_back(scratch_ptr);
+      } else if (a.kind == KernelArg::Kind::Counters) {
+        l.args.push_back(counters_ptr);
       } else {
         auto it = ptr.find(a.tensor);
         KILN_ASSERT(it != ptr.end(), "kernel {} argument tensor {} has no device memory",
@@ -343,7 +376,7 @@ Executor::GraphKey Executor::graph_key(const std::map<std::string, DeviceTensor>
   GraphKey k;
   k.words.reserve(4 + 6 * (inputs.size() + outputs.size()));
   k.words.push_back(workspace);
-  if (workspace == 0) {
+  {  // always: kernel scratch is executor-owned even with a caller's workspace
     std::lock_guard<std::mutex> lock(mu_);
     k.words.push_back(arena_generation_);
   }
@@ -374,7 +407,7 @@ Bindings Executor::run_graph(const std::map<std::string, DeviceTensor>& inputs,
   if (!ge) {
     // Capture: prepare (all checks) on this thread, record the launches on a private stream.
     Prepared p = prepare(inputs, outputs, workspace);
-    if (workspace == 0) key = graph_key(inputs, outputs, workspace);  // the arena may have grown
+    key = graph_key(inputs, outputs, workspace);  // the arena or scratch may have grown
     auto fresh = std::make_shared<GraphExec>();
     fresh->bindings = p.bindings;
     fresh->range = "kiln graph " + graph_->name();

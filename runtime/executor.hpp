@@ -117,7 +117,10 @@ class Executor {
   mutable std::mutex mu_;
   mutable std::map<Bindings, std::shared_ptr<const ArenaPlan>> arenas_;
   mutable cuda::DeviceBuffer arena_;       // the internal arena when the caller gives no workspace
-  mutable uint64_t arena_generation_ = 0;  // bumped whenever arena_ is reallocated
+  mutable uint64_t arena_generation_ = 0;  // bumped whenever arena_ (or scratch) is reallocated
+  // Kernel scratch (KernelArg::Scratch) and zero-initialized self-resetting counters
+  // (KernelArg::Counters), shared by the kernels of a run (they run one after another).
+  mutable cuda::DeviceBuffer scratch_, counters_;
 
   // ---- CUDA graphs
   struct GraphExec;

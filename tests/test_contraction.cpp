@@ -676,3 +676,69 @@ TEST(Contraction, WgmmaTileFromConcreteM) {
   EXPECT_NE(kt.name.find("wg256x128x64_s4"), std::string::npos) << kt.name;
   EXPECT_EQ(kt.block[0], 512);
 }
+
+// Split-K: res5 3x3 512 at N = 32 (M = 1568, K = 4608) has too few output tiles for 132 SMs and
+// gets split; res4 1x1 (K = 1024) and symbolic M do not. A split kernel takes grid.z = splits,
+// a scratch workspace of splits f32 tiles per output tile and one counter per tile, and compiles
+// for sm_90a (wgmma) and sm_80 (mma.sync) without spills.
+TEST(Contraction, SplitKForSmallMLargeK) {
+  ContractionProblemInfo p;
+  p.m = 1568;
+  p.n = 512;
+  p.k = 4608;
+  p.wgmma_ok = true;
+  ContractionConfig c = choose_contraction_config(p);
+  ASSERT_EQ(c.kind, ContractionConfig::Kind::Wgmma);
+  EXPECT_GT(c.split_k, 1) << c.str();
+  p.m_is_estimate = true;
+  EXPECT_EQ(choose_contraction_config(p).split_k, 1);
+  p.m_is_estimate = false;
+  p.m = 6272;
+  p.n = 256;
+  p.k = 1024;
+  EXPECT_EQ(choose_contraction_config(p).split_k, 1);
+
+  Graph sym = bench_conv_graph(512, 512, 7, 3, 1, 1);
+  Graph st = specialize_graph(sym, {{"N", 32}});
+  KernelSpec ks = emit_arch_specific(sym), kt = emit_arch_specific(st);
+  EXPECT_EQ(ks.name.find("_sk"), std::string::npos) << ks.name;
+  EXPECT_NE(kt.name.find("_sk"), std::string::npos) << kt.name;
+  int scratch = 0, counters = 0;
+  for (const KernelArg& a : kt.args) {
+    scratch += a.kind == KernelArg::Kind::Scratch;
+    counters += a.kind == KernelArg::Kind::Counters;
+  }
+  EXPECT_EQ(scratch, 1);
+  EXPECT_EQ(counters, 1);
+  Bindings none;
+  EXPECT_GT(kt.grid[2].eval(none), 1);
+
+  Graph odd = bench_conv_graph(5, 7, 9, 3, 1, 1);
+  for (const Graph* g : {&st, &odd}) {
+    FusionGroup grp = make_group(*g);
+    contraction::Problem pr = contraction::describe(*g, grp);
+    ContractionConfig w;
+    w.kind = ContractionConfig::Kind::Wgmma;
+    w.bm = 128;
+    w.bn = 128;
+    w.bk = 64;
+    w.wm = 64;
+    w.wn = 128;
+    w.stages = 5;
+    w.split_k = 3;
+    ContractionProblemInfo info = contraction::problem_info(pr, 80);
+    ContractionConfig m = choose_mma_config(info);
+    m.split_k = 3;
+    for (auto [cfg, arch] : {std::pair{w, "sm_90a"}, std::pair{m, "sm_80"}}) {
+      KernelSpec k = contraction::emit_with_config(pr, cfg, 90);
+      SCOPED_TRACE(k.name);
+      EXPECT_NE(k.name.find("_sk3"), std::string::npos);
+      try {
+        NvrtcResult r = nvrtc_compile(k.source, k.name, arch, {"--ptxas-options=-v"});
+        EXPECT_NE(r.log.find("0 bytes spill stores"), std::string::npos) << r.log;
+      } catch (const Error& e) {
+        ADD_FAILURE() << e.what();
+      }
+    }
+  }
+}

@@ -178,3 +178,20 @@ __device__ __forceinline__ void kc_st_shared_v4(unsigned addr, unsigned a, unsig
 __device__ __forceinline__ void kc_st_f32x2(float* p, float a, float b) {
   asm volatile("st.global.v2.f32 [%0], {%1, %2};\n" ::"l"(p), "f"(a), "f"(b));
 }
+
+// Split-K helpers: L2 (coherent) loads of partial sums written by other CTAs, the counter
+// increment and a device-scope fence.
+__device__ __forceinline__ float kc_ld_cg_f32(const float* p) {
+  float v;
+  asm volatile("ld.global.cg.f32 %0, [%1];\n" : "=f"(v) : "l"(p));
+  return v;
+}
+__device__ __forceinline__ void kc_st_cg_f32(float* p, float v) {
+  asm volatile("st.global.cg.f32 [%0], %1;\n" ::"l"(p), "f"(v) : "memory");
+}
+__device__ __forceinline__ unsigned kc_atom_add_u32(unsigned* p, unsigned v) {
+  unsigned r;
+  asm volatile("atom.global.acq_rel.gpu.add.u32 %0, [%1], %2;\n" : "=r"(r) : "l"(p), "r"(v) : "memory");
+  return r;
+}
+__device__ __forceinline__ void kc_fence_gpu() { asm volatile("fence.acq_rel.gpu;\n" ::: "memory"); }

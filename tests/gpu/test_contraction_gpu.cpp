@@ -132,9 +132,19 @@ std::map<std::string, HostTensor> run_kernel(const Graph& g,
   std::vector<uint64_t> ptrs(k.args.size());
   std::vector<long long> ints(k.args.size());
   std::vector<void*> params(k.args.size());
+  std::vector<cuda::DeviceBuffer> scratch;  // split-K workspace and counters (zeroed once)
   for (size_t i = 0; i < k.args.size(); ++i) {
     if (k.args[i].kind == KernelArg::Kind::Tensor) {
       ptrs[i] = bufs.at(k.args[i].tensor).ptr();
+      params[i] = &ptrs[i];
+    } else if (k.args[i].kind == KernelArg::Kind::Scratch ||
+               k.args[i].kind == KernelArg::Kind::Counters) {
+      int64_t n = k.args[i].value.eval(b);
+      if (k.args[i].kind == KernelArg::Kind::Counters) n *= 4;
+      scratch.emplace_back(static_cast<size_t>(std::max<int64_t>(n, 16)));
+      cuda::memset_d8(scratch.back().ptr(), k.args[i].kind == KernelArg::Kind::Counters ? 0 : 0xFF,
+                      scratch.back().bytes());
+      ptrs[i] = scratch.back().ptr();
       params[i] = &ptrs[i];
     } else {
       ints[i] = k.args[i].value.eval(b);
@@ -148,6 +158,13 @@ std::map<std::string, HostTensor> run_kernel(const Graph& g,
   }
   cuda::launch(fn, grid, block, k.smem_bytes, nullptr, params.data(), k.name);
   cuda::ctx_synchronize();
+  if (!scratch.empty()) {
+    // Split-K counters must have reset themselves: a second launch on re-poisoned outputs has to
+    // store every tile again.
+    for (auto& [t, h] : outs) cuda::memset_d8(bufs.at(t).ptr(), 0xFF, nbytes(h));
+    cuda::launch(fn, grid, block, k.smem_bytes, nullptr, params.data(), k.name);
+    cuda::ctx_synchronize();
+  }
   std::map<std::string, HostTensor> res;
   for (auto& [t, h] : outs) {
     cuda::memcpy_dtoh(h.data.data(), bufs.at(t).ptr(), nbytes(h));
@@ -368,6 +385,11 @@ std::vector<ContractionConfig> forced_configs(const Graph& g, int sm) {
   ContractionProblemInfo info = contraction::problem_info(p, sm, true);
   ContractionConfig m = choose_mma_config(info);
   if (m.kind == ContractionConfig::Kind::Mma) out.push_back(m);
+  if (m.kind == ContractionConfig::Kind::Mma && (p.is_conv || p.mm.batch.empty())) {
+    ContractionConfig c = m;  // split-K on the mma.sync path
+    c.split_k = 3;
+    out.push_back(c);
+  }
   if (sm != 90 || !contraction::wgmma_supported(p)) return out;
   for (auto [bm, bn, st] : std::vector<std::array<int, 3>>{{128, 256, 4},
                                                            {256, 128, 4},
@@ -385,6 +407,23 @@ std::vector<ContractionConfig> forced_configs(const Graph& g, int sm) {
     c.wn = bn;
     c.stages = st;
     out.push_back(c);
+  }
+  // Split-K (partials in scratch, last CTA of a tile reduces): wgmma tiles and the mma.sync
+  // fallback, including splits with no k tiles when K is small.
+  if (p.is_conv || p.mm.batch.empty()) {
+    for (auto [bm, bn, st, sk] : std::vector<std::array<int, 4>>{
+             {128, 128, 5, 2}, {128, 256, 4, 3}, {64, 128, 4, 5}, {256, 128, 4, 2}}) {
+      ContractionConfig c;
+      c.kind = ContractionConfig::Kind::Wgmma;
+      c.bm = bm;
+      c.bn = bn;
+      c.bk = 64;
+      c.wm = 64;
+      c.wn = bn;
+      c.stages = st;
+      c.split_k = sk;
+      out.push_back(c);
+    }
   }
   return out;
 }
