@@ -336,12 +336,15 @@ KernelSpec emit_mma(const Problem& p, const ContractionConfig& cfg_in, int sm) {
         b.line("kc_cp_async16(dst, src, v);");
       } else {
         b.line("unsigned pk[4] = {{0u, 0u, 0u, 0u}};");
+        // (r, s, c) of the chunk's first k decoded once, then stepped per element (no div/mod
+        // in the element loop: the C = 3 stem's loader).
+        b.line("const int rs0 = k / {};", c.c);
+        b.line("int cc = k - rs0 * {}, r = rs0 / {};", c.c, c.s);
+        b.line("int sx = rs0 - r * {};", c.s);
         b.line("#pragma unroll");
         {
           auto el = b.block("for (int j = 0; j < 8; ++j) {{");
           b.line("const int kj = k + j;");
-          b.line("const int rs = kj / {}, cc = kj - rs * {};", c.c, c.c);
-          b.line("const int r = rs / {}, sx = rs - r * {};", c.s, c.s);
           b.line("const int ih = a_ih[p] + r * {}, iw = a_iw[p] + sx * {};", c.dil_h, c.dil_w);
           b.line("const bool v = kj < {} && ih >= 0 && ih < {} && iw >= 0 && iw < {};", kred, h,
                  wdim);
@@ -349,6 +352,7 @@ KernelSpec emit_mma(const Problem& p, const ContractionConfig& cfg_in, int sm) {
               "const unsigned e = v ? (unsigned){}[a_base[p] + ih * {} + iw * {} + cc * {}] : 0u;",
               xs, xst[2], xst[3], xst[1]);
           b.line("pk[j >> 1] |= e << ((j & 1) * 16);");
+          b.line("if (++cc == {}) {{ cc = 0; if (++sx == {}) {{ sx = 0; ++r; }} }}", c.c, c.s);
         }
         b.line("kc_st_shared_v4(dst, pk[0], pk[1], pk[2], pk[3]);");
       }
