@@ -158,7 +158,24 @@ std::shared_ptr<const ArenaPlan> Executor::arena(const Bindings& b) const {
     auto it = arenas_.find(b);
     if (it != arenas_.end()) return it->second;
   }
-  auto plan = std::make_shared<const ArenaPlan>(plan_arena(*graph_, arg_specs_, b));
+  ArenaPlan ap = plan_arena(*graph_, arg_specs_, b);
+  // Kernel scratch and counters after the tensors, sized for the largest kernel (kernels run
+  // one after another on the run's stream, so they can share them).
+  int64_t scratch = 0, counters = 0;
+  for (const ExecutorKernel& k : kernels_)
+    for (const KernelArg& a : k.spec.args) {
+      if (a.kind == KernelArg::Kind::Scratch) scratch = std::max(scratch, a.value.eval(b));
+      if (a.kind == KernelArg::Kind::Counters) counters = std::max(counters, a.value.eval(b) * 4);
+    }
+  auto align = [](int64_t v) { return (v + kArenaAlign - 1) / kArenaAlign * kArenaAlign; };
+  if (scratch > 0 || counters > 0) {
+    ap.scratch_offset = align(ap.peak);
+    ap.scratch_bytes = scratch;
+    ap.counters_offset = align(ap.scratch_offset + scratch);
+    ap.counters_bytes = counters;
+    ap.peak = ap.counters_offset + counters;
+  }
+  auto plan = std::make_shared<const ArenaPlan>(std::move(ap));
   std::lock_guard<std::mutex> lock(mu_);
   if (arenas_.size() >= 64) arenas_.clear();  // bounded: many distinct shapes just replan
   arenas_.emplace(b, plan);
@@ -234,7 +251,7 @@ Executor::Prepared Executor::prepare(const std::map<std::string, DeviceTensor>& 
 
   std::shared_ptr<const ArenaPlan> ap = arena(b);
   uint64_t base = workspace;
-  if (!ap->offset.empty() && base == 0) {
+  if (ap->peak > 0 && base == 0) {
     std::lock_guard<std::mutex> lock(mu_);
     if (static_cast<int64_t>(arena_.bytes()) < ap->peak) {
       // Earlier runs may still use the old arena: wait for them before freeing it.
@@ -248,38 +265,15 @@ Executor::Prepared Executor::prepare(const std::map<std::string, DeviceTensor>& 
     }
     base = arena_.ptr();
   }
-  KILN_CHECK(ap->offset.empty() || base % kArenaAlign == 0,
+  KILN_CHECK(ap->peak == 0 || base % kArenaAlign == 0,
              "run: workspace pointer {:#x} is not {}-byte aligned", workspace, kArenaAlign);
   for (const auto& [id, off] : ap->offset) ptr[id] = base + static_cast<uint64_t>(off);
 
-  // Kernel scratch and counters: one buffer each, sized for the largest kernel.
-  uint64_t scratch_ptr = 0, counters_ptr = 0;
-  {
-    int64_t want_scratch = 0, want_counters = 0;
-    for (const ExecutorKernel& k : kernels_)
-      for (const KernelArg& a : k.spec.args) {
-        if (a.kind == KernelArg::Kind::Scratch)
-          want_scratch = std::max(want_scratch, a.value.eval(b));
-        if (a.kind == KernelArg::Kind::Counters)
-          want_counters = std::max(want_counters, a.value.eval(b) * 4);
-      }
-    if (want_scratch > 0 || want_counters > 0) {
-      std::lock_guard<std::mutex> lock(mu_);
-      constexpr size_t kGranule = size_t{2} << 20;
-      auto grow = [&](cuda::DeviceBuffer& buf, int64_t want, bool zero) {
-        if (want <= 0 || static_cast<int64_t>(buf.bytes()) >= want) return;
-        if (buf.ptr()) cuda::ctx_synchronize();  // earlier runs may still use it
-        size_t n = std::max(static_cast<size_t>(want), buf.bytes() + buf.bytes() / 2);
-        buf = cuda::DeviceBuffer((n + kGranule - 1) / kGranule * kGranule);
-        if (zero) cuda::memset_d8(buf.ptr(), 0, buf.bytes());
-        ++arena_generation_;  // CUDA graphs captured on the old buffers are never replayed again
-      };
-      grow(scratch_, want_scratch, false);
-      grow(counters_, want_counters, true);
-      scratch_ptr = scratch_.ptr();
-      counters_ptr = counters_.ptr();
-    }
-  }
+  uint64_t scratch_ptr = ap->scratch_bytes ? base + static_cast<uint64_t>(ap->scratch_offset) : 0;
+  uint64_t counters_ptr =
+      ap->counters_bytes ? base + static_cast<uint64_t>(ap->counters_offset) : 0;
+  p.counters = counters_ptr;
+  p.counters_bytes = static_cast<size_t>(ap->counters_bytes);
 
   for (const ExecutorKernel& k : kernels_) {
     Launch l;
@@ -320,6 +314,10 @@ Executor::Prepared Executor::prepare(const std::map<std::string, DeviceTensor>& 
     p.launches.push_back(std::move(l));
   }
   return p;
+}
+
+void Executor::zero_counters(const Prepared& p, void* stream) {
+  if (p.counters_bytes) cuda::memset_d8_async(p.counters, 0, p.counters_bytes, stream);
 }
 
 void Executor::launch(Launch& l, void* stream) const {
@@ -376,7 +374,7 @@ Executor::GraphKey Executor::graph_key(const std::map<std::string, DeviceTensor>
   GraphKey k;
   k.words.reserve(4 + 6 * (inputs.size() + outputs.size()));
   k.words.push_back(workspace);
-  {  // always: kernel scratch is executor-owned even with a caller's workspace
+  if (workspace == 0) {
     std::lock_guard<std::mutex> lock(mu_);
     k.words.push_back(arena_generation_);
   }
@@ -407,7 +405,7 @@ Bindings Executor::run_graph(const std::map<std::string, DeviceTensor>& inputs,
   if (!ge) {
     // Capture: prepare (all checks) on this thread, record the launches on a private stream.
     Prepared p = prepare(inputs, outputs, workspace);
-    key = graph_key(inputs, outputs, workspace);  // the arena or scratch may have grown
+    if (workspace == 0) key = graph_key(inputs, outputs, workspace);  // the arena may have grown
     auto fresh = std::make_shared<GraphExec>();
     fresh->bindings = p.bindings;
     fresh->range = "kiln graph " + graph_->name();
@@ -418,6 +416,7 @@ Bindings Executor::run_graph(const std::map<std::string, DeviceTensor>& inputs,
     } guard{cs};
     cuda::stream_begin_capture(cs);
     try {
+      zero_counters(p, cs);
       for (Launch& l : p.launches) {
         if (cfg.dump_launch) {
           const KernelSpec& s = l.kernel->spec;
@@ -468,6 +467,7 @@ Bindings Executor::run(const std::map<std::string, DeviceTensor>& inputs,
   Prepared p = prepare(inputs, outputs, workspace);
   const EnvConfig& cfg = env();
   bool dump = cfg.dump_launch;
+  zero_counters(p, stream);
   for (Launch& l : p.launches) {
     if (dump) {
       const KernelSpec& s = l.kernel->spec;
@@ -489,6 +489,7 @@ std::vector<double> Executor::time_kernels(const std::map<std::string, DeviceTen
   KILN_CHECK(warmup >= 0, "time_kernels: warmup must be non-negative, found {}", warmup);
   Prepared p = prepare(inputs, outputs, 0);
   if (bound) *bound = p.bindings;
+  zero_counters(p, nullptr);
   for (int w = 0; w < warmup; ++w)
     for (Launch& l : p.launches) launch(l, nullptr);
   struct Events {

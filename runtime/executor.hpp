@@ -99,12 +99,16 @@ class Executor {
   };
   struct Prepared {
     Bindings bindings;
+    uint64_t counters = 0;  // split-K tile counters to zero before the launches
+    size_t counters_bytes = 0;
     std::vector<Launch> launches;
     std::vector<Copy> copies;  // graph outputs that are inputs/constants
   };
   Prepared prepare(const std::map<std::string, DeviceTensor>& inputs,
                    const std::map<std::string, DeviceTensor>& outputs, uint64_t workspace) const;
   void launch(Launch& l, void* stream) const;
+  // Zeroes the split-K counters of `p` on `stream` (nothing when no kernel uses them).
+  static void zero_counters(const Prepared& p, void* stream);
 
   std::shared_ptr<const Graph> graph_;
   std::vector<ExecutorKernel> kernels_;
@@ -120,7 +124,6 @@ class Executor {
   mutable uint64_t arena_generation_ = 0;  // bumped whenever arena_ (or scratch) is reallocated
   // Kernel scratch (KernelArg::Scratch) and zero-initialized self-resetting counters
   // (KernelArg::Counters), shared by the kernels of a run (they run one after another).
-  mutable cuda::DeviceBuffer scratch_, counters_;
 
   // ---- CUDA graphs
   struct GraphExec;

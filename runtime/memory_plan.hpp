@@ -37,8 +37,14 @@ int64_t tensor_bytes(const TensorDesc& d, const Bindings& b);
 // to the last.
 struct ArenaPlan {
   std::map<int, int64_t> offset;  // tensor id -> byte offset in the arena
-  int64_t peak = 0;
-  int64_t total = 0;
+  int64_t peak = 0;   // bytes of workspace needed (tensors, then kernel scratch and counters)
+  int64_t total = 0;  // sum of every intermediate's size (what the liveness packing saves against)
+  // Split-K kernels' f32 partials and per-tile counters live in the workspace too, after the
+  // tensors, so that concurrent runs with their own workspaces never share them. The counters
+  // are zeroed on the run's stream before the launches (the kernels leave them zero, but a
+  // caller's workspace starts with anything in it).
+  int64_t scratch_offset = 0, scratch_bytes = 0;
+  int64_t counters_offset = 0, counters_bytes = 0;
 };
 
 ArenaPlan plan_arena(const Graph& g, const std::vector<KernelSpec>& kernels, const Bindings& b);
