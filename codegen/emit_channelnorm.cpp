@@ -8,7 +8,22 @@
 // resident at once cover far less than the 50-60 MB L2 of an H100/H200, so the second read is
 // served from L2: DRAM sees the input once. Elements are walked in memory order (NHWC: the
 // group's channels of one pixel, then the next pixel; NCHW: one contiguous block), so adjacent
-// threads touch adjacent addresses.
+// threads touch adjacent addresses. This is the fallback ("..._g32_pergroup_...").
+//
+// Cluster path (sm_90, NHWC, static C and spatial size, no prologue; "..._g32_cluster8_..."):
+// the per-group schedule reads Cg channels (20 bytes for f16 groupnorm(32) over 320 channels) per
+// pixel at a C-element stride: every access wastes most of its sector, twice. Instead a cluster of
+// K CTAs (portable size <= 8, compile-time __cluster_dims__, so a plain cuLaunchKernel launches
+// it) owns one (n, block of CB channels), CB a multiple of Cg and of the 16-byte vector; each CTA
+// copies its slice of S/K pixels x CB channels (<= 96 KB) into shared memory with 16-byte
+// cp.async (CB x element size bytes contiguous per pixel, whole sectors), exactly once from DRAM.
+// Statistics are exact two-pass from shared memory: per-channel partials per thread (each
+// thread's channel vector is fixed: threads = vectors per pixel x a power of two pixels), a
+// shared-memory tree over pixels, per-group CTA partials, then a sum over the cluster's CTAs
+// through distributed shared memory (mapa + ld.shared::cluster, barrier.cluster); mean first,
+// then the centered sum of squares. Finally normalize + affine + epilogue from shared memory
+// with 16-byte stores. Each thread only touches the shared vectors it copied itself, so the data
+// needs no CTA barrier. Two CTAs per SM (launch bounds, <= ~110 KB shared each).
 #include <algorithm>
 #include <numeric>
 
@@ -19,6 +34,248 @@
 #include "heuristics/schedule.hpp"
 
 namespace kiln {
+
+namespace {
+
+constexpr int kClusterMax = 8;              // portable cluster size
+constexpr int64_t kSliceBytes = 96 * 1024;  // shared data per CTA (two CTAs per SM)
+constexpr int kClusterThreads = 512;        // at most, per CTA
+
+// The cluster schedule (see the file comment); false when the shape is not covered.
+bool emit_cluster(const EmitContext& cx, const FusionGroup& grp, bool no_prologue,
+                  bool channels_last, KernelSpec* out) {
+  const Graph& g = cx.graph;
+  const Node& A = g.nodes()[grp.anchor];
+  const int in_t = A.inputs[0], out_t = A.outputs[0];
+  const TensorDesc& xd = g.tensor(in_t).desc;
+  const Shape X = xd.shape;
+  const int r = static_cast<int>(X.size());
+  if (cx.opts.sm < 90 || !no_prologue || !channels_last || r < 3 || !X[1].is_static()) return false;
+  if (std::find(grp.inputs.begin(), grp.inputs.end(), in_t) == grp.inputs.end()) return false;
+  Shape spatial(X.begin() + 2, X.end());
+  const Dim Sd = shape_numel(spatial);
+  if (!Sd.is_static()) return false;
+  const int64_t C = X[1].value(), S = Sd.value();
+  const int64_t G = A.op == OpKind::Groupnorm ? A.attr_int("groups") : C;
+  const int64_t Cg = C / G;
+  // Dense NHWC input: strides C*S, 1, then row-major spatial times C.
+  Shape xs = tensor_strides(xd);
+  int64_t want = C;
+  for (int d = r - 1; d >= 2; --d) {
+    if (!xs[d].is_static() || xs[d].value() != want) return false;
+    want *= X[d].value();
+  }
+  if (!xs[0].is_static() || xs[0].value() != C * S) return false;
+  for (int t : grp.outputs)
+    if (g.tensor(t).desc.shape != X) return false;
+  const int esize = dtype_size(xd.dtype);
+  const int V = vec_elems(xd.dtype);
+  if (C % V != 0 || S < 1 || S > (int64_t{1} << 30)) return false;
+  // Channel block: the smallest multiple of lcm(Cg, V) dividing C, preferring whole sectors.
+  const int64_t base = std::lcm(Cg, static_cast<int64_t>(V));
+  int64_t CB = 0;
+  for (int64_t cb = base; cb <= C && !CB; cb += base)
+    if (C % cb == 0 && (cb * esize) % 32 == 0) CB = cb;
+  if (!CB) CB = C % base == 0 ? base : 0;
+  if (!CB) return false;
+  // Cluster size: the largest K <= 8 dividing S whose slice fits.
+  int K = 0;
+  for (int k = kClusterMax; k >= 1 && !K; k /= 2)
+    if (S % k == 0 && (S / k) * CB * esize <= kSliceBytes) K = k;
+  if (!K) return false;
+  const int64_t P = S / K;                   // pixels per CTA
+  const int VPP = static_cast<int>(CB / V);  // vectors per pixel row
+  if (VPP > kClusterThreads) return false;
+  int m = 1;  // pixel rows per iteration: a power of two (the shared-memory tree)
+  while (VPP * m * 2 <= kClusterThreads && m < P) m *= 2;
+  const int T = VPP * m;
+  const int64_t ITER = (P + m - 1) / m;
+  const int64_t NG = CB / Cg, NCB = C / CB;
+  const int64_t data_bytes = P * CB * esize;
+  const int smem = static_cast<int>(data_bytes + int64_t{T} * V * 4);
+
+  GroupParams gp(g, grp);
+  DimParams& dp = gp.dims;
+  std::string name = group_kernel_name(g, grp, fmt::format("g{}_cluster{}", G, K));
+  const std::string xp = tensor_param(in_t);
+  const std::string count = fmt::format("{}.0f", Cg * S);
+  std::vector<int> ident(r);
+  std::iota(ident.begin(), ident.end(), 0);
+
+  Writer w;
+  w.line("// group {}: {} ({} groups of {} channels) over {}", grp.id, op_name(A.op), G, Cg,
+         xd.str());
+  w.line("// cluster of {} CTAs per (n, {} channels); {} pixels x {} vectors per CTA, {} threads",
+         K, CB, P, VPP, T);
+  w.open(
+      "extern \"C\" __global__ void __cluster_dims__({}, 1, 1) __launch_bounds__({}, 2) "
+      "{}(KILN_PARAMS) {{",
+      K, T, name);
+  w.line("extern __shared__ __align__(16) unsigned char kiln_smem[];");
+  w.line("uint4* const xs = reinterpret_cast<uint4*>(kiln_smem);");
+  w.line("float* const part = reinterpret_cast<float*>(kiln_smem + {});", data_bytes);
+  w.line("__shared__ float gsum[{0}], gsq[{0}], gmean[{0}], grstd[{0}];", NG);
+  w.line("const unsigned rank = kiln_cn_rank();");
+  w.line("const long long cl = blockIdx.x / {};", K);
+  w.line("const long long n = cl / {};", NCB);
+  w.line("const int t = threadIdx.x;");
+  w.line("const int j = t % {};  // channel vector within the block (fixed per thread)", VPP);
+  w.line("const int pr = t / {};  // pixel row within an iteration", VPP);
+  w.line("const int c0 = static_cast<int>(cl % {}) * {} + j * {};", NCB, CB, V);
+  w.line("const long long p0 = static_cast<long long>(rank) * {};", P);
+  w.line("const long long gbase0 = (n * {} + p0) * {} + c0;", S, C);
+  // 1. Slice -> shared memory.
+  w.line("#pragma unroll");
+  w.open("for (int i = 0; i < {}; ++i) {{", ITER);
+  w.line("const int p = i * {} + pr;", m);
+  w.line("if (p < {}) kiln_cn_cp16(xs + i * {} + t, {} + gbase0 + static_cast<long long>(p) * {});",
+         P, T, xp, C);
+  w.close();
+  w.line("kiln_cn_cp_wait_all();");
+  // Per-channel thread partials -> per-group CTA partials in `dst` (part[pr][j * V + l] is
+  // part[t * V + l]; tree over the m pixel rows).
+  auto reduce_groups = [&](const std::string& dst) {
+    w.line("#pragma unroll");
+    w.line("for (int l = 0; l < {}; ++l) part[t * {} + l] = acc[l];", V, V);
+    w.line("__syncthreads();");
+    for (int s = m / 2; s >= 1; s /= 2) {
+      w.line("for (int q = t; q < {}; q += {}) part[q] += part[q + {}];", s * CB, T, s * CB);
+      w.line("__syncthreads();");
+    }
+    w.open("if (t < {}) {{", NG);
+    w.line("float s = 0.0f;");
+    w.line("#pragma unroll");
+    w.line("for (int c = 0; c < {}; ++c) s += part[t * {} + c];", Cg, Cg);
+    w.line("{}[t] = s;", dst);
+    w.close();
+  };
+  auto over_slice = [&](const std::string& body) {
+    w.line("#pragma unroll");
+    w.open("for (int i = 0; i < {}; ++i) {{", ITER);
+    w.line("const int p = i * {} + pr;", m);
+    w.line("if (p >= {}) break;", P);
+    w.line("float v[{}];", V);
+    w.line("kiln_cn_unpack(xs[i * {} + t], {}, v);", T, xp);
+    w.raw(body);
+    w.close();
+  };
+  // 2. Mean.
+  w.line("float acc[{}];", V);
+  w.line("#pragma unroll");
+  w.line("for (int l = 0; l < {}; ++l) acc[l] = 0.0f;", V);
+  over_slice(fmt::format("#pragma unroll\nfor (int l = 0; l < {}; ++l) acc[l] += v[l];", V));
+  reduce_groups("gsum");
+  w.line("kiln_cn_cluster_sync();");
+  w.open("if (t < {}) {{", NG);
+  w.line("float s = 0.0f;");
+  w.line("for (unsigned k = 0; k < {}; ++k) s += kiln_cn_ld_remote(gsum + t, k);", K);
+  w.line("gmean[t] = s / {};", count);
+  w.close();
+  w.line("__syncthreads();");
+  w.line("float mean[{}];", V);
+  w.line("#pragma unroll");
+  w.line("for (int l = 0; l < {}; ++l) mean[l] = gmean[(j * {} + l) / {}];", V, V, Cg);
+  // 3. Centered sum of squares.
+  w.line("#pragma unroll");
+  w.line("for (int l = 0; l < {}; ++l) acc[l] = 0.0f;", V);
+  over_slice(
+      fmt::format("#pragma unroll\nfor (int l = 0; l < {}; ++l) {{ const float d = v[l] - mean[l]; "
+                  "acc[l] += d * d; }}",
+                  V));
+  reduce_groups("gsq");
+  w.line("kiln_cn_cluster_sync();");
+  w.open("if (t < {}) {{", NG);
+  w.line("float s = 0.0f;");
+  w.line("for (unsigned k = 0; k < {}; ++k) s += kiln_cn_ld_remote(gsq + t, k);", K);
+  w.line("grstd[t] = rsqrtf(s / {} + {});", count, cuda_float(A.attr_float("eps")));
+  w.close();
+  w.line("kiln_cn_cluster_arrive();  // done reading the peers' shared memory");
+  w.line("__syncthreads();");
+  // Per-lane affine: y = (x - mean) * a + b with a = rstd * scale (centered first: no
+  // cancellation for a large mean).
+  w.line("float ka[{0}], kb[{0}];", V);
+  w.line("#pragma unroll");
+  w.open("for (int l = 0; l < {}; ++l) {{", V);
+  {
+    std::vector<std::string> c(r, "0");
+    c[0] = "n";
+    c[1] = "(c0 + l)";
+    auto param = [&](size_t slot) {
+      int tt = A.inputs[slot];
+      std::vector<int> map(r, -1);
+      map[1] = 0;
+      return load_f32(tensor_param(tt) + " + " + operand_offset(g.tensor(tt).desc, map, c, dp));
+    };
+    w.line("const float rs = grstd[(j * {} + l) / {}];", V, Cg);
+    w.line("const float a = {};", A.inputs.size() > 1 ? "rs * " + param(1) : std::string("rs"));
+    w.line("ka[l] = a;");
+    w.line("kb[l] = {};", A.inputs.size() > 2 ? param(2) : std::string("0.0f"));
+  }
+  w.close();
+  // 4. Normalize, epilogue, store.
+  w.line("#pragma unroll");
+  w.open("for (int i = 0; i < {}; ++i) {{", ITER);
+  w.line("const int p = i * {} + pr;", m);
+  w.line("if (p >= {}) break;", P);
+  w.line("const long long gbase = gbase0 + static_cast<long long>(p) * {};", C);
+  w.line("float v[{}];", V);
+  w.line("kiln_cn_unpack(xs[i * {} + t], {}, v);", T, xp);
+  std::vector<int> vouts;
+  for (int t : grp.outputs)
+    if (vec_elems(g.tensor(t).desc.dtype) == V && tensor_strides(g.tensor(t).desc) == xs) {
+      vouts.push_back(t);
+      w.line("float o{}[{}];", t, V);
+    }
+  w.line("#pragma unroll");
+  w.open("for (int l = 0; l < {}; ++l) {{", V);
+  {
+    std::vector<std::string> c(r, "0");
+    c[0] = "n";
+    c[1] = "(c0 + l)";
+    auto sc = decompose("(p0 + p)", spatial, row_major_strides(spatial), dp);
+    for (size_t k = 0; k < sc.size(); ++k) c[2 + k] = sc[k];
+    std::map<std::string, std::string> pre;
+    std::string key = fmt::format("{}", in_t);
+    for (int i = 0; i < r; ++i) key += fmt::format(",{}", i);
+    pre[key] = "v[l]";  // the epilogue reading the anchor's input: already here
+    ElementLoader ld{g, X, xs, "(gbase + l)", c, &dp, "", pre};
+    w.line("const float y = (v[l] - mean[l]) * ka[l] + kb[l];");
+    std::map<int, std::string> seed;
+    seed[out_t] = "y";
+    PointwiseEmitter pe{g, ld.fn(), seed, ""};
+    std::vector<int> epilogue;
+    for (int nd : grp.nodes)
+      if (nd != grp.anchor) epilogue.push_back(nd);
+    pe.emit(w, epilogue);
+    for (int t : grp.outputs) {
+      if (std::find(vouts.begin(), vouts.end(), t) != vouts.end())
+        w.line("o{}[l] = {};", t, pe.values.at(t));
+      else
+        w.line("{};", store_f32(tensor_param(t) + " + " + ld.offset(t, ident), pe.values.at(t)));
+    }
+  }
+  w.close();
+  for (int t : vouts) w.line("kiln_stv({} + gbase, o{});", tensor_param(t), t);
+  w.close();
+  w.line("kiln_cn_cluster_wait();");
+  w.close();
+
+  KernelSpec& k = *out;
+  k.name = name;
+  k.entry = name;
+  std::string body = w.take();
+  body.replace(body.find("KILN_PARAMS"), 11, gp.signature());
+  k.source = kernel_source(device_file("kiln_channelnorm.cuh") + "\n" + body);
+  k.args = gp.args();
+  k.block = {T, 1, 1};
+  k.grid = {X[0] * Dim(NCB * K), Dim(1), Dim(1)};
+  k.smem_bytes = smem;
+  k.bytes_moved = group_bytes_moved(g, grp);
+  k.flops = group_flops(g, grp);
+  return true;
+}
+
+}  // namespace
 
 KernelSpec emit_channelnorm(const EmitContext& cx, const FusionGroup& grp) {
   const Graph& g = cx.graph;
@@ -50,13 +307,16 @@ KernelSpec emit_channelnorm(const EmitContext& cx, const FusionGroup& grp) {
     return false;
   };
 
+  // ---- the cluster path when the shape allows it
+  if (KernelSpec k; emit_cluster(cx, grp, prologue.empty(), channels_last, &k)) return k;
+
   ChannelNormSchedule sch =
       choose_channelnorm(M.is_static() ? M.value() : -1, false, 1, cx.opts.sm);
   const int T = sch.threads;
   GroupParams gp(g, grp);
   DimParams& dp = gp.dims;
   const std::string Mr = dp.ref(M), Sr = dp.ref(S);
-  std::string name = group_kernel_name(g, grp, fmt::format("g{}", G));
+  std::string name = group_kernel_name(g, grp, fmt::format("g{}_pergroup", G));
   // 32-bit element index within the group when it fits: the coordinate div/mod by static
   // channel and spatial sizes become a multiply-high each instead of a 64-bit division sequence.
   const char* eidx = M.is_static() && M.value() < (int64_t{1} << 31) ? "int" : "long long";
