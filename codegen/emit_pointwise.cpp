@@ -4,10 +4,11 @@
 // index), the U vectors a CTA-width apart so every warp access is 512 contiguous bytes; all
 // loads are issued before any math. Broadcast operands contiguous along the innermost dim (a
 // bias) are loaded as vectors too; others are indexed through their own strides from the
-// element's coordinates. The last partial CTA chunk takes a scalar path (omitted when the static
-// element count is a multiple of the chunk), so any size and alignment of the element count
-// works; the grid covers the tensor once (no grid-stride loop). Index math is 32-bit when the
-// static element count allows it.
+// element's coordinates. Dense tensors are single-use: streaming loads (no L1 allocation) and
+// evict-first stores; broadcast operands keep the cached loads. The last partial CTA chunk takes a
+// scalar path (omitted when the static element count is a multiple of the chunk), so any size and
+// alignment of the element count works; the grid covers the tensor once (no grid-stride loop).
+// Index math is 32-bit when the static element count allows it.
 #include <algorithm>
 
 #include "codegen/emit.hpp"
@@ -138,7 +139,7 @@ KernelSpec emit_pointwise(const EmitContext& cx, const FusionGroup& grp) {
         DType dt = g.tensor(t).desc.dtype;
         w.line("float a{}_{}[{}];", t, u, V);
         if (vec_elems(dt) == V) {
-          w.line("kiln_ldv({} + {}, a{}_{});", tensor_param(t), base, t, u);
+          w.line("kiln_ldv_stream({} + {}, a{}_{});", tensor_param(t), base, t, u);
         } else {
           for (int j = 0; j < V; ++j)
             w.line("a{0}_{1}[{2}] = kiln_ld({3} + {4} + {2});", t, u, j, tensor_param(t), base);
@@ -176,7 +177,7 @@ KernelSpec emit_pointwise(const EmitContext& cx, const FusionGroup& grp) {
         for (int j = 0; j < V; ++j) vals += (j ? ", " : "") + lanes[j].at(t);
         if (vec_elems(dt) == V) {
           w.line("const float o{}_{}[{}] = {{{}}};", t, u, V, vals);
-          w.line("kiln_stv({} + base{}, o{}_{});", tensor_param(t), u, t, u);
+          w.line("kiln_stv_stream({} + base{}, o{}_{});", tensor_param(t), u, t, u);
         } else {
           for (int j = 0; j < V; ++j)
             w.line("{};", store_f32(fmt::format("{} + base{} + {}", tensor_param(t), u, j),

@@ -4,8 +4,10 @@
 //
 // Schedule (heuristics/schedule.cpp): with a static row length the whole row is held in
 // registers (each thread a few 16-byte vectors), one warp per row for rows of <= 1024 elements
-// and one CTA per row for longer rows, so the input is read from DRAM exactly once; statistics
-// are two-pass over the registers (mean, then centered sum of squares: no cancellation).
+// and one CTA per row for longer rows, so the input is read from DRAM exactly once (streaming
+// loads/stores: no L1 allocation, evict-first stores). Statistics take one warp/block reduction:
+// layernorm merges per-thread (count, mean, centered M2) Welford triples (each two-pass over its
+// registers: no cancellation); softmax merges per-thread (max, sum of exp) pairs.
 // Symbolic or very long rows use a looped schedule: one CTA per row, several passes over the row
 // (the later passes are served from L1/L2).
 //
@@ -175,12 +177,15 @@ KernelSpec emit_rownorm(const EmitContext& cx, const FusionGroup& grp) {
         w.line("{};", store_f32(tensor_param(t) + " + " + out_offset(ld, t), pe.values.at(t)));
     }
   };
-  // Each block reduction gets its own 32-float scratch slice: one barrier per reduction.
-  int n_reduce = 0;
-  auto reduce = [&](const char* op, const std::string& v) {
+  // Each block reduction gets its own scratch slice (32 floats per reduced value): one barrier
+  // per reduction. `width`: floats per thread reduced (welford 3, max+sum pairs 2).
+  int red_used = 0;
+  auto reduce = [&](const char* op, const std::string& v, int width = 1) {
     if (sch.warp_per_row) return fmt::format("kiln_warp_{}({})", op, v);
-    KILN_ASSERT(n_reduce < 2, "rownorm: more than two block reductions");
-    return fmt::format("kiln_block_{}_once<{}>({}, kiln_red + {})", op, T, v, 32 * n_reduce++);
+    KILN_ASSERT(red_used + 32 * width <= 96, "rownorm: block reduction scratch exhausted");
+    std::string e = fmt::format("kiln_block_{}_once<{}>({}, kiln_red + {})", op, T, v, red_used);
+    red_used += 32 * width;
+    return e;
   };
   // Inputs read by a set of nodes.
   auto inputs_of = [&](const std::vector<int>& nodes) {
@@ -199,7 +204,7 @@ KernelSpec emit_rownorm(const EmitContext& cx, const FusionGroup& grp) {
 
   w.line("// group {}: {} over {} (rows of {})", grp.id, op_name(A.op), xd.str(), L.str());
   w.open("extern \"C\" __global__ void __launch_bounds__({}) {}(KILN_PARAMS) {{", T, name);
-  if (!sch.warp_per_row) w.line("__shared__ float kiln_red[64];");
+  if (!sch.warp_per_row) w.line("__shared__ float kiln_red[96];");
   if (sch.warp_per_row) {
     w.line("const long long row = static_cast<long long>(blockIdx.x) * {} + (threadIdx.x >> 5);",
            sch.rows_per_cta);
@@ -216,6 +221,7 @@ KernelSpec emit_rownorm(const EmitContext& cx, const FusionGroup& grp) {
     const int K = sch.vecs_per_thread;
     const int64_t nvec = L.value() / V;
     const bool vec = contiguous && V > 1;
+    const bool full = int64_t{K} * TT == nvec;
     auto vec_ptr = [&](int t) {
       return fmt::format("{} + row * {} + q * {}", tensor_param(t), Lr, V);
     };
@@ -225,7 +231,7 @@ KernelSpec emit_rownorm(const EmitContext& cx, const FusionGroup& grp) {
       for (int t : ts) {
         w.line("float a{}[{}];", t, V);
         if (vec_elems(g.tensor(t).desc.dtype) == V)
-          w.line("kiln_ldv({}, a{});", vec_ptr(t), t);
+          w.line("kiln_ldv_stream({}, a{});", vec_ptr(t), t);
         else
           for (int l = 0; l < V; ++l) w.line("a{0}[{1}] = kiln_ld({2} + {1});", t, l, vec_ptr(t));
         pre[identity_key(t)] = fmt::format("a{}[l]", t);
@@ -237,7 +243,12 @@ KernelSpec emit_rownorm(const EmitContext& cx, const FusionGroup& grp) {
     w.line("#pragma unroll");
     w.open("for (int k = 0; k < {}; ++k) {{", K);
     w.line("const int q = k * {} + tid;", TT);
-    w.open("if (q < {}) {{", nvec);
+    // Threads x vectors covering the row exactly (every slot valid): no bounds checks, so the
+    // loads are unpredicated and the per-thread counts are constants.
+    if (full)
+      w.open("if (true) {{  // the row is covered exactly");
+    else
+      w.open("if (q < {}) {{", nvec);
     {
       std::vector<int> need = inputs_of(prologue);
       if (std::find(grp.inputs.begin(), grp.inputs.end(), in_t) != grp.inputs.end() &&
@@ -262,7 +273,10 @@ KernelSpec emit_rownorm(const EmitContext& cx, const FusionGroup& grp) {
     auto regs_loop = [&](const std::string& body) {
       w.line("#pragma unroll");
       w.open("for (int k = 0; k < {}; ++k) {{", K);
-      w.line("const bool valid = k * {} + tid < {};", TT, nvec);
+      if (full)
+        w.line("const bool valid = true;");
+      else
+        w.line("const bool valid = k * {} + tid < {};", TT, nvec);
       w.line("(void)valid;");
       w.line("#pragma unroll");
       w.line("for (int l = 0; l < {}; ++l) {}", V, body);
@@ -270,31 +284,53 @@ KernelSpec emit_rownorm(const EmitContext& cx, const FusionGroup& grp) {
     };
     w.open("{{");
     if (A.op == OpKind::Layernorm) {
-      w.line("float acc = 0.0f;");
-      regs_loop("acc += x[k][l];");
-      w.line("mean = {} / {}.0f;", reduce("sum", "acc"), L.value());
+      // One reduction: each thread's (count, mean, centered M2) over its registers (two-pass
+      // locally: no cancellation), merged across the row by Chan's formula.
+      w.line("float acc = 0.0f, cnt = 0.0f;");
+      regs_loop("if (valid) { acc += x[k][l]; cnt += 1.0f; }");
+      w.line("kiln_welford st;");
+      w.line("st.n = cnt;");
+      w.line("st.mean = cnt > 0.0f ? acc / cnt : 0.0f;");
       w.line("acc = 0.0f;");
-      regs_loop("{ const float d = x[k][l] - mean; if (valid) acc += d * d; }");
-      w.line("rstd = rsqrtf({} / {}.0f + {});", reduce("sum", "acc"), L.value(), eps);
+      regs_loop("{ const float d = x[k][l] - st.mean; if (valid) acc += d * d; }");
+      w.line("st.m2 = acc;");
+      if (full && (sch.warp_per_row || (T & (T - 1)) == 0)) {
+        // Every thread holds K*V elements: equal-count merges, no division or branch.
+        KILN_ASSERT(sch.warp_per_row || red_used == 0, "rownorm: welford scratch");
+        if (!sch.warp_per_row) red_used += 64;
+        w.line("kiln_block_welford_equal<{}>(st.mean, st.m2, {}.0f, {});", TT, K * V,
+               sch.warp_per_row ? "nullptr" : "kiln_red");
+      } else {
+        w.line("st = {};", reduce("welford", "st", 3));
+      }
+      w.line("mean = st.mean;");
+      w.line("rstd = rsqrtf(st.m2 / {}.0f + {});", L.value(), eps);
     } else if (A.op == OpKind::Rmsnorm) {
       w.line("float acc = 0.0f;");
       regs_loop("acc += x[k][l] * x[k][l];");
       w.line("rstd = rsqrtf({} / {}.0f + {});", reduce("sum", "acc"), L.value(), eps);
     } else {
+      // One reduction of (max, sum) pairs: each thread exponentiates against its own max, the
+      // merge rescales the sums, and the thread's factor exp(m_t - max) / sum goes in inv_sum.
       w.line("float acc = -KILN_INF;");
       regs_loop("acc = fmaxf(acc, x[k][l]);");
-      w.line("row_max = {};", reduce("max", "acc"));
-      w.line("acc = 0.0f;");
-      regs_loop(fmt::format("if (valid) {{ x[k][l] = {}(x[k][l] - row_max); acc += x[k][l]; }}",
-                            expf_name));
-      w.line("inv_sum = 1.0f / {};", reduce("sum", "acc"));
+      w.line("const float m_t = acc == -KILN_INF ? 0.0f : acc;");
+      w.line("float ssum = 0.0f;");
+      regs_loop(
+          fmt::format("if (valid) {{ x[k][l] = {}(x[k][l] - m_t); ssum += x[k][l]; }}", expf_name));
+      w.line("kiln_maxsum ms;");
+      w.line("ms.m = acc;");
+      w.line("ms.s = ssum;");
+      w.line("ms = {};", reduce("maxsum", "ms", 2));
+      w.line("row_max = ms.m;");
+      w.line("inv_sum = {}(acc - ms.m) / ms.s;", expf_name);
     }
     w.close();
     // 3. Normalize, epilogue, store.
     w.line("#pragma unroll");
     w.open("for (int k = 0; k < {}; ++k) {{", K);
     w.line("const int q = k * {} + tid;", TT);
-    w.line("if (q >= {}) break;", nvec);
+    if (!full) w.line("if (q >= {}) break;", nvec);
     {
       // Prologue tensors the epilogue reads (a residual): the anchor's input is in registers
       // (not for softmax: they hold exp(x - max)); anything else is recomputed.
@@ -340,7 +376,7 @@ KernelSpec emit_rownorm(const EmitContext& cx, const FusionGroup& grp) {
       }
       emit_epilogue(ld, anchor_value(ld, "x[k][l]"), vouts, seed);
       w.close();
-      for (int t : vouts) w.line("kiln_stv({}, o{});", vec_ptr(t), t);
+      for (int t : vouts) w.line("kiln_stv_stream({}, o{});", vec_ptr(t), t);
       param_pre.clear();
     }
     w.close();

@@ -11,7 +11,7 @@ namespace kiln {
 struct PointwiseSchedule {
   int vec = 1;        // elements per thread (one 16-byte vector of the widest dense dtype)
   int threads = 256;  // per CTA
-  int vecs = 2;       // 16-byte vectors per thread, all loads issued before any math
+  int vecs = 2;       // 16-byte vectors per thread (4 for 16-bit data), loads before math
 };
 // `max_elem_bytes`: the widest element among the densely indexed tensors.
 PointwiseSchedule choose_pointwise(int max_elem_bytes, int sm);

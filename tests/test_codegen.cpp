@@ -133,8 +133,10 @@ TEST(Codegen, PointwiseSpecVectorizedWithSymbolicBatch) {
   ASSERT_EQ(ks.size(), 1u);
   const KernelSpec& k = ks[0];
   EXPECT_EQ(k.name, "pointwise_f16_add_gelu");
-  EXPECT_NE(k.source.find("kiln_ldv("), std::string::npos);  // 16-byte vectors
-  EXPECT_NE(k.source.find("kiln_stv("), std::string::npos);
+  // 16-byte vectors: streaming for the dense x and the output, cached for the bias.
+  EXPECT_NE(k.source.find("kiln_ldv_stream("), std::string::npos);
+  EXPECT_NE(k.source.find("kiln_stv_stream("), std::string::npos);
+  EXPECT_NE(k.source.find("kiln_ldv(t"), std::string::npos);
   // f16 result: the fast gelu (relative error < 2e-5), all loads (x twice, the bias as vectors
   // too) before the math.
   EXPECT_NE(k.source.find("kiln_gelu_erf_fast("), std::string::npos);
@@ -142,14 +144,14 @@ TEST(Codegen, PointwiseSpecVectorizedWithSymbolicBatch) {
   vec_path = vec_path.substr(0, vec_path.find("for (int u"));  // before the scalar tail
   EXPECT_EQ(vec_path.find("kiln_ld("), std::string::npos) << vec_path;
   size_t first_math = k.source.find("kiln_gelu_erf_fast(", k.source.find("__global__"));
-  size_t last_load = k.source.rfind("kiln_ldv(");
-  EXPECT_LT(last_load, first_math);
-  // N*3072 elements is a runtime argument; grid covers 2 vectors of 8 elements per thread.
+  EXPECT_LT(k.source.rfind("kiln_ldv("), first_math);
+  EXPECT_LT(k.source.rfind("kiln_ldv_stream("), first_math);
+  // N*3072 elements is a runtime argument; grid covers 4 vectors of 8 elements per thread.
   int ints = 0;
   for (const KernelArg& a : k.args) ints += a.kind == KernelArg::Kind::Int;
   EXPECT_EQ(ints, 1);
   Bindings bind{{"N", 5}};
-  EXPECT_EQ(k.grid[0].eval(bind), (5 * 3072 + 16 * 256 - 1) / (16 * 256));
+  EXPECT_EQ(k.grid[0].eval(bind), (5 * 3072 + 32 * 256 - 1) / (32 * 256));
   EXPECT_EQ(k.block[0], 256);
   // x read, b read, out written (f16).
   EXPECT_EQ(k.bytes_moved.eval(bind), (5 * 3072 + 3072 + 5 * 3072) * 2);
@@ -230,11 +232,17 @@ TEST(Codegen, RowNormKernelShape) {
   ASSERT_EQ(ks.size(), 1u);
   EXPECT_EQ(ks[0].name, "rownorm_bf16_r4096_add_layernorm_gelu");
   EXPECT_EQ(ks[0].grid[0].eval({{"N", 77}}), 77);  // one CTA per row
-  // Two block reductions, each with its own scratch (one barrier each); scale and bias read as
-  // 16-byte vectors; the bf16 result takes the fast gelu.
-  EXPECT_NE(ks[0].source.find("kiln_block_sum_once<256>(acc, kiln_red + 0)"), std::string::npos);
-  EXPECT_NE(ks[0].source.find("kiln_block_sum_once<256>(acc, kiln_red + 32)"), std::string::npos);
-  EXPECT_NE(ks[0].source.find("kiln_ldv("), std::string::npos);
+  // One warp-group per row (32 elements per thread); one block reduction (Welford triples, one
+  // barrier); row data streamed, scale and bias read as 16-byte vectors; the bf16 result takes
+  // the fast gelu.
+  EXPECT_EQ(ks[0].block[0], 128);
+  EXPECT_NE(ks[0].source.find("kiln_block_welford_equal<128>(st.mean, st.m2, 32.0f, kiln_red)"),
+            std::string::npos);
+  const std::string body = ks[0].source.substr(ks[0].source.find("extern \"C\""));
+  EXPECT_EQ(body.find("kiln_block_sum"), std::string::npos);
+  EXPECT_EQ(body.find("__syncthreads"), std::string::npos);  // the only barrier is the reduction's
+  EXPECT_NE(ks[0].source.find("kiln_ldv_stream("), std::string::npos);
+  EXPECT_NE(ks[0].source.find("kiln_stv_stream("), std::string::npos);
   EXPECT_NE(ks[0].source.find(" + q * 8, pr1);"), std::string::npos);
   EXPECT_NE(ks[0].source.find(" + q * 8, pr2);"), std::string::npos);
   EXPECT_NE(ks[0].source.find("kiln_gelu_erf_fast("), std::string::npos);
@@ -244,7 +252,25 @@ TEST(Codegen, RowNormKernelShape) {
   h.output(h.softmax(a));
   auto ks2 = generate_kernels(h, plan_fusion(h));
   EXPECT_EQ(ks2[0].grid[0].eval({{"N", 9}}), 3);
-  EXPECT_NE(ks2[0].source.find("kiln_warp_max("), std::string::npos);
+  EXPECT_NE(ks2[0].source.find("kiln_warp_maxsum("), std::string::npos);
+  // Short rows covered exactly (256 f32 = 32 lanes x 2 vectors): equal-count warp merge.
+  Graph e("exact");
+  Tensor c = e.input("c", DType::F32, {"N", 256});
+  e.output(e.layernorm(c));
+  auto ks4 = generate_kernels(e, plan_fusion(e));
+  EXPECT_NE(ks4[0].source.find("kiln_block_welford_equal<32>(st.mean, st.m2, 8.0f, nullptr)"),
+            std::string::npos);
+  EXPECT_NO_THROW(nvrtc_compile(ks4[0].source, ks4[0].name, "sm_90"));
+  // Long softmax rows: one (max, sum) block reduction, exponentiated once per element.
+  Graph s("long");
+  Tensor b = s.input("b", DType::F16, {"N", 8192});
+  s.output(s.softmax(b));
+  auto ks3 = generate_kernels(s, plan_fusion(s));
+  EXPECT_EQ(ks3[0].block[0], 256);
+  EXPECT_NE(ks3[0].source.find("kiln_block_maxsum_once<256>(ms, kiln_red + 0)"), std::string::npos);
+  EXPECT_EQ(ks3[0].source.find("kiln_block_max_once", ks3[0].source.find("extern \"C\"")),
+            std::string::npos);
+  EXPECT_NO_THROW(nvrtc_compile(ks3[0].source, ks3[0].name, "sm_90"));
 }
 
 TEST(Codegen, SoftmaxOverOtherAxesAndLayouts) {

@@ -138,6 +138,48 @@ KILN_DEVICE void kiln_stv(kiln_bf16* p, const float* v) {
                           kiln_pack_bf16x2(v[4], v[5]), kiln_pack_bf16x2(v[6], v[7])));
 }
 
+// Streaming variants for single-use row/element data (not for parameters reused across rows):
+// the load does not allocate in L1, the store is evict-first (.cs) in L2.
+KILN_DEVICE uint4 kiln_ld16_stream(const void* p) {
+  uint4 r;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+               : "l"(p));
+  return r;
+}
+KILN_DEVICE void kiln_st16_stream(void* p, uint4 v) {
+  asm volatile("st.global.cs.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(v.x), "r"(v.y),
+               "r"(v.z), "r"(v.w)
+               : "memory");
+}
+KILN_DEVICE void kiln_ldv_stream(const float* p, float* v) {
+  uint4 r = kiln_ld16_stream(p);
+  v[0] = __uint_as_float(r.x);
+  v[1] = __uint_as_float(r.y);
+  v[2] = __uint_as_float(r.z);
+  v[3] = __uint_as_float(r.w);
+}
+template <class T>
+KILN_DEVICE void kiln_ldv_stream(const T* p, float* v) {
+  uint4 r = kiln_ld16_stream(p);
+  kiln_unpack(r.x, p, v + 0);
+  kiln_unpack(r.y, p, v + 2);
+  kiln_unpack(r.z, p, v + 4);
+  kiln_unpack(r.w, p, v + 6);
+}
+KILN_DEVICE void kiln_stv_stream(float* p, const float* v) {
+  kiln_st16_stream(p, make_uint4(__float_as_uint(v[0]), __float_as_uint(v[1]),
+                                 __float_as_uint(v[2]), __float_as_uint(v[3])));
+}
+KILN_DEVICE void kiln_stv_stream(kiln_f16* p, const float* v) {
+  kiln_st16_stream(p, make_uint4(kiln_pack_f16x2(v[0], v[1]), kiln_pack_f16x2(v[2], v[3]),
+                                 kiln_pack_f16x2(v[4], v[5]), kiln_pack_f16x2(v[6], v[7])));
+}
+KILN_DEVICE void kiln_stv_stream(kiln_bf16* p, const float* v) {
+  kiln_st16_stream(p, make_uint4(kiln_pack_bf16x2(v[0], v[1]), kiln_pack_bf16x2(v[2], v[3]),
+                                 kiln_pack_bf16x2(v[4], v[5]), kiln_pack_bf16x2(v[6], v[7])));
+}
+
 // ---------------------------------------------------------------- reductions
 KILN_DEVICE float kiln_warp_sum(float v) {
 #pragma unroll
@@ -251,6 +293,108 @@ KILN_DEVICE kiln_welford kiln_warp_welford(kiln_welford w) {
     w = kiln_welford_merge(w, b);
   }
   return w;
+}
+
+// Block-wide Welford merge (one barrier): `red` is 96 floats of scratch no earlier reduction of
+// this kernel used; every thread gets the row's (n, mean, m2).
+template <int THREADS>
+KILN_DEVICE kiln_welford kiln_block_welford_once(kiln_welford w, float* red) {
+  w = kiln_warp_welford(w);
+  if (THREADS == 32) return w;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  if (lane == 0) {
+    red[warp] = w.n;
+    red[32 + warp] = w.mean;
+    red[64 + warp] = w.m2;
+  }
+  __syncthreads();
+  if (lane < THREADS / 32) {
+    w.n = red[lane];
+    w.mean = red[32 + lane];
+    w.m2 = red[64 + lane];
+  } else {
+    w = kiln_welford_init();
+  }
+  return kiln_warp_welford(w);
+}
+
+// The same when every thread holds `n` elements (a row covered exactly): equal-count merges
+// (mean = average, M2 += d^2 n / 2) are symmetric, so every lane gets bit-identical statistics,
+// with no division or branch. THREADS: a power of two; `red`: 64 floats of unused scratch.
+template <int THREADS>
+KILN_DEVICE void kiln_block_welford_equal(float& mean, float& m2, float n, float* red) {
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const float mb = __shfl_xor_sync(0xffffffffu, mean, o);
+    const float m2b = __shfl_xor_sync(0xffffffffu, m2, o);
+    const float d = mb - mean;
+    m2 = m2 + m2b + d * d * (0.5f * n);
+    mean = 0.5f * (mean + mb);
+    n *= 2.0f;
+  }
+  if (THREADS <= 32) return;
+  constexpr int W = THREADS > 32 ? THREADS / 32 : 1;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  if (lane == 0) {
+    red[warp] = mean;
+    red[32 + warp] = m2;
+  }
+  __syncthreads();
+  mean = red[lane & (W - 1)];
+  m2 = red[32 + (lane & (W - 1))];
+#pragma unroll
+  for (int o = 1; o < W; o <<= 1) {
+    const float mb = __shfl_xor_sync(0xffffffffu, mean, o);
+    const float m2b = __shfl_xor_sync(0xffffffffu, m2, o);
+    const float d = mb - mean;
+    m2 = m2 + m2b + d * d * (0.5f * n);
+    mean = 0.5f * (mean + mb);
+    n *= 2.0f;
+  }
+}
+
+// Online softmax statistics: (max m, sum s of exp(x - m)); merge rescales to the larger max.
+// A part with m == -inf (no valid element) contributes nothing.
+struct kiln_maxsum {
+  float m, s;
+};
+KILN_DEVICE kiln_maxsum kiln_maxsum_merge(kiln_maxsum a, kiln_maxsum b) {
+  if (b.m == -KILN_INF) return a;
+  if (a.m == -KILN_INF) return b;
+  kiln_maxsum r;
+  r.m = fmaxf(a.m, b.m);
+  r.s = a.s * expf(a.m - r.m) + b.s * expf(b.m - r.m);
+  return r;
+}
+KILN_DEVICE kiln_maxsum kiln_warp_maxsum(kiln_maxsum w) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    kiln_maxsum b;
+    b.m = __shfl_xor_sync(0xffffffffu, w.m, o);
+    b.s = __shfl_xor_sync(0xffffffffu, w.s, o);
+    w = kiln_maxsum_merge(w, b);
+  }
+  return w;
+}
+// One barrier; `red` is 64 floats of scratch no earlier reduction of this kernel used.
+template <int THREADS>
+KILN_DEVICE kiln_maxsum kiln_block_maxsum_once(kiln_maxsum w, float* red) {
+  w = kiln_warp_maxsum(w);
+  if (THREADS == 32) return w;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  if (lane == 0) {
+    red[warp] = w.m;
+    red[32 + warp] = w.s;
+  }
+  __syncthreads();
+  if (lane < THREADS / 32) {
+    w.m = red[lane];
+    w.s = red[32 + lane];
+  } else {
+    w.m = -KILN_INF;
+    w.s = 0.0f;
+  }
+  return kiln_warp_maxsum(w);
 }
 
 // ---------------------------------------------------------------- math (the op table calls these)

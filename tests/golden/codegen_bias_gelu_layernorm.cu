@@ -1,21 +1,31 @@
-// ---- pointwise_f16_add_gelu grid=((((((N*64)*7)*7)+4095)/4096)) block=256 args=4
+// ---- pointwise_f16_add_gelu grid=((((((N*64)*7)*7)+8191)/8192)) block=256 args=4
 
 // group 0: pointwise_f16_add_gelu
 extern "C" __global__ void __launch_bounds__(256) pointwise_f16_add_gelu(const kiln_f16* __restrict__ t0, const kiln_f16* __restrict__ t1, kiln_f16* __restrict__ t3, long long d0) {
   const long long n = d0;
   (void)n;
-  const long long blk = static_cast<long long>(blockIdx.x) * 4096;
-  if (blk + 4096 <= n) {
+  const long long blk = static_cast<long long>(blockIdx.x) * 8192;
+  if (blk + 8192 <= n) {
     const long long base0 = blk + 0 + threadIdx.x * 8;
     const long long base1 = blk + 2048 + threadIdx.x * 8;
+    const long long base2 = blk + 4096 + threadIdx.x * 8;
+    const long long base3 = blk + 6144 + threadIdx.x * 8;
     float a0_0[8];
-    kiln_ldv(t0 + base0, a0_0);
+    kiln_ldv_stream(t0 + base0, a0_0);
     float b0_0[8];
     kiln_ldv(t1 + (base0 % 64), b0_0);
     float a0_1[8];
-    kiln_ldv(t0 + base1, a0_1);
+    kiln_ldv_stream(t0 + base1, a0_1);
     float b0_1[8];
     kiln_ldv(t1 + (base1 % 64), b0_1);
+    float a0_2[8];
+    kiln_ldv_stream(t0 + base2, a0_2);
+    float b0_2[8];
+    kiln_ldv(t1 + (base2 % 64), b0_2);
+    float a0_3[8];
+    kiln_ldv_stream(t0 + base3, a0_3);
+    float b0_3[8];
+    kiln_ldv(t1 + (base3 % 64), b0_3);
     // vector 0 lane 0
     const float v2_0_0 = (a0_0[0] + b0_0[0]);  // bias
     const float v3_0_0 = kiln_gelu_erf_fast(v2_0_0);  // gelu
@@ -41,7 +51,7 @@ extern "C" __global__ void __launch_bounds__(256) pointwise_f16_add_gelu(const k
     const float v2_0_7 = (a0_0[7] + b0_0[7]);  // bias
     const float v3_0_7 = kiln_gelu_erf_fast(v2_0_7);  // gelu
     const float o3_0[8] = {v3_0_0, v3_0_1, v3_0_2, v3_0_3, v3_0_4, v3_0_5, v3_0_6, v3_0_7};
-    kiln_stv(t3 + base0, o3_0);
+    kiln_stv_stream(t3 + base0, o3_0);
     // vector 1 lane 0
     const float v2_1_0 = (a0_1[0] + b0_1[0]);  // bias
     const float v3_1_0 = kiln_gelu_erf_fast(v2_1_0);  // gelu
@@ -67,10 +77,62 @@ extern "C" __global__ void __launch_bounds__(256) pointwise_f16_add_gelu(const k
     const float v2_1_7 = (a0_1[7] + b0_1[7]);  // bias
     const float v3_1_7 = kiln_gelu_erf_fast(v2_1_7);  // gelu
     const float o3_1[8] = {v3_1_0, v3_1_1, v3_1_2, v3_1_3, v3_1_4, v3_1_5, v3_1_6, v3_1_7};
-    kiln_stv(t3 + base1, o3_1);
+    kiln_stv_stream(t3 + base1, o3_1);
+    // vector 2 lane 0
+    const float v2_2_0 = (a0_2[0] + b0_2[0]);  // bias
+    const float v3_2_0 = kiln_gelu_erf_fast(v2_2_0);  // gelu
+    // vector 2 lane 1
+    const float v2_2_1 = (a0_2[1] + b0_2[1]);  // bias
+    const float v3_2_1 = kiln_gelu_erf_fast(v2_2_1);  // gelu
+    // vector 2 lane 2
+    const float v2_2_2 = (a0_2[2] + b0_2[2]);  // bias
+    const float v3_2_2 = kiln_gelu_erf_fast(v2_2_2);  // gelu
+    // vector 2 lane 3
+    const float v2_2_3 = (a0_2[3] + b0_2[3]);  // bias
+    const float v3_2_3 = kiln_gelu_erf_fast(v2_2_3);  // gelu
+    // vector 2 lane 4
+    const float v2_2_4 = (a0_2[4] + b0_2[4]);  // bias
+    const float v3_2_4 = kiln_gelu_erf_fast(v2_2_4);  // gelu
+    // vector 2 lane 5
+    const float v2_2_5 = (a0_2[5] + b0_2[5]);  // bias
+    const float v3_2_5 = kiln_gelu_erf_fast(v2_2_5);  // gelu
+    // vector 2 lane 6
+    const float v2_2_6 = (a0_2[6] + b0_2[6]);  // bias
+    const float v3_2_6 = kiln_gelu_erf_fast(v2_2_6);  // gelu
+    // vector 2 lane 7
+    const float v2_2_7 = (a0_2[7] + b0_2[7]);  // bias
+    const float v3_2_7 = kiln_gelu_erf_fast(v2_2_7);  // gelu
+    const float o3_2[8] = {v3_2_0, v3_2_1, v3_2_2, v3_2_3, v3_2_4, v3_2_5, v3_2_6, v3_2_7};
+    kiln_stv_stream(t3 + base2, o3_2);
+    // vector 3 lane 0
+    const float v2_3_0 = (a0_3[0] + b0_3[0]);  // bias
+    const float v3_3_0 = kiln_gelu_erf_fast(v2_3_0);  // gelu
+    // vector 3 lane 1
+    const float v2_3_1 = (a0_3[1] + b0_3[1]);  // bias
+    const float v3_3_1 = kiln_gelu_erf_fast(v2_3_1);  // gelu
+    // vector 3 lane 2
+    const float v2_3_2 = (a0_3[2] + b0_3[2]);  // bias
+    const float v3_3_2 = kiln_gelu_erf_fast(v2_3_2);  // gelu
+    // vector 3 lane 3
+    const float v2_3_3 = (a0_3[3] + b0_3[3]);  // bias
+    const float v3_3_3 = kiln_gelu_erf_fast(v2_3_3);  // gelu
+    // vector 3 lane 4
+    const float v2_3_4 = (a0_3[4] + b0_3[4]);  // bias
+    const float v3_3_4 = kiln_gelu_erf_fast(v2_3_4);  // gelu
+    // vector 3 lane 5
+    const float v2_3_5 = (a0_3[5] + b0_3[5]);  // bias
+    const float v3_3_5 = kiln_gelu_erf_fast(v2_3_5);  // gelu
+    // vector 3 lane 6
+    const float v2_3_6 = (a0_3[6] + b0_3[6]);  // bias
+    const float v3_3_6 = kiln_gelu_erf_fast(v2_3_6);  // gelu
+    // vector 3 lane 7
+    const float v2_3_7 = (a0_3[7] + b0_3[7]);  // bias
+    const float v3_3_7 = kiln_gelu_erf_fast(v2_3_7);  // gelu
+    const float o3_3[8] = {v3_3_0, v3_3_1, v3_3_2, v3_3_3, v3_3_4, v3_3_5, v3_3_6, v3_3_7};
+    kiln_stv_stream(t3 + base3, o3_3);
     return;
   }
-  for (int u = 0; u < 2; ++u) {
+  for (int u = 0; u < 4; ++u) {
     const long long base = blk + u * 2048 + threadIdx.x * 8;
     for (int j = 0; j < 8; ++j) {
       const long long i = base + j;
@@ -98,7 +160,7 @@ extern "C" __global__ void __launch_bounds__(128) rownorm_bf16_r96_add_layernorm
     const int q = k * 32 + tid;
     if (q < 12) {
       float a4[8];
-      kiln_ldv(t4 + row * 96 + q * 8, a4);
+      kiln_ldv_stream(t4 + row * 96 + q * 8, a4);
       #pragma unroll
       for (int l = 0; l < 8; ++l) {
         const int j = q * 8 + l;
@@ -111,24 +173,29 @@ extern "C" __global__ void __launch_bounds__(128) rownorm_bf16_r96_add_layernorm
     }
   }
   {
-    float acc = 0.0f;
+    float acc = 0.0f, cnt = 0.0f;
     #pragma unroll
     for (int k = 0; k < 1; ++k) {
       const bool valid = k * 32 + tid < 12;
       (void)valid;
       #pragma unroll
-      for (int l = 0; l < 8; ++l) acc += x[k][l];
+      for (int l = 0; l < 8; ++l) if (valid) { acc += x[k][l]; cnt += 1.0f; }
     }
-    mean = kiln_warp_sum(acc) / 96.0f;
+    kiln_welford st;
+    st.n = cnt;
+    st.mean = cnt > 0.0f ? acc / cnt : 0.0f;
     acc = 0.0f;
     #pragma unroll
     for (int k = 0; k < 1; ++k) {
       const bool valid = k * 32 + tid < 12;
       (void)valid;
       #pragma unroll
-      for (int l = 0; l < 8; ++l) { const float d = x[k][l] - mean; if (valid) acc += d * d; }
+      for (int l = 0; l < 8; ++l) { const float d = x[k][l] - st.mean; if (valid) acc += d * d; }
     }
-    rstd = rsqrtf(kiln_warp_sum(acc) / 96.0f + 1e-05f);
+    st.m2 = acc;
+    st = kiln_warp_welford(st);
+    mean = st.mean;
+    rstd = rsqrtf(st.m2 / 96.0f + 1e-05f);
   }
   #pragma unroll
   for (int k = 0; k < 1; ++k) {
@@ -142,6 +209,6 @@ extern "C" __global__ void __launch_bounds__(128) rownorm_bf16_r96_add_layernorm
       const float v7 = kiln_gelu_erf_fast(y);  // g2
       o7[l] = v7;
     }
-    kiln_stv(t7 + row * 96 + q * 8, o7);
+    kiln_stv_stream(t7 + row * 96 + q * 8, o7);
   }
 }
