@@ -6,6 +6,9 @@ set -u
 cd "$(dirname "$0")/.."
 # Tests and binaries carry absolute paths of the build machine's checkout.
 [ -d /work/main ] || { mkdir -p /work && ln -s "$PWD" /work/main; }
+# B: the build directory to use (default build/); a build of another checkout path gets a link too.
+B=${B:-build}
+[ -n "${SRC_LINK:-}" ] && [ ! -e "$SRC_LINK" ] && ln -s "$PWD" "$SRC_LINK"
 OUT=${OUT:-/tmp/out}
 export KILN_CACHE_DIR=${KILN_CACHE_DIR:-/tmp/kiln-cache}
 export PYTHONUNBUFFERED=1
@@ -14,38 +17,38 @@ echo "git $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
 for step in "$@"; do
   echo "=== $step ($(date +%T))"
   case $step in
-    tests) timeout 300 build/kiln_gpu_tests --gtest_brief=1 2>&1 | tee "$OUT/gpu_tests.log" | tail -40 ;;
+    tests) timeout 300 $B/kiln_gpu_tests --gtest_brief=1 2>&1 | tee "$OUT/gpu_tests.log" | tail -40 ;;
     examples)
       for spec in "add_layernorm_gelu rows=4097" "resnet50_bottleneck N=2" "transformer_mlp seq=77" \
                   "unet_resblock N=2"; do
         set -- $spec
-        timeout 120 build/kiln run "examples/graphs/$1.json" --shape "$2" --device gpu --check 2>&1 | tail -8
+        timeout 120 $B/kiln run "examples/graphs/$1.json" --shape "$2" --device gpu --check 2>&1 | tail -8
       done ;;
-    memory) timeout 240 python3 bench/bench_memory.py --kiln build/kiln 2>&1 | tail -30 ;;
-    conv) timeout 300 python3 bench/bench_conv.py --bin build/bench_contraction --no-mma-baseline 2>&1 | tail -40 ;;
+    memory) timeout 240 python3 bench/bench_memory.py --kiln $B/kiln 2>&1 | tail -30 ;;
+    conv) timeout 300 python3 bench/bench_conv.py --bin $B/bench_contraction --no-mma-baseline 2>&1 | tail -40 ;;
     compile)  # cold NVRTC time per kernel (fresh cache dir), then a second process: 0 compiles
       rm -rf /tmp/kc-cold
       for g in add_layernorm_gelu resnet50_bottleneck transformer_mlp unet_resblock; do
-        KILN_CACHE_DIR=/tmp/kc-cold timeout 120 build/kiln emit "examples/graphs/$g.json" --out /tmp/emit-$g --compile
+        KILN_CACHE_DIR=/tmp/kc-cold timeout 120 $B/kiln emit "examples/graphs/$g.json" --out /tmp/emit-$g --compile
       done
       for i in 1 2; do
-        KILN_CACHE_DIR=/tmp/kc-proc timeout 60 build/kiln run examples/graphs/resnet50_bottleneck.json \
+        KILN_CACHE_DIR=/tmp/kc-proc timeout 60 $B/kiln run examples/graphs/resnet50_bottleneck.json \
           --shape N=8 --device gpu --stats 2>&1 | grep -iE "time|nvrtc|compile|cache"
       done ;;
-    host) timeout 120 build/bench_host_overhead > "$OUT/host_overhead.log" 2>&1
+    host) timeout 120 $B/bench_host_overhead > "$OUT/host_overhead.log" 2>&1
           grep -vE "^ +[0-9]+ " "$OUT/host_overhead.log" | tail -20 ;;
     spec)  # shape-specialized vs generic kernels (EngineOptions::specialize_after swaps these in)
       for spec in "resnet50_bottleneck N=8" "resnet50_bottleneck N=32" "transformer_mlp seq=77" \
                   "transformer_mlp seq=512" "add_layernorm_gelu rows=4097"; do
         set -- $spec
-        timeout 60 build/kiln bench "examples/graphs/$1.json" --shape "$2" --specialize 2>&1 |
+        timeout 60 $B/kiln bench "examples/graphs/$1.json" --shape "$2" --specialize 2>&1 |
           grep -E "^graph|whole graph"
       done ;;
-    graphs) timeout 120 build/bench_cuda_graph examples/graphs/resnet50_bottleneck.json 2>&1 | tail -15 ;;
-    embed) timeout 180 build/kiln_tests --gtest_filter='EmbedInstall*:CApi*' 2>&1 | tail -15 ;;
+    graphs) timeout 120 $B/bench_cuda_graph examples/graphs/resnet50_bottleneck.json 2>&1 | tail -15 ;;
+    embed) timeout 180 $B/kiln_tests --gtest_filter='EmbedInstall*:CApi*' 2>&1 | tail -15 ;;
     sanitize)
       for tool in memcheck racecheck; do
-        timeout 240 compute-sanitizer --tool $tool --print-limit 20 build/kiln_gpu_tests \
+        timeout 150 compute-sanitizer --tool $tool --print-limit 20 $B/kiln_gpu_tests \
           --gtest_filter="${SANITIZE_FILTER:-RuntimeGpu*:OpsGpu*pattern*:ContractionGpu.Engine*}" 2>&1 |
           grep -E "ERROR SUMMARY|PASSED|FAILED|Hazard|Invalid" | head -20
       done ;;
@@ -53,8 +56,8 @@ for step in "$@"; do
       timeout 200 python3 tools/export_torchvision.py --out /tmp/m --batch 2 2>&1 | tail -5
       for m in resnet50 encoder unet_down; do
         [ -f /tmp/m/$m.onnx ] || continue
-        timeout 60 build/kiln import /tmp/m/$m.onnx --out /tmp/m/kiln 2>&1 | tail -2
-        timeout 200 build/kiln run /tmp/m/kiln/$m.json --device gpu --stats \
+        timeout 60 $B/kiln import /tmp/m/$m.onnx --out /tmp/m/kiln 2>&1 | tail -2
+        timeout 200 $B/kiln run /tmp/m/kiln/$m.json --device gpu --stats \
           --inputs /tmp/m/$m.inputs.safetensors --output /tmp/m/$m.got.safetensors 2>&1 | tail -4
         python3 tools/export_torchvision.py --compare /tmp/m/$m.expected.safetensors \
           /tmp/m/$m.got.safetensors --tol 1e-3 2>&1 | tail -3
