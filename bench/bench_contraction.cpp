@@ -160,7 +160,8 @@ int main(int argc, char** argv) {
     NvrtcResult nr = nvrtc_compile(k.source, k.name, k.arch.empty() ? dev.arch : k.arch);
     void* mod = cuda::module_load(nr.cubin);
     void* fn = cuda::module_function(mod, k.entry);
-    if (k.smem_bytes > 48 * 1024) cuda::func_set_max_dynamic_smem(fn, k.smem_bytes);
+    if (k.smem_bytes > 0)
+      cuda::func_set_max_dynamic_smem(fn, k.smem_bytes);  // static smem counts too
 
     std::vector<cuda::DeviceBuffer> bufs;
     std::vector<uint64_t> ptrs(k.args.size());

@@ -17,7 +17,6 @@ namespace kiln {
 
 namespace {
 
-constexpr int kDefaultSmem = 48 * 1024;
 constexpr uint64_t kPtrAlign = 16;  // kernels use 16-byte vector accesses
 
 std::string bindings_str(const Bindings& b) {
@@ -60,7 +59,10 @@ void* ModuleCache::function(const CachedKernel& k, const std::string& entry, int
   void*& fn = m.functions[entry];
   if (!fn) fn = cuda::module_function(m.module, entry);
   int& set = m.smem_set[fn];
-  if (smem_bytes > kDefaultSmem && smem_bytes > set) {
+  // Raise the dynamic limit for every kernel that uses dynamic shared memory, not only above
+  // 48 KB: a kernel's static __shared__ variables count against the same 48 KB default, so
+  // 48 KB dynamic + 4 bytes static already needs the attribute (seen on the H200: split-K).
+  if (smem_bytes > 0 && smem_bytes > set) {
     cuda::func_set_max_dynamic_smem(fn, smem_bytes);
     set = smem_bytes;
   }

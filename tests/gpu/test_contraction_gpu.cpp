@@ -111,7 +111,8 @@ std::map<std::string, HostTensor> run_kernel(const Graph& g,
   NvrtcResult r = nvrtc_compile(k.source, k.name, k.arch.empty() ? dev.arch : k.arch);
   void* mod = cuda::module_load(r.cubin);
   void* fn = cuda::module_function(mod, k.entry);
-  if (k.smem_bytes > 48 * 1024) cuda::func_set_max_dynamic_smem(fn, k.smem_bytes);
+  if (k.smem_bytes > 0)
+    cuda::func_set_max_dynamic_smem(fn, k.smem_bytes);  // static smem counts too
 
   std::map<int, cuda::DeviceBuffer> bufs;
   std::map<int, HostTensor> outs;
