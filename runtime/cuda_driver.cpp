@@ -22,18 +22,19 @@ namespace {
 // Every entry point kiln uses. Many names are macros in cuda.h (cuMemAlloc -> cuMemAlloc_v2):
 // decltype(&::name) then gives the versioned prototype, #name the base name cuGetProcAddress
 // wants, and KILN_STR(name) the versioned symbol for the dlsym fallback.
-#define KILN_CU_FUNCS(X)                                                                          \
-  X(cuInit)                                                                                       \
-  X(cuDeviceGet)                                                                                  \
-  X(cuDeviceGetCount)                                                                             \
-  X(cuDeviceGetName)                                                                              \
-  X(cuDeviceGetAttribute)                                                                         \
-  X(cuDevicePrimaryCtxRetain)                                                                     \
-  X(cuCtxSetCurrent) X(cuCtxGetCurrent) X(cuCtxSynchronize) X(cuModuleLoadData) X(cuModuleUnload) \
-      X(cuModuleGetFunction) X(cuFuncSetAttribute) X(cuLaunchKernel) X(cuMemAlloc) X(cuMemFree)   \
-          X(cuMemcpyHtoD) X(cuMemcpyDtoH) X(cuMemcpyDtoDAsync) X(cuMemsetD8) X(cuMemsetD8Async)   \
-              X(cuStreamCreate) X(cuStreamDestroy) X(cuStreamSynchronize) X(cuEventCreate)        \
-                  X(cuEventDestroy) X(cuEventRecord) X(cuEventSynchronize) X(cuEventElapsedTime)  \
+#define KILN_CU_FUNCS(X)                                                                         \
+  X(cuInit)                                                                                      \
+  X(cuDeviceGet)                                                                                 \
+  X(cuDeviceGetCount)                                                                            \
+  X(cuDeviceGetName)                                                                             \
+  X(cuDeviceGetAttribute)                                                                        \
+  X(cuDevicePrimaryCtxRetain)                                                                    \
+  X(cuCtxSetCurrent)                                                                             \
+  X(cuCtxGetCurrent) X(cuCtxSynchronize) X(cuModuleLoadData) X(cuModuleUnload)                   \
+      X(cuModuleGetFunction) X(cuFuncSetAttribute) X(cuLaunchKernel) X(cuMemAlloc) X(cuMemFree)  \
+          X(cuMemcpyHtoD) X(cuMemcpyDtoH) X(cuMemcpyDtoDAsync) X(cuMemsetD8) X(cuMemsetD8Async)  \
+              X(cuStreamCreate) X(cuStreamDestroy) X(cuStreamSynchronize) X(cuEventCreate)       \
+                  X(cuEventDestroy) X(cuEventRecord) X(cuEventSynchronize) X(cuEventElapsedTime) \
                       X(cuGetErrorName) X(cuGetErrorString) KILN_CU_GRAPH_FUNCS(X)
 
 // CUDA graphs. cuGraphInstantiate is a macro for cuGraphInstantiateWithFlags, but

@@ -45,8 +45,9 @@ TEST(OnnxImport, PythonSuiteAgainstOnnxRuntime) {
                     "(pip install -r tools/requirements.txt): "
                  << why;
   }
-  std::string cmd = "cd " + quote(KILN_SOURCE_DIR) + " && KILN_CLI=" + quote(KILN_CLI_PATH) +
-                    " PYTHONDONTWRITEBYTECODE=1 python3 -m pytest -q -p no:cacheprovider tests/python";
+  std::string cmd =
+      "cd " + quote(KILN_SOURCE_DIR) + " && KILN_CLI=" + quote(KILN_CLI_PATH) +
+      " PYTHONDONTWRITEBYTECODE=1 python3 -m pytest -q -p no:cacheprovider tests/python";
   Result r = shell(cmd);
   EXPECT_EQ(r.status, 0) << cmd << "\n" << r.output;
   EXPECT_NE(r.output.find(" passed"), std::string::npos) << r.output;

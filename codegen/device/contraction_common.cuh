@@ -2,7 +2,9 @@
 // f16 and bf16 values are carried as their 16-bit patterns (unsigned short).
 #pragma once
 
-__device__ __forceinline__ float kc_ld_f32(const float* p) { return *p; }
+__device__ __forceinline__ float kc_ld_f32(const float* p) {
+  return *p;
+}
 __device__ __forceinline__ float kc_ld_f16(const unsigned short* p) {
   float f;
   asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(*p));
@@ -29,9 +31,19 @@ __device__ __forceinline__ float kc_f16_to_f32(unsigned short h) {
 __device__ __forceinline__ float kc_bf16_to_f32(unsigned short h) {
   return __uint_as_float(((unsigned)h) << 16);
 }
-__device__ __forceinline__ void kc_st_f32(float* p, float v) { *p = v; }
-__device__ __forceinline__ void kc_st_f16(unsigned short* p, float v) { *p = kc_f32_to_f16(v); }
-__device__ __forceinline__ void kc_st_bf16(unsigned short* p, float v) { *p = kc_f32_to_bf16(v); }
+__device__ __forceinline__ void kc_st_f32(float* p, float v) {
+  *p = v;
+}
+__device__ __forceinline__ void kc_st_f16(unsigned short* p, float v) {
+  *p = kc_f32_to_f16(v);
+}
+__device__ __forceinline__ void kc_st_bf16(unsigned short* p, float v) {
+  *p = kc_f32_to_bf16(v);
+}
 // Rounds an f32 value through a 16-bit type (what a cast node does).
-__device__ __forceinline__ float kc_round_f16(float v) { return kc_f16_to_f32(kc_f32_to_f16(v)); }
-__device__ __forceinline__ float kc_round_bf16(float v) { return kc_bf16_to_f32(kc_f32_to_bf16(v)); }
+__device__ __forceinline__ float kc_round_f16(float v) {
+  return kc_f16_to_f32(kc_f32_to_f16(v));
+}
+__device__ __forceinline__ float kc_round_bf16(float v) {
+  return kc_bf16_to_f32(kc_f32_to_bf16(v));
+}

@@ -115,7 +115,8 @@ struct KcGemm {
         if (B_KM) {
           kc_ldmatrix_x4(r, kc_smem_u32(sb + b_off(n0 + (j >> 1) * 8 + i8, kk + (j & 1) * 8)));
         } else {
-          kc_ldmatrix_x4_trans(r, kc_smem_u32(sb + b_off(n0 + (j >> 1) * 8, kk + (j & 1) * 8 + i8)));
+          kc_ldmatrix_x4_trans(r,
+                               kc_smem_u32(sb + b_off(n0 + (j >> 1) * 8, kk + (j & 1) * 8 + i8)));
         }
         b[ni][0] = r[0];
         b[ni][1] = r[1];
@@ -191,7 +192,12 @@ __device__ __forceinline__ void kc_st_cg_f32(float* p, float v) {
 }
 __device__ __forceinline__ unsigned kc_atom_add_u32(unsigned* p, unsigned v) {
   unsigned r;
-  asm volatile("atom.global.acq_rel.gpu.add.u32 %0, [%1], %2;\n" : "=r"(r) : "l"(p), "r"(v) : "memory");
+  asm volatile("atom.global.acq_rel.gpu.add.u32 %0, [%1], %2;\n"
+               : "=r"(r)
+               : "l"(p), "r"(v)
+               : "memory");
   return r;
 }
-__device__ __forceinline__ void kc_fence_gpu() { asm volatile("fence.acq_rel.gpu;\n" ::: "memory"); }
+__device__ __forceinline__ void kc_fence_gpu() {
+  asm volatile("fence.acq_rel.gpu;\n" ::: "memory");
+}

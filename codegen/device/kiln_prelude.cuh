@@ -148,8 +148,8 @@ KILN_DEVICE uint4 kiln_ld16_stream(const void* p) {
   return r;
 }
 KILN_DEVICE void kiln_st16_stream(void* p, uint4 v) {
-  asm volatile("st.global.cs.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(v.x), "r"(v.y),
-               "r"(v.z), "r"(v.w)
+  asm volatile("st.global.cs.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z),
+               "r"(v.w)
                : "memory");
 }
 KILN_DEVICE void kiln_ldv_stream(const float* p, float* v) {
