@@ -260,18 +260,9 @@ bool emit_cluster(const EmitContext& cx, const FusionGroup& grp, bool no_prologu
   w.line("kiln_cn_cluster_wait();");
   w.close();
 
-  KernelSpec& k = *out;
-  k.name = name;
-  k.entry = name;
-  std::string body = w.take();
-  body.replace(body.find("KILN_PARAMS"), 11, gp.signature());
-  k.source = kernel_source(device_file("kiln_channelnorm.cuh") + "\n" + body);
-  k.args = gp.args();
-  k.block = {T, 1, 1};
-  k.grid = {X[0] * Dim(NCB * K), Dim(1), Dim(1)};
-  k.smem_bytes = smem;
-  k.bytes_moved = group_bytes_moved(g, grp);
-  k.flops = group_flops(g, grp);
+  *out =
+      group_kernel_spec(name, w, gp, T, X[0] * Dim(NCB * K), device_file("kiln_channelnorm.cuh"));
+  out->smem_bytes = smem;
   return true;
 }
 
@@ -421,18 +412,7 @@ KernelSpec emit_channelnorm(const EmitContext& cx, const FusionGroup& grp) {
   w.close();
   w.close();
 
-  KernelSpec k;
-  k.name = name;
-  k.entry = name;
-  std::string body = w.take();
-  body.replace(body.find("KILN_PARAMS"), 11, gp.signature());
-  k.source = kernel_source(body);
-  k.args = gp.args();
-  k.block = {T, 1, 1};
-  k.grid = {X[0] * Dim(G), Dim(1), Dim(1)};
-  k.bytes_moved = group_bytes_moved(g, grp);
-  k.flops = group_flops(g, grp);
-  return k;
+  return group_kernel_spec(name, w, gp, T, X[0] * Dim(G));
 }
 
 }  // namespace kiln

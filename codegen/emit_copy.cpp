@@ -59,17 +59,8 @@ KernelSpec emit_copy(const EmitContext& cx, const FusionGroup& grp) {
   w.line("{}[{}] = {}[{}];", tensor_param(out), dst, tensor_param(in), src);
   w.close();
 
-  KernelSpec k;
-  k.name = name;
-  k.entry = name;
-  std::string body = w.take();
-  body.replace(body.find("KILN_PARAMS"), 11, gp.signature());
-  k.source = kernel_source(body);
-  k.args = gp.args();
-  k.block = {T, 1, 1};
-  k.grid = {(numel + Dim(T - 1)) / Dim(T), Dim(1), Dim(1)};
-  k.bytes_moved = group_bytes_moved(g, grp);
-  k.flops = Dim(0);
+  KernelSpec k = group_kernel_spec(name, w, gp, T, (numel + Dim(T - 1)) / Dim(T));
+  k.flops = Dim(0);  // a copy does no arithmetic
   return k;
 }
 

@@ -203,19 +203,7 @@ KernelSpec emit_pointwise(const EmitContext& cx, const FusionGroup& grp) {
   }
   w.close();
 
-  KernelSpec k;
-  k.name = name;
-  k.entry = name;
-  std::string body = w.take();
-  size_t at = body.find("KILN_PARAMS");
-  body.replace(at, 11, gp.signature());
-  k.source = kernel_source(body);
-  k.args = gp.args();
-  k.block = {T, 1, 1};
-  k.grid = {(numel + Dim(chunk - 1)) / Dim(chunk), Dim(1), Dim(1)};
-  k.bytes_moved = group_bytes_moved(g, grp);
-  k.flops = group_flops(g, grp);
-  return k;
+  return group_kernel_spec(name, w, gp, T, (numel + Dim(chunk - 1)) / Dim(chunk));
 }
 
 }  // namespace kiln

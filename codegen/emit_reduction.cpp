@@ -182,18 +182,7 @@ KernelSpec emit_reduction(const EmitContext& cx, const FusionGroup& grp) {
   }
   w.close();
 
-  KernelSpec k;
-  k.name = name;
-  k.entry = name;
-  std::string body = w.take();
-  body.replace(body.find("KILN_PARAMS"), 11, gp.signature());
-  k.source = kernel_source(body);
-  k.args = gp.args();
-  k.block = {T, 1, 1};
-  k.grid = {grid, Dim(1), Dim(1)};
-  k.bytes_moved = group_bytes_moved(g, grp);
-  k.flops = group_flops(g, grp);
-  return k;
+  return group_kernel_spec(name, w, gp, T, grid);
 }
 
 }  // namespace kiln

@@ -429,21 +429,8 @@ KernelSpec emit_rownorm(const EmitContext& cx, const FusionGroup& grp) {
   }
   w.close();
 
-  KernelSpec k;
-  k.name = name;
-  k.entry = name;
-  std::string body = w.take();
-  body.replace(body.find("KILN_PARAMS"), 11, gp.signature());
-  k.source = kernel_source(body);
-  k.args = gp.args();
-  k.block = {T, 1, 1};
-  if (sch.warp_per_row)
-    k.grid = {(rows + Dim(sch.rows_per_cta - 1)) / Dim(sch.rows_per_cta), Dim(1), Dim(1)};
-  else
-    k.grid = {rows, Dim(1), Dim(1)};
-  k.bytes_moved = group_bytes_moved(g, grp);
-  k.flops = group_flops(g, grp);
-  return k;
+  Dim grid = sch.warp_per_row ? (rows + Dim(sch.rows_per_cta - 1)) / Dim(sch.rows_per_cta) : rows;
+  return group_kernel_spec(name, w, gp, T, grid);
 }
 
 }  // namespace kiln

@@ -258,6 +258,24 @@ std::string kernel_source(const std::string& body) {
   return device_file("kiln_prelude.cuh") + "\n" + body;
 }
 
+KernelSpec group_kernel_spec(const std::string& name, Writer& w, const GroupParams& gp, int threads,
+                             Dim grid, const std::string& extra_device) {
+  KernelSpec k;
+  k.name = name;
+  k.entry = name;
+  std::string body = w.take();
+  size_t at = body.find("KILN_PARAMS");
+  KILN_ASSERT(at != std::string::npos, "kernel {} has no KILN_PARAMS placeholder", name);
+  body.replace(at, 11, gp.signature());
+  k.source = kernel_source(extra_device.empty() ? body : extra_device + "\n" + body);
+  k.args = gp.args();
+  k.block = {threads, 1, 1};
+  k.grid = {std::move(grid), Dim(1), Dim(1)};
+  k.bytes_moved = group_bytes_moved(gp.graph, gp.group);
+  k.flops = group_flops(gp.graph, gp.group);
+  return k;
+}
+
 Shape row_major_strides(const Shape& shape) {
   Shape st(shape.size(), Dim(1));
   Dim s(1);

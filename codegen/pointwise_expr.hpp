@@ -151,6 +151,11 @@ std::vector<std::string> decompose(const std::string& lin, const Shape& shape, c
                                    DimParams& dp);
 // The complete source of a kernel: the device prelude, then `body`.
 std::string kernel_source(const std::string& body);
+// Finishes a 1-D group kernel: the writer's body with its KILN_PARAMS placeholder replaced by the
+// group's parameter list, after the prelude and `extra_device` helper text; name, args, launch
+// geometry, bytes and flops filled in.
+KernelSpec group_kernel_spec(const std::string& name, Writer& w, const GroupParams& gp, int threads,
+                             Dim grid, const std::string& extra_device = {});
 // Row-major element strides of a shape.
 Shape row_major_strides(const Shape& shape);
 
