@@ -18,6 +18,7 @@
 #include "kiln/engine.hpp"
 #include "kiln/error.hpp"
 #include "kiln/io.hpp"
+#include "tests/engine_test_fixture.hpp"
 
 using namespace kiln;
 namespace fs = std::filesystem;
@@ -41,32 +42,7 @@ Graph keyed_graph(const std::string& prefix = "a_", double eps = 1e-5, const std
   return g;
 }
 
-class DynamicShapes : public ::testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("kiln-test-dyn-" +
-            std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()) + "-" +
-            std::to_string(getpid()));
-    fs::remove_all(dir_);
-    EnvConfig c;
-    c.cache_dir = dir_.string();
-    set_env_override(&c);
-  }
-  void TearDown() override {
-    set_env_override(nullptr);
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
-  EngineOptions opts() const {
-    EngineOptions o;
-    o.arch = "sm_90";
-    o.load_kernels = false;
-    o.cache_dir = dir_.string();
-    return o;
-  }
-  fs::path dir_;
-};
+class DynamicShapes : public kiln::testing::CompileOnlyEngineTest {};
 
 std::vector<std::string> sources(const Graph& g, int sm = 90) {
   CodegenOptions co;

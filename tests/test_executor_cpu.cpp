@@ -13,6 +13,7 @@
 #include "kiln/error.hpp"
 #include "runtime/cuda_driver.hpp"
 #include "runtime/executor.hpp"
+#include "tests/engine_test_fixture.hpp"
 
 using namespace kiln;
 namespace fs = std::filesystem;
@@ -41,32 +42,7 @@ Graph small_graph() {
   return g;
 }
 
-class EngineCpu : public ::testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("kiln-test-engine-" +
-            std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()) + "-" +
-            std::to_string(getpid()));
-    fs::remove_all(dir_);
-    EnvConfig c;
-    c.cache_dir = dir_.string();
-    set_env_override(&c);
-  }
-  void TearDown() override {
-    set_env_override(nullptr);
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
-  EngineOptions opts() const {
-    EngineOptions o;
-    o.arch = "sm_90";
-    o.load_kernels = false;
-    o.cache_dir = dir_.string();
-    return o;
-  }
-  fs::path dir_;
-};
+class EngineCpu : public kiln::testing::CompileOnlyEngineTest {};
 
 }  // namespace
 
