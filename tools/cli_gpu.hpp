@@ -41,8 +41,12 @@ class DeviceSession {
   const std::map<std::string, DeviceTensor>& outputs() const { return outputs_; }
   const Bindings& bindings() const { return bindings_; }
   double compile_ms() const { return compile_ms_; }
+  // The CUDA driver's own start-up in this process (dlopen, cuInit, context creation), measured
+  // before the Engine so that compile_ms() is kiln's part alone.
+  double cuda_init_ms() const { return init_ms_; }
 
  private:
+  double init_ms_ = 0;  // CUDA driver load + primary context creation (before engine_ exists)
   Engine engine_;
   CompiledGraph compiled_;
   Bindings bindings_;
