@@ -22,20 +22,18 @@ namespace {
 // Every entry point kiln uses. Many names are macros in cuda.h (cuMemAlloc -> cuMemAlloc_v2):
 // decltype(&::name) then gives the versioned prototype, #name the base name cuGetProcAddress
 // wants, and KILN_STR(name) the versioned symbol for the dlsym fallback.
-#define KILN_CU_FUNCS(X)                                                                         \
-  X(cuInit)                                                                                      \
-  X(cuDeviceGet)                                                                                 \
-  X(cuDeviceGetCount)                                                                            \
-  X(cuDeviceGetName)                                                                             \
-  X(cuDeviceGetAttribute)                                                                        \
-  X(cuDevicePrimaryCtxRetain)                                                                    \
-  X(cuCtxSetCurrent)                                                                             \
-  X(cuCtxGetCurrent) X(cuCtxSynchronize) X(cuModuleLoadData) X(cuModuleUnload)                   \
-      X(cuModuleGetFunction) X(cuFuncSetAttribute) X(cuLaunchKernel) X(cuMemAlloc) X(cuMemFree)  \
-          X(cuMemcpyHtoD) X(cuMemcpyDtoH) X(cuMemcpyDtoDAsync) X(cuMemsetD8) X(cuMemsetD8Async)  \
-              X(cuStreamCreate) X(cuStreamDestroy) X(cuStreamSynchronize) X(cuEventCreate)       \
-                  X(cuEventDestroy) X(cuEventRecord) X(cuEventSynchronize) X(cuEventElapsedTime) \
-                      X(cuGetErrorName) X(cuGetErrorString) KILN_CU_GRAPH_FUNCS(X)
+// clang-format 14 does not settle on X-macro lists: laid out by hand.
+// clang-format off
+#define KILN_CU_FUNCS(X) \
+  X(cuInit) X(cuDeviceGet) X(cuDeviceGetCount) X(cuDeviceGetName) X(cuDeviceGetAttribute) \
+  X(cuDevicePrimaryCtxRetain) X(cuCtxSetCurrent) X(cuCtxGetCurrent) X(cuCtxSynchronize) \
+  X(cuModuleLoadData) X(cuModuleUnload) X(cuModuleGetFunction) X(cuFuncSetAttribute) \
+  X(cuLaunchKernel) X(cuMemAlloc) X(cuMemFree) X(cuMemcpyHtoD) X(cuMemcpyDtoH) \
+  X(cuMemcpyDtoDAsync) X(cuMemsetD8) X(cuMemsetD8Async) X(cuStreamCreate) X(cuStreamDestroy) \
+  X(cuStreamSynchronize) X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord) \
+  X(cuEventSynchronize) X(cuEventElapsedTime) X(cuGetErrorName) X(cuGetErrorString) \
+  KILN_CU_GRAPH_FUNCS(X)
+// clang-format on
 
 // CUDA graphs. cuGraphInstantiate is a macro for cuGraphInstantiateWithFlags, but
 // cuGetProcAddress("cuGraphInstantiate") hands back the old 5-argument ABI: name the WithFlags
