@@ -46,11 +46,23 @@ for step in "$@"; do
       done ;;
     graphs) timeout 120 $B/bench_cuda_graph examples/graphs/resnet50_bottleneck.json 2>&1 | tail -15 ;;
     embed) timeout 180 $B/kiln_tests --gtest_filter='EmbedInstall*:CApi*' 2>&1 | tail -15 ;;
-    sanitize)
+    sanitize)  # the whole GPU suite under memcheck and racecheck (SANITIZE_FILTER narrows it)
       for tool in memcheck racecheck; do
-        timeout 150 compute-sanitizer --tool $tool --print-limit 20 $B/kiln_gpu_tests \
-          --gtest_filter="${SANITIZE_FILTER:-RuntimeGpu*:OpsGpu*pattern*:ContractionGpu.Engine*}" 2>&1 |
-          grep -E "ERROR SUMMARY|PASSED|FAILED|Hazard|Invalid" | head -20
+        timeout "${SANITIZE_TIMEOUT:-280}" compute-sanitizer --tool $tool --print-limit 20 \
+          $B/kiln_gpu_tests --gtest_brief=1 --gtest_filter="${SANITIZE_FILTER:-*}" \
+          > "$OUT/sanitize_$tool.log" 2>&1
+        echo "$tool: exit $?"
+        grep -aE "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED|Hazard|hazard|Invalid" \
+          "$OUT/sanitize_$tool.log" | head -20
+      done ;;
+    coldstart)  # a second process on a warm disk cache: CUDA start-up vs kiln's part
+      rm -rf /tmp/kc-2p
+      for i in 1 2 3; do
+        for spec in "resnet50_bottleneck N=8" "transformer_mlp seq=77"; do
+          set -- $spec
+          KILN_CACHE_DIR=/tmp/kc-2p timeout 60 $B/kiln run "examples/graphs/$1.json" --shape "$2" \
+            --device gpu --stats 2>&1 | grep -E "^time|^stats"
+        done
       done ;;
     onnx)  # whole networks: torchvision/PyTorch -> ONNX -> kiln import -> kiln on the GPU vs PyTorch
       timeout 200 python3 tools/export_torchvision.py --out /tmp/m --batch 2 2>&1 | tail -5
