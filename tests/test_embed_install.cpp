@@ -15,22 +15,16 @@
 #include "kiln/io.hpp"
 #include "kiln/reference.hpp"
 #include "runtime/cuda_driver.hpp"
+#include "tests/shell_util.hpp"
 
 namespace fs = std::filesystem;
 using namespace kiln;
 
 namespace {
 
-// Runs a shell command; returns its exit status and puts stdout+stderr in *out.
+using kiln::testing::run_shell;
 int run(const std::string& cmd, std::string* out) {
-  out->clear();
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  if (!p) return -1;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) out->append(buf, n);
-  int st = pclose(p);
-  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return run_shell(cmd, out);
 }
 
 std::string q(const fs::path& p) {

@@ -12,21 +12,16 @@
 #include "codegen/kernel_spec.hpp"
 #include "engine/plan.hpp"
 #include "kiln/io.hpp"
+#include "tests/shell_util.hpp"
 
 namespace fs = std::filesystem;
 using namespace kiln;
 
 namespace {
 
+using kiln::testing::run_shell;
 int run(const std::string& cmd, std::string* out) {
-  out->clear();
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  if (!p) return -1;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) out->append(buf, n);
-  int st = pclose(p);
-  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return run_shell(cmd, out);
 }
 
 std::string read(const fs::path& p) {
@@ -69,7 +64,9 @@ TEST_P(Explain, TextNamesEveryGroupAndDotRenders) {
     ++bounds;
   EXPECT_EQ(bounds, ks.size()) << out;
   EXPECT_NE(out.find("total predicted"), std::string::npos) << out;
-  if (!g.symbols().empty()) EXPECT_NE(out.find("set to 1"), std::string::npos) << out;
+  if (!g.symbols().empty()) {
+    EXPECT_NE(out.find("set to 1"), std::string::npos) << out;
+  }
 
   // The DOT: one cluster per group, every node, the inputs and outputs.
   std::string dot = read(tmp);

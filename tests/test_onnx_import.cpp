@@ -4,6 +4,8 @@
 // and pytest is not available (pip install -r tools/requirements.txt).
 #include <gtest/gtest.h>
 
+#include "tests/shell_util.hpp"
+
 #include <sys/wait.h>
 #include <array>
 #include <cstdio>
@@ -19,13 +21,7 @@ struct Result {
 // Runs a shell command, capturing stdout and stderr together.
 Result shell(const std::string& cmd) {
   Result r;
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  if (p == nullptr) return r;
-  std::array<char, 4096> buf{};
-  size_t n = 0;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.output.append(buf.data(), n);
-  int st = pclose(p);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  r.status = kiln::testing::run_shell(cmd, &r.output);
   return r;
 }
 
