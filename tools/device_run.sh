@@ -46,14 +46,18 @@ for step in "$@"; do
       done ;;
     graphs) timeout 120 $B/bench_cuda_graph examples/graphs/resnet50_bottleneck.json 2>&1 | tail -15 ;;
     embed) timeout 180 $B/kiln_tests --gtest_filter='EmbedInstall*:CApi*' 2>&1 | tail -15 ;;
-    sanitize)  # the whole GPU suite under memcheck and racecheck (SANITIZE_FILTER narrows it)
+    sanitize)  # the whole GPU suite under memcheck and racecheck at once (SANITIZE_FILTER narrows it)
       for tool in memcheck racecheck; do
         timeout "${SANITIZE_TIMEOUT:-280}" compute-sanitizer --tool $tool --print-limit 20 \
           $B/kiln_gpu_tests --gtest_brief=1 --gtest_filter="${SANITIZE_FILTER:-*}" \
-          > "$OUT/sanitize_$tool.log" 2>&1
-        echo "$tool: exit $?"
+          > "$OUT/sanitize_$tool.log" 2>&1 &
+      done
+      wait
+      for tool in memcheck racecheck; do
+        echo "$tool:"
         grep -aE "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED|Hazard|hazard|Invalid" \
           "$OUT/sanitize_$tool.log" | head -20
+        tail -3 "$OUT/sanitize_$tool.log"
       done ;;
     coldstart)  # a second process on a warm disk cache: CUDA start-up vs kiln's part
       rm -rf /tmp/kc-2p
