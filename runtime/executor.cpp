@@ -8,6 +8,7 @@
 
 #include "engine/check.hpp"
 #include "engine/env.hpp"
+#include "runtime/event_timer.hpp"
 
 // NVTX3 (header-only, from the CUDA toolkit): without a profiler attached the calls are no-ops
 // that never load anything; KILN_NVTX=1 turns the ranges on (engine/env.hpp).
@@ -494,28 +495,10 @@ std::vector<double> Executor::time_kernels(const std::map<std::string, DeviceTen
   zero_counters(p, nullptr);
   for (int w = 0; w < warmup; ++w)
     for (Launch& l : p.launches) launch(l, nullptr);
-  struct Events {
-    void* a = cuda::event_create();
-    void* b = cuda::event_create();
-    ~Events() {
-      cuda::event_destroy(a);
-      cuda::event_destroy(b);
-    }
-  } ev;
+  // Each kernel alone, timed as the anchors are (L2 flushed, launch latency hidden).
   std::vector<double> medians;
-  for (Launch& l : p.launches) {
-    std::vector<double> t;
-    for (int i = 0; i < iters; ++i) {
-      cuda::event_record(ev.a, nullptr);
-      launch(l, nullptr);
-      cuda::event_record(ev.b, nullptr);
-      cuda::event_synchronize(ev.b);
-      t.push_back(cuda::event_elapsed_ms(ev.a, ev.b));
-    }
-    std::sort(t.begin(), t.end());
-    medians.push_back(t.size() % 2 ? t[t.size() / 2]
-                                   : 0.5 * (t[t.size() / 2 - 1] + t[t.size() / 2]));
-  }
+  for (Launch& l : p.launches)
+    medians.push_back(cuda::median_ms(cuda::time_flushed([&] { launch(l, nullptr); }, 0, iters)));
   for (const Copy& c : p.copies) cuda::memcpy_dtod_async(c.dst, c.src, c.bytes, nullptr);
   cuda::stream_synchronize(nullptr);
   return medians;

@@ -17,6 +17,7 @@
 #include "engine/plan.hpp"
 #include "heuristics/device_info.hpp"
 #include "kiln/io.hpp"
+#include "runtime/event_timer.hpp"
 #include "tools/cli_common.hpp"
 #include "tools/cli_gpu.hpp"
 
@@ -107,22 +108,11 @@ double copy_bandwidth() {
   return 2.0 * static_cast<double>(bytes) / (median(t) * 1e-3);
 }
 
-// Whole-graph time: every kernel in order on one stream, CUDA events around each run; median.
+// Whole-graph time: every kernel in order on one stream, timed as the anchors are (L2 flushed
+// before each run, launch latency hidden); median.
 double graph_time_ms(DeviceSession& s, int warmup, int iters) {
-  void* e0 = cuda::event_create();
-  void* e1 = cuda::event_create();
-  for (int i = 0; i < warmup; ++i) s.compiled().run(s.inputs(), s.outputs());
-  std::vector<double> runs;
-  for (int i = 0; i < iters; ++i) {
-    cuda::event_record(e0, nullptr);
-    s.compiled().run(s.inputs(), s.outputs());
-    cuda::event_record(e1, nullptr);
-    cuda::event_synchronize(e1);
-    runs.push_back(cuda::event_elapsed_ms(e0, e1));
-  }
-  cuda::event_destroy(e0);
-  cuda::event_destroy(e1);
-  return median(runs);
+  return cuda::median_ms(
+      cuda::time_flushed([&] { s.compiled().run(s.inputs(), s.outputs()); }, warmup, iters));
 }
 
 int run_bench(const std::vector<std::string>& argv) {

@@ -59,6 +59,19 @@ for step in "$@"; do
           "$OUT/sanitize_$tool.log" | head -20
         tail -3 "$OUT/sanitize_$tool.log"
       done ;;
+    racecheck)  # the whole GPU suite under racecheck, in SHARDS gtest shards side by side
+      n=${SHARDS:-8}
+      for ((i = 0; i < n; ++i)); do
+        GTEST_TOTAL_SHARDS=$n GTEST_SHARD_INDEX=$i timeout "${SANITIZE_TIMEOUT:-280}" \
+          compute-sanitizer --tool racecheck --print-limit 20 \
+          $B/kiln_gpu_tests > "$OUT/racecheck_$i.log" 2>&1 &
+      done
+      wait
+      for ((i = 0; i < n; ++i)); do
+        echo "shard $i: $(grep -ac '^\[       OK \]' "$OUT/racecheck_$i.log") ok," \
+          "$(grep -ac '^\[  FAILED  \]' "$OUT/racecheck_$i.log") failed;" \
+          "$(grep -aE 'RACECHECK SUMMARY|tests ran|PASSED' "$OUT/racecheck_$i.log" | tr '\n' ' ')"
+      done ;;
     coldstart)  # a second process on a warm disk cache: CUDA start-up vs kiln's part
       rm -rf /tmp/kc-2p
       for i in 1 2 3; do
