@@ -6,7 +6,10 @@ For each case: copy bandwidth (the ceiling, 2 GiB device-to-device copy), PyTorc
 after warm-up on fresh random inputs) plus `kiln run --check` (GPU vs CPU reference, max abs/rel error).
 Prints a table and writes $OUT/bench_memory.json.
 
-usage: bench/bench_memory.py [--kiln build/kiln] [--cases a,b] [--no-compile]
+With --variants, kiln is also measured (and checked) under each schedule override of VARIANTS
+(KILN_SCHEDULE, heuristics/schedule.hpp), in the same process run as the anchors.
+
+usage: bench/bench_memory.py [--kiln build/kiln] [--cases a,b] [--no-compile] [--variants]
 """
 import argparse, json, os, subprocess, sys, tempfile
 
@@ -65,6 +68,39 @@ def make_cases():
     return cases
 
 
+# Schedule overrides measured with --variants, per case (the rule's own choice is measured too).
+VARIANTS = {
+    "add_layernorm_gelu": ["rownorm.threads=256", "rownorm.threads=512"],
+    "bias_gelu": ["pointwise.vecs=2", "pointwise.vecs=8", "pointwise.threads=128",
+                  "pointwise.threads=512", "pointwise.vecs=2,pointwise.threads=512"],
+    "rmsnorm": ["rownorm.threads=256", "rownorm.threads=512"],
+    "groupnorm_silu": ["channelnorm.cb=40", "channelnorm.cb=40,channelnorm.cluster=4",
+                       "channelnorm.cluster=4,channelnorm.slice_kb=160", "channelnorm.cb=160,channelnorm.slice_kb=200"],
+    "softmax": ["rownorm.threads=512", "rownorm.threads=1024"],
+}
+
+
+def kiln_bench(kiln, gpath, work, name, schedule="", check=True):
+    """kiln bench (+ run --check) of one graph; KILN_SCHEDULE=schedule when given."""
+    env = dict(os.environ)
+    if schedule:
+        env["KILN_SCHEDULE"] = schedule
+    tag = name + ("." + schedule.replace(",", "_").replace("=", "-") if schedule else "")
+    kjson = os.path.join(work, tag + ".bench.json")
+    r = subprocess.run([kiln, "bench", gpath, "--json", kjson], capture_output=True, text=True, env=env)
+    if r.returncode != 0:
+        return {"kiln_error": (r.stderr or r.stdout)[-400:]}
+    kb = json.load(open(kjson))
+    out = {"kiln_ms": round(kb["total_ms"], 4),
+           "kiln_kernels": [(k["name"], round(k["median_ms"], 4)) for k in kb["kernels"]]}
+    if check:
+        r = subprocess.run([kiln, "run", gpath, "--check", "--device", "gpu"], capture_output=True, text=True,
+                           env=env)
+        out["check"] = "ok" if r.returncode == 0 else "FAIL"
+        out["check_out"] = r.stdout.strip().splitlines()[-3:] if r.stdout else r.stderr[-300:]
+    return out
+
+
 def torch_fns(name):
     import torch
     import torch.nn.functional as F
@@ -96,6 +132,7 @@ def main():
     ap.add_argument("--cases", default=",".join(make_cases().keys()))
     ap.add_argument("--no-compile", action="store_true", help="skip torch.compile")
     ap.add_argument("--no-check", action="store_true", help="skip kiln run --check")
+    ap.add_argument("--variants", action="store_true", help="also measure kiln under VARIANTS")
     args = ap.parse_args()
     out_dir = os.environ.get("OUT", tempfile.mkdtemp())
     cases = make_cases()
@@ -120,31 +157,25 @@ def main():
             comp = bench(lambda: cfn(*inputs)); row["compile_ms"] = round(comp, 4)
         del inputs
         torch.cuda.empty_cache()
-        kjson = os.path.join(work, name + ".bench.json")
-        r = subprocess.run([args.kiln, "bench", gpath, "--json", kjson], capture_output=True, text=True)
-        if r.returncode != 0:
-            row["kiln_error"] = (r.stderr or r.stdout)[-400:]
-            print(json.dumps(row), flush=True); rows.append(row); continue
-        kb = json.load(open(kjson))
-        row["kiln_ms"] = round(kb["total_ms"], 4)
-        row["kiln_kernels"] = [(k["name"], round(k["median_ms"], 4)) for k in kb["kernels"]]
-        row["kiln_GBps"] = round(c["bytes"] / kb["total_ms"] / 1e6, 1)
-        row["kiln_pct_copy"] = round(100 * row["kiln_GBps"] / copy_gbs, 1)
-        row["target_pct"] = 100 * c["target"]
-        row["vs_eager"] = round(eager / kb["total_ms"], 2)
-        if "compile_ms" in row:
-            row["vs_compile"] = round(row["compile_ms"] / kb["total_ms"], 2)
-        if not args.no_check:
-            r = subprocess.run([args.kiln, "run", gpath, "--check", "--device", "gpu"], capture_output=True, text=True)
-            row["check"] = "ok" if r.returncode == 0 else "FAIL"
-            row["check_out"] = r.stdout.strip().splitlines()[-3:] if r.stdout else r.stderr[-300:]
-        rows.append(row); print(json.dumps(row), flush=True)
+        specs = [""] + (VARIANTS.get(name, []) if args.variants else [])
+        base = row
+        for spec in specs:
+            row = dict(base, variant=spec or "rules")
+            row.update(kiln_bench(args.kiln, gpath, work, name, spec, not args.no_check))
+            if "kiln_ms" in row:
+                row["kiln_GBps"] = round(c["bytes"] / row["kiln_ms"] / 1e6, 1)
+                row["kiln_pct_copy"] = round(100 * row["kiln_GBps"] / copy_gbs, 1)
+                row["target_pct"] = 100 * c["target"]
+                row["vs_eager"] = round(eager / row["kiln_ms"], 2)
+                if "compile_ms" in row:
+                    row["vs_compile"] = round(row["compile_ms"] / row["kiln_ms"], 2)
+            rows.append(row); print(json.dumps(row), flush=True)
     json.dump(rows, open(os.path.join(out_dir, "bench_memory.json"), "w"), indent=1)
     print()
-    print(f"| case | eager ms | torch.compile ms | kiln ms | kiln GB/s | % of copy ({copy_gbs:.0f} GB/s) | target | vs compile | check |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    print(f"| case | kiln schedule | eager ms | torch.compile ms | kiln ms | kiln GB/s | % of copy ({copy_gbs:.0f} GB/s) | target | vs compile | check |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
-        print(f"| {r['title']} | {r.get('eager_ms')} | {r.get('compile_ms', '-')} | {r.get('kiln_ms', 'ERR')} | "
+        print(f"| {r['title']} | {r.get('variant', 'rules')} | {r.get('eager_ms')} | {r.get('compile_ms', '-')} | {r.get('kiln_ms', 'ERR')} | "
               f"{r.get('kiln_GBps', '-')} | {r.get('kiln_pct_copy', '-')} | {r.get('target_pct', '-')} | "
               f"{r.get('vs_compile', '-')} | {r.get('check', '-')} |")
     return 0

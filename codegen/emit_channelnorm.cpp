@@ -73,15 +73,21 @@ bool emit_cluster(const EmitContext& cx, const FusionGroup& grp, bool no_prologu
   if (C % V != 0 || S < 1 || S > (int64_t{1} << 30)) return false;
   // Channel block: the smallest multiple of lcm(Cg, V) dividing C, preferring whole sectors.
   const int64_t base = std::lcm(Cg, static_cast<int64_t>(V));
+  const ScheduleOverrides& ov = cx.opts.schedule;
   int64_t CB = 0;
+  if (ov.channelnorm_cb && C % ov.channelnorm_cb == 0 && ov.channelnorm_cb % base == 0)
+    CB = ov.channelnorm_cb;
   for (int64_t cb = base; cb <= C && !CB; cb += base)
     if (C % cb == 0 && (cb * esize) % 32 == 0) CB = cb;
   if (!CB) CB = C % base == 0 ? base : 0;
   if (!CB) return false;
   // Cluster size: the largest K <= 8 dividing S whose slice fits.
+  const int64_t slice_max =
+      ov.channelnorm_slice_kb ? int64_t{ov.channelnorm_slice_kb} * 1024 : kSliceBytes;
+  const int k_max = ov.channelnorm_cluster ? ov.channelnorm_cluster : kClusterMax;
   int K = 0;
-  for (int k = kClusterMax; k >= 1 && !K; k /= 2)
-    if (S % k == 0 && (S / k) * CB * esize <= kSliceBytes) K = k;
+  for (int k = k_max; k >= 1 && !K; k /= 2)
+    if (S % k == 0 && (S / k) * CB * esize <= slice_max) K = k;
   if (!K) return false;
   const int64_t P = S / K;                   // pixels per CTA
   const int VPP = static_cast<int>(CB / V);  // vectors per pixel row
@@ -107,10 +113,14 @@ bool emit_cluster(const EmitContext& cx, const FusionGroup& grp, bool no_prologu
          xd.str());
   w.line("// cluster of {} CTAs per (n, {} channels); {} pixels x {} vectors per CTA, {} threads",
          K, CB, P, VPP, T);
+  // CTAs per SM: as many as shared memory holds (228 KiB per SM, 1 KiB reserved per CTA), at
+  // no fewer than 64 registers per thread.
+  const int per_sm = static_cast<int>(
+      std::max<int64_t>(1, std::min<int64_t>(233472 / (smem + 1024 + 256), 65536 / (T * 64))));
   w.open(
-      "extern \"C\" __global__ void __cluster_dims__({}, 1, 1) __launch_bounds__({}, 2) "
+      "extern \"C\" __global__ void __cluster_dims__({}, 1, 1) __launch_bounds__({}, {}) "
       "{}(KILN_PARAMS) {{",
-      K, T, name);
+      K, T, per_sm, name);
   w.line("extern __shared__ __align__(16) unsigned char kiln_smem[];");
   w.line("uint4* const xs = reinterpret_cast<uint4*>(kiln_smem);");
   w.line("float* const part = reinterpret_cast<float*>(kiln_smem + {});", data_bytes);

@@ -47,7 +47,7 @@ KernelSpec emit_pointwise(const EmitContext& cx, const FusionGroup& grp) {
       other_out.push_back(t);
     }
   }
-  PointwiseSchedule sch = choose_pointwise(max_bytes, cx.opts.sm);
+  PointwiseSchedule sch = choose_pointwise(max_bytes, cx.opts.sm, cx.opts.schedule);
   const int V = sch.vec, T = sch.threads, U = sch.vecs;
   const int64_t chunk = int64_t{V} * T * U;  // elements per CTA
 

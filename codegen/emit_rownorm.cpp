@@ -70,7 +70,7 @@ KernelSpec emit_rownorm(const EmitContext& cx, const FusionGroup& grp) {
       if (tensor_strides(d) != rm) contiguous = false;
     }
   int64_t Ls = L.is_static() ? L.value() : -1;
-  RowSchedule sch = choose_rownorm(Ls, max_bytes, contiguous, cx.opts.sm);
+  RowSchedule sch = choose_rownorm(Ls, max_bytes, contiguous, cx.opts.sm, cx.opts.schedule);
   const int V = sch.vec, T = sch.threads;
   const int TT = sch.warp_per_row ? 32 : T;  // threads per row
 

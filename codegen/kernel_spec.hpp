@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "engine/plan.hpp"
+#include "heuristics/schedule.hpp"
 #include "kiln/types.hpp"
 
 namespace kiln {
@@ -42,6 +43,8 @@ struct CodegenOptions {
   // Kernels may use arch-specific instructions (sm_90a wgmma when sm == 90); such kernels name
   // their NVRTC target in KernelSpec::arch. Off: every kernel runs on any device of the sm.
   bool arch_specific = false;
+  // Hand overrides of the memory-bound schedule rules (KILN_SCHEDULE), empty by default.
+  ScheduleOverrides schedule;
 };
 
 // One kernel per group. Throws a user error for a combination codegen does not support, naming

@@ -39,6 +39,7 @@ struct EngineState {
   std::string no_device;
   DeviceInfo info;
   int sm = 90;
+  ScheduleOverrides schedule;  // EngineOptions::schedule, else KILN_SCHEDULE
   std::shared_ptr<KernelCache> cache;
   std::shared_ptr<ModuleCache> modules;
   std::atomic<int64_t> plans{0};
@@ -136,6 +137,7 @@ class EngineImpl {
       }
     }
     s.sm = parse_arch(s.info.arch);
+    s.schedule = parse_schedule_overrides(opts.schedule.empty() ? e.schedule : opts.schedule);
     s.cache = std::make_shared<KernelCache>(
         KernelCacheOptions{opts.cache_dir, opts.disk_cache && !e.disable_disk_cache});
     if (s.device && opts.load_kernels) s.modules = std::make_shared<ModuleCache>();
@@ -170,6 +172,7 @@ std::shared_ptr<GraphCore> build_core(const std::shared_ptr<EngineState>& stp,
   CodegenOptions co;
   co.sm = e.sm;
   co.arch_specific = e.sm == 90;  // sm_90a kernels (KernelSpec::arch) run on every sm_90 device
+  co.schedule = e.schedule;
   std::vector<KernelSpec> specs = generate_kernels(graph, core->plan, co);
   for (const KernelSpec& s : specs)
     KILN_ASSERT(!s.name.empty() && !s.entry.empty() && !s.source.empty(),

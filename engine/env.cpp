@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "engine/check.hpp"
+#include "heuristics/schedule.hpp"
 
 extern char** environ;
 
@@ -71,7 +72,7 @@ void parse_list(const std::string& var, const std::string& value,
 }  // namespace
 
 const char* env_variable_names() {
-  return "KILN_DUMP, KILN_DISABLE, KILN_CACHE_DIR, KILN_NVTX";
+  return "KILN_DUMP, KILN_DISABLE, KILN_CACHE_DIR, KILN_NVTX, KILN_SCHEDULE";
 }
 
 EnvConfig parse_env(const std::map<std::string, std::string>& vars) {
@@ -90,6 +91,13 @@ EnvConfig parse_env(const std::map<std::string, std::string>& vars) {
                  "environment variable KILN_NVTX={}: expected 1 (NVTX ranges on) or 0 (off)",
                  value);
       cfg.nvtx = v == "1";
+    } else if (name == "KILN_SCHEDULE") {
+      try {
+        parse_schedule_overrides(value);
+      } catch (const Error& e) {
+        KILN_FAIL("environment variable KILN_SCHEDULE={}: {}", value, e.what());
+      }
+      cfg.schedule = value;
     } else {
       KILN_FAIL(
           "environment variable {}: unknown kiln variable, expected one of: {} (KILN_DUMP: {}; "

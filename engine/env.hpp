@@ -5,6 +5,8 @@
 //   KILN_DISABLE    comma list of: fusion, autotune, disk_cache
 //   KILN_CACHE_DIR  path of the kernel cache (and of dumped sources)
 //   KILN_NVTX       1: NVTX ranges named after each fused kernel around its launch (0/empty: off)
+//   KILN_SCHEDULE   hand overrides of the memory-bound schedule rules ("pointwise.vecs=2,...",
+//                   heuristics/schedule.hpp lists the keys), for measuring alternatives
 #pragma once
 
 #include <map>
@@ -26,6 +28,8 @@ struct EnvConfig {
   std::string cache_dir;
   // KILN_NVTX=1
   bool nvtx = false;
+  // KILN_SCHEDULE (validated when parsed; empty when unset)
+  std::string schedule;
 };
 
 // Parses a set of environment variables (name -> value). Variables not starting with "KILN_" are
@@ -44,6 +48,7 @@ void set_env_override(const EnvConfig* cfg);
 std::string dump_dir();
 
 // The valid variable names and list items, for messages and docs.
-const char* env_variable_names();  // "KILN_DUMP, KILN_DISABLE, KILN_CACHE_DIR, KILN_NVTX"
+const char*
+env_variable_names();  // "KILN_DUMP, KILN_DISABLE, KILN_CACHE_DIR, KILN_NVTX, KILN_SCHEDULE"
 
 }  // namespace kiln

@@ -2,10 +2,81 @@
 #include "heuristics/schedule.hpp"
 
 #include <algorithm>
+#include <string_view>
+
+#include "engine/check.hpp"
 
 namespace kiln {
 
-PointwiseSchedule choose_pointwise(int max_elem_bytes, int sm) {
+namespace {
+struct OverrideKey {
+  const char* name;
+  int ScheduleOverrides::*field;
+  int lo, hi;
+};
+constexpr OverrideKey kOverrideKeys[] = {
+    {"pointwise.vecs", &ScheduleOverrides::pointwise_vecs, 1, 8},
+    {"pointwise.threads", &ScheduleOverrides::pointwise_threads, 64, 1024},
+    {"rownorm.threads", &ScheduleOverrides::rownorm_threads, 64, 1024},
+    {"channelnorm.slice_kb", &ScheduleOverrides::channelnorm_slice_kb, 8, 200},
+    {"channelnorm.cluster", &ScheduleOverrides::channelnorm_cluster, 1, 8},
+    {"channelnorm.cb", &ScheduleOverrides::channelnorm_cb, 1, 1 << 20},
+};
+bool pow2(int v) {
+  return v > 0 && (v & (v - 1)) == 0;
+}
+}  // namespace
+
+bool ScheduleOverrides::empty() const {
+  for (const OverrideKey& k : kOverrideKeys)
+    if (this->*(k.field) != 0) return false;
+  return true;
+}
+
+const char* schedule_override_keys() {
+  return "pointwise.vecs (1..8), pointwise.threads (64..1024, multiple of 32), rownorm.threads "
+         "(power of two 64..1024), channelnorm.slice_kb (8..200), channelnorm.cluster (1, 2, 4, "
+         "8), channelnorm.cb (channels per cluster)";
+}
+
+ScheduleOverrides parse_schedule_overrides(const std::string& spec) {
+  ScheduleOverrides o;
+  size_t pos = 0;
+  while (pos <= spec.size()) {
+    size_t comma = spec.find(',', pos);
+    if (comma == std::string::npos) comma = spec.size();
+    std::string item = spec.substr(pos, comma - pos);
+    pos = comma + 1;
+    item.erase(0, item.find_first_not_of(" \t"));
+    item.erase(item.find_last_not_of(" \t") + 1);
+    if (item.empty()) continue;
+    size_t eq = item.find('=');
+    KILN_CHECK(eq != std::string::npos, "schedule override '{}': expected key=value; keys: {}",
+               item, schedule_override_keys());
+    std::string key = item.substr(0, eq), val = item.substr(eq + 1);
+    const OverrideKey* k = nullptr;
+    for (const OverrideKey& c : kOverrideKeys)
+      if (key == c.name) k = &c;
+    KILN_CHECK(k, "schedule override '{}': unknown key '{}'; keys: {}", item, key,
+               schedule_override_keys());
+    int v = 0;
+    bool digits =
+        !val.empty() && val.size() < 9 && val.find_first_not_of("0123456789") == std::string::npos;
+    if (digits) v = std::stoi(val);
+    KILN_CHECK(digits && v >= k->lo && v <= k->hi,
+               "schedule override '{}': {} must be an integer in {}..{}", item, key, k->lo, k->hi);
+    KILN_CHECK(key != "pointwise.threads" || v % 32 == 0,
+               "schedule override '{}': pointwise.threads must be a multiple of 32", item);
+    KILN_CHECK(key != "rownorm.threads" || pow2(v),
+               "schedule override '{}': rownorm.threads must be a power of two", item);
+    KILN_CHECK(key != "channelnorm.cluster" || pow2(v),
+               "schedule override '{}': channelnorm.cluster must be 1, 2, 4 or 8", item);
+    o.*(k->field) = v;
+  }
+  return o;
+}
+
+PointwiseSchedule choose_pointwise(int max_elem_bytes, int sm, const ScheduleOverrides& o) {
   PointwiseSchedule s;
   // One 16-byte access per dense tensor per thread; 256 threads keep enough bytes in flight per
   // SM on sm_80/sm_90 with 8+ resident CTAs.
@@ -15,10 +86,13 @@ PointwiseSchedule choose_pointwise(int max_elem_bytes, int sm) {
   // thread): half the CTAs of two (fewer CTA launches and wave tails on a streaming kernel), at a
   // moderate register cost (32 floats per dense input); f32 keeps two.
   s.vecs = s.vec > 4 ? 4 : (s.vec > 1 ? 2 : 1);
+  if (o.pointwise_vecs) s.vecs = o.pointwise_vecs;
+  if (o.pointwise_threads) s.threads = o.pointwise_threads;
   return s;
 }
 
-RowSchedule choose_rownorm(int64_t row_len, int max_elem_bytes, bool contiguous, int sm) {
+RowSchedule choose_rownorm(int64_t row_len, int max_elem_bytes, bool contiguous, int sm,
+                           const ScheduleOverrides& o) {
   RowSchedule s;
   int vec = contiguous ? std::max(1, 16 / std::max(1, max_elem_bytes)) : 1;
   if (row_len < 0) {
@@ -43,6 +117,12 @@ RowSchedule choose_rownorm(int64_t row_len, int max_elem_bytes, bool contiguous,
   // the block reduction spans few warps (a cheaper barrier).
   int64_t t = 128;
   while (t < 1024 && t * 4 < nvec) t *= 2;
+  if (o.rownorm_threads) {
+    // The override, but every thread holds at least one vector and at most 64 elements.
+    t = o.rownorm_threads;
+    while (t > 64 && t > nvec) t /= 2;
+    while (t < 1024 && (nvec + t - 1) / t * vec > 64) t *= 2;
+  }
   s.threads = static_cast<int>(t);
   s.vecs_per_thread = static_cast<int>((nvec + t - 1) / t);
   if (s.vecs_per_thread * s.vec > 64) {

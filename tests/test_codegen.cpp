@@ -40,6 +40,7 @@ const DType kDtypes[] = {DType::F32, DType::F16, DType::BF16};
 // check that each source is self-contained.
 class Batch {
  public:
+  explicit Batch(ScheduleOverrides ov = {}) : ov_(ov) {}
   void add(const Graph& g, bool fusion = true) {
     PlanOptions po;
     po.fusion = fusion;
@@ -47,6 +48,7 @@ class Batch {
     for (int sm : {80, 90}) {
       CodegenOptions co;
       co.sm = sm;
+      co.schedule = ov_;
       std::vector<KernelSpec> ks = generate_kernels(g, p, co);
       EXPECT_EQ(ks.size(), p.groups.size());
       for (const KernelSpec& k : ks) add_kernel(g, k, sm);
@@ -90,6 +92,7 @@ class Batch {
         EXPECT_TRUE(a.tensor >= 0 && a.tensor < static_cast<int>(g.tensors().size()));
     }
   }
+  ScheduleOverrides ov_;
   std::map<int, std::string> bodies_;
   int count_ = 0;
 };
@@ -219,6 +222,89 @@ TEST(Codegen, RowNormScheduleChoice) {
   EXPECT_GE(odd.threads * odd.vecs_per_thread, 4097);
   EXPECT_FALSE(choose_rownorm(-1, 2, true, 90).registers);
   EXPECT_FALSE(choose_rownorm(1 << 20, 4, true, 90).registers);
+}
+
+TEST(Codegen, ScheduleOverridesParseAndClamp) {
+  ScheduleOverrides o = parse_schedule_overrides(
+      " pointwise.vecs=8,pointwise.threads=512, rownorm.threads=1024,channelnorm.cb=40,");
+  EXPECT_EQ(o.pointwise_vecs, 8);
+  EXPECT_EQ(o.pointwise_threads, 512);
+  EXPECT_EQ(o.rownorm_threads, 1024);
+  EXPECT_EQ(o.channelnorm_cb, 40);
+  EXPECT_FALSE(o.empty());
+  EXPECT_TRUE(parse_schedule_overrides("").empty());
+  for (const char* bad : {"pointwise.vecs", "pointwise.vecs=0", "pointwise.vecs=9",
+                          "pointwise.threads=100", "rownorm.threads=96", "channelnorm.cluster=3",
+                          "channelnorm.slice_kb=x", "pointwise.vecs=-1", "nope=1"})
+    EXPECT_THROW(parse_schedule_overrides(bad), Error) << bad;
+  PointwiseSchedule p = choose_pointwise(2, 90, o);
+  EXPECT_EQ(p.vecs, 8);
+  EXPECT_EQ(p.threads, 512);
+  // A 4096-element bf16 row has 512 vectors: 1024 threads would leave half idle.
+  RowSchedule r = choose_rownorm(4096, 2, true, 90, o);
+  EXPECT_EQ(r.threads, 512);
+  EXPECT_EQ(r.threads * r.vecs_per_thread * r.vec, 4096);
+  // A 32768-element f32 row needs 8192 vectors: 64 threads would hold 512 elements each.
+  ScheduleOverrides small = parse_schedule_overrides("rownorm.threads=64");
+  RowSchedule big = choose_rownorm(32768, 4, true, 90, small);
+  EXPECT_LE(big.vecs_per_thread * big.vec, 64);
+}
+
+// Every override setting of the measured cases generates a different kernel that NVRTC compiles.
+TEST(Codegen, ScheduleOverrideVariantsCompile) {
+  auto graphs = [] {
+    std::vector<std::unique_ptr<Graph>> gs;
+    gs.push_back(std::make_unique<Graph>("bias_gelu"));
+    {
+      Graph& g = *gs.back();
+      Tensor x = g.input("x", DType::BF16, {"R", 4096});
+      g.output(g.add_node1("gelu", {g.add_node1("add", {x, cst(g, "b", DType::BF16, {4096})})}));
+    }
+    gs.push_back(std::make_unique<Graph>("rmsnorm"));
+    {
+      Graph& g = *gs.back();
+      g.output(g.rmsnorm(g.input("x", DType::BF16, {"R", 4096})));
+    }
+    gs.push_back(std::make_unique<Graph>("softmax"));
+    {
+      Graph& g = *gs.back();
+      g.output(g.softmax(g.input("x", DType::F16, {"R", 8192})));
+    }
+    gs.push_back(std::make_unique<Graph>("gn"));
+    {
+      Graph& g = *gs.back();
+      Tensor x = g.input("x", DType::F16, {"N", 320, 64, 64}, Layout::NHWC);
+      Tensor n = g.add_node1("groupnorm",
+                             {x, cst(g, "g", DType::F16, {320}), cst(g, "b", DType::F16, {320})},
+                             {{"groups", int64_t{32}}, {"eps", 1e-5}});
+      g.output(g.add_node1("silu", {n}));
+    }
+    return gs;
+  };
+  auto sources = [&](const ScheduleOverrides& ov) {
+    std::vector<std::string> out;
+    for (auto& g : graphs()) {
+      CodegenOptions co;
+      co.sm = 90;
+      co.schedule = ov;
+      for (const KernelSpec& k : generate_kernels(*g, plan_fusion(*g, {}), co))
+        out.push_back(k.source);
+    }
+    return out;
+  };
+  const std::vector<std::string> base = sources({});
+  for (const char* spec :
+       {"pointwise.vecs=8,pointwise.threads=128,rownorm.threads=512,channelnorm.cb=40",
+        "pointwise.vecs=1,pointwise.threads=512,rownorm.threads=1024,channelnorm.cluster=4,"
+        "channelnorm.slice_kb=160"}) {
+    ScheduleOverrides ov = parse_schedule_overrides(spec);
+    std::vector<std::string> v = sources(ov);
+    ASSERT_EQ(v.size(), base.size());
+    for (size_t i = 0; i < v.size(); ++i) EXPECT_NE(v[i], base[i]) << spec << " kernel " << i;
+    Batch b(ov);
+    for (auto& g : graphs()) b.add(*g);
+    b.compile();
+  }
 }
 
 TEST(Codegen, RowNormKernelShape) {

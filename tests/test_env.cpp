@@ -77,3 +77,14 @@ TEST(Env, OverrideReplacesProcessEnvironment) {
   set_env_override(nullptr);
   EXPECT_NE(&env(), nullptr);
 }
+
+TEST(Env, ScheduleOverridesAreValidatedWhenParsed) {
+  EXPECT_EQ(parse_env({{"KILN_SCHEDULE", "pointwise.vecs=2, rownorm.threads=256"}}).schedule,
+            "pointwise.vecs=2, rownorm.threads=256");
+  std::string m = user_error({{"KILN_SCHEDULE", "rownorm.threads=300"}});
+  EXPECT_NE(m.find("KILN_SCHEDULE=rownorm.threads=300"), std::string::npos) << m;
+  EXPECT_NE(m.find("power of two"), std::string::npos) << m;
+  m = user_error({{"KILN_SCHEDULE", "pointwise.vec=2"}});
+  EXPECT_NE(m.find("unknown key 'pointwise.vec'"), std::string::npos) << m;
+  EXPECT_NE(m.find("pointwise.vecs (1..8)"), std::string::npos) << m;  // the valid keys
+}

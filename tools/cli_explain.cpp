@@ -10,6 +10,7 @@
 #include "engine/env.hpp"
 #include "engine/plan.hpp"
 #include "heuristics/device_info.hpp"
+#include "heuristics/schedule.hpp"
 #include "kiln/io.hpp"
 #include "runtime/cuda_driver.hpp"
 #include "tools/cli_common.hpp"
@@ -170,6 +171,7 @@ int run_explain(const std::vector<std::string>& argv) {
   Plan p = plan_fusion(g, po);
   CodegenOptions co;
   co.sm = dev.sm;
+  co.schedule = parse_schedule_overrides(env().schedule);
   std::vector<KernelSpec> ks = generate_kernels(g, p, co);
   FlopRates rates = flop_rates(dev);
 

@@ -16,6 +16,7 @@
 #include "engine/graph_key.hpp"
 #include "engine/plan.hpp"
 #include "heuristics/device_info.hpp"
+#include "heuristics/schedule.hpp"
 #include "kiln/io.hpp"
 #include "runtime/event_timer.hpp"
 #include "tools/cli_common.hpp"
@@ -37,6 +38,7 @@ int run_plan(const std::vector<std::string>& argv) {
   fmt::print("{}", plan_to_string(g, p));
   CodegenOptions co;
   co.sm = parse_arch(a.get("--arch", "sm_90"), nullptr, "--arch");
+  co.schedule = parse_schedule_overrides(env().schedule);
   std::vector<KernelSpec> ks = generate_kernels(g, p, co);
   fmt::print("\n{} kernel{} for {} node{}:\n", ks.size(), ks.size() == 1 ? "" : "s",
              g.nodes().size(), g.nodes().size() == 1 ? "" : "s");
@@ -58,6 +60,7 @@ int run_emit(const std::vector<std::string>& argv) {
   std::string arch = a.get("--arch", "sm_90");
   CodegenOptions co;
   co.sm = parse_arch(arch, nullptr, "--arch");
+  co.schedule = parse_schedule_overrides(env().schedule);
   Graph g = load_graph_file(a.positional[0]);
   std::vector<KernelSpec> ks = generate_kernels(g, plan_fusion(g, plan_options(a)), co);
   std::filesystem::path dir = a.get("--out");

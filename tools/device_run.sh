@@ -24,7 +24,7 @@ for step in "$@"; do
         set -- $spec
         timeout 120 $B/kiln run "examples/graphs/$1.json" --shape "$2" --device gpu --check 2>&1 | tail -8
       done ;;
-    memory) timeout 240 python3 bench/bench_memory.py --kiln $B/kiln 2>&1 | tail -30 ;;
+    memory) timeout ${MEMORY_TIMEOUT:-240} python3 bench/bench_memory.py --kiln $B/kiln ${MEMORY_ARGS:-} 2>&1 | tail -40 ;;
     conv) timeout 300 python3 bench/bench_conv.py --bin $B/bench_contraction --no-mma-baseline 2>&1 | tail -40 ;;
     compile)  # cold NVRTC time per kernel (fresh cache dir), then a second process: 0 compiles
       rm -rf /tmp/kc-cold

@@ -34,6 +34,10 @@ struct EngineOptions {
   // workspace) into a CUDA graph once and replays it afterwards (less host overhead per run).
   // Keep buffers stable between runs to benefit; every new pointer set is a new capture.
   bool cuda_graphs = false;
+  // Hand overrides of the memory-bound schedule rules, for measuring alternatives:
+  // "pointwise.vecs=2,rownorm.threads=256,channelnorm.slice_kb=40" (docs/CONTRIBUTING.md lists the
+  // keys). Empty: $KILN_SCHEDULE, else the rules.
+  std::string schedule;
 };
 
 // Counters of one Engine (kiln run --stats).
