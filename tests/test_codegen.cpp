@@ -294,7 +294,7 @@ TEST(Codegen, ScheduleOverrideVariantsCompile) {
   };
   const std::vector<std::string> base = sources({});
   for (const char* spec :
-       {"pointwise.vecs=8,pointwise.threads=128,rownorm.threads=512,channelnorm.cb=40",
+       {"pointwise.vecs=8,pointwise.threads=128,rownorm.threads=128,channelnorm.cb=40",
         "pointwise.vecs=1,pointwise.threads=512,rownorm.threads=1024,channelnorm.cluster=4,"
         "channelnorm.slice_kb=160"}) {
     ScheduleOverrides ov = parse_schedule_overrides(spec);
@@ -318,11 +318,11 @@ TEST(Codegen, RowNormKernelShape) {
   ASSERT_EQ(ks.size(), 1u);
   EXPECT_EQ(ks[0].name, "rownorm_bf16_r4096_add_layernorm_gelu");
   EXPECT_EQ(ks[0].grid[0].eval({{"N", 77}}), 77);  // one CTA per row
-  // One warp-group per row (32 elements per thread); one block reduction (Welford triples, one
-  // barrier); row data streamed, scale and bias read as 16-byte vectors; the bf16 result takes
-  // the fast gelu.
-  EXPECT_EQ(ks[0].block[0], 128);
-  EXPECT_NE(ks[0].source.find("kiln_block_welford_equal<128>(st.mean, st.m2, 32.0f, kiln_red)"),
+  // 256 threads per row (two vectors, 16 elements per thread); one block reduction (Welford
+  // triples, one barrier); row data streamed, scale and bias read as 16-byte vectors; the bf16
+  // result takes the fast gelu.
+  EXPECT_EQ(ks[0].block[0], 256);
+  EXPECT_NE(ks[0].source.find("kiln_block_welford_equal<256>(st.mean, st.m2, 16.0f, kiln_red)"),
             std::string::npos);
   const std::string body = ks[0].source.substr(ks[0].source.find("extern \"C\""));
   EXPECT_EQ(body.find("kiln_block_sum"), std::string::npos);
@@ -352,8 +352,8 @@ TEST(Codegen, RowNormKernelShape) {
   Tensor b = s.input("b", DType::F16, {"N", 8192});
   s.output(s.softmax(b));
   auto ks3 = generate_kernels(s, plan_fusion(s));
-  EXPECT_EQ(ks3[0].block[0], 256);
-  EXPECT_NE(ks3[0].source.find("kiln_block_maxsum_once<256>(ms, kiln_red + 0)"), std::string::npos);
+  EXPECT_EQ(ks3[0].block[0], 512);
+  EXPECT_NE(ks3[0].source.find("kiln_block_maxsum_once<512>(ms, kiln_red + 0)"), std::string::npos);
   EXPECT_EQ(ks3[0].source.find("kiln_block_max_once", ks3[0].source.find("extern \"C\"")),
             std::string::npos);
   EXPECT_NO_THROW(nvrtc_compile(ks3[0].source, ks3[0].name, "sm_90"));
