@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # What the lead runs on the GPU machine (device tool) with build/ carried:
 #   tools/device_run.sh [tests] [examples] [memory] [conv] ...
-# Results land in $OUT. Each step is bounded in time so one hang cannot eat the lease.
+# MEMORY_ARGS=--variants adds the schedule variants to the memory step. Results land in $OUT. Each step is bounded in time so one hang cannot eat the lease.
 set -u
 cd "$(dirname "$0")/.."
 # Tests and binaries carry absolute paths of the build machine's checkout.
@@ -59,7 +59,9 @@ for step in "$@"; do
           "$OUT/sanitize_$tool.log" | head -20
         tail -3 "$OUT/sanitize_$tool.log"
       done ;;
-    racecheck)  # the whole GPU suite under racecheck, in SHARDS gtest shards side by side
+    racecheck)  # the whole GPU suite under racecheck, in SHARDS gtest shards side by side (the 66-size
+                # loops thinned by GPU_TEST_SIZE_STEP, default 9: the same kernels, 10 sizes)
+      export GPU_TEST_SIZE_STEP=${GPU_TEST_SIZE_STEP:-9}
       n=${SHARDS:-8}
       for ((i = 0; i < n; ++i)); do
         GTEST_TOTAL_SHARDS=$n GTEST_SHARD_INDEX=$i timeout "${SANITIZE_TIMEOUT:-280}" \
@@ -71,6 +73,20 @@ for step in "$@"; do
         echo "shard $i: $(grep -ac '^\[       OK \]' "$OUT/racecheck_$i.log") ok," \
           "$(grep -ac '^\[  FAILED  \]' "$OUT/racecheck_$i.log") failed;" \
           "$(grep -aE 'RACECHECK SUMMARY|tests ran|PASSED' "$OUT/racecheck_$i.log" | tr '\n' ' ')"
+      done ;;
+    ops-variants)  # the op harness under schedule overrides (KILN_SCHEDULE), four settings side by side
+      j=1
+      for v in "pointwise.vecs=8,pointwise.threads=128,rownorm.threads=512,channelnorm.cb=40" \
+               "pointwise.vecs=2,pointwise.threads=512,rownorm.threads=256,channelnorm.cb=40,channelnorm.cluster=4" \
+               "pointwise.vecs=1,rownorm.threads=1024,channelnorm.cluster=4,channelnorm.slice_kb=160" \
+               "pointwise.threads=512,rownorm.threads=64,channelnorm.cb=160,channelnorm.slice_kb=200"; do
+        KILN_SCHEDULE="$v" timeout 235 $B/kiln_gpu_tests --gtest_brief=1 --gtest_filter='All/OpsGpu.*' \
+          > "$OUT/ops_variant_$j.log" 2>&1 &
+        j=$((j + 1))
+      done
+      wait
+      for ((j = 1; j <= 4; ++j)); do
+        echo "ops variant $j: $(grep -aE 'PASSED|FAILED' "$OUT/ops_variant_$j.log" | tr '\n' ' ')"
       done ;;
     coldstart)  # a second process on a warm disk cache: CUDA start-up vs kiln's part
       rm -rf /tmp/kc-2p
