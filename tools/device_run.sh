@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # What the lead runs on the GPU machine (device tool) with build/ carried:
 #   tools/device_run.sh [tests] [examples] [memory] [conv] ...
-# MEMORY_ARGS=--variants adds the schedule variants to the memory step. Results land in $OUT. Each step is bounded in time so one hang cannot eat the lease.
+# MEMORY_ARGS=--variants adds the schedule variants to the memory step. Results land in $OUT.
+# Each step is bounded in time so one hang cannot eat the lease.
 set -u
 cd "$(dirname "$0")/.."
 # Tests and binaries carry absolute paths of the build machine's checkout.
