@@ -108,6 +108,8 @@ bool simt_supported(const Problem& p);
 KernelSpec emit_simt(const Problem& p);
 // The heuristics' view of the problem (symbolic dims estimated).
 ContractionProblemInfo problem_info(const Problem& p, int sm, bool arch_specific = false);
+// The value problem_info() assumes for every symbol of the problem.
+int64_t symbol_guess(const Problem& p);
 
 Dim bytes_moved(const Problem& p);
 Dim flops(const Problem& p);

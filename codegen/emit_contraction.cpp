@@ -10,6 +10,7 @@
 #include "engine/check.hpp"
 #include "engine/op_table.hpp"
 #include "heuristics/device_info.hpp"
+#include "heuristics/tuning_table.hpp"
 
 namespace kiln {
 
@@ -426,17 +427,21 @@ KernelSpec emit_direct(const Problem& p) {
   return k;
 }
 
-ContractionProblemInfo problem_info(const Problem& p, int sm, bool arch_specific) {
+int64_t symbol_guess(const Problem& p) {
   // Symbolic dims are estimated: tiles are chosen once per graph. A conv's symbol is the batch
   // size (32 is typical for inference serving); a matmul's is usually tokens (batch x sequence).
-  const int64_t kSymbolGuess = p.is_conv ? 32 : 2048;
+  return p.is_conv ? 32 : 2048;
+}
+
+ContractionProblemInfo problem_info(const Problem& p, int sm, bool arch_specific) {
+  const int64_t guess = symbol_guess(p);
   auto est = [&](const Dim& d, bool* estimated) {
     if (d.is_static()) return d.value();
     *estimated = true;
     std::vector<std::string> syms;
     d.symbols(&syms);
     Bindings b;
-    for (auto& s : syms) b[s] = kSymbolGuess;
+    for (auto& s : syms) b[s] = guess;
     return std::max<int64_t>(1, d.eval(b));
   };
   ContractionProblemInfo info;
@@ -480,11 +485,65 @@ KernelSpec emit_with_config(const Problem& p, const ContractionConfig& cfg, int 
 
 }  // namespace contraction
 
+namespace {
+
+// What decides a contraction's tiling beyond its GEMM dims (part of the tuning key).
+std::string structure_signature(const contraction::Problem& p) {
+  if (p.is_conv) {
+    const contraction::ConvProblem& c = p.conv;
+    return fmt::format("conv_{}_r{}s{}_st{}x{}_p{}x{}_d{}x{}_g{}_c{}",
+                       layout_name(p.graph->tensor(p.x).desc.layout), c.r, c.s, c.stride_h,
+                       c.stride_w, c.pad_t, c.pad_l, c.dil_h, c.dil_w, c.groups, c.c);
+  }
+  return fmt::format("matmul_{}{}", p.mm.ta ? "t" : "n", p.mm.tb ? "t" : "n");
+}
+
+// The symbols of the problem at the estimates problem_info() uses.
+std::map<std::string, int64_t> estimate_bindings(const contraction::Problem& p) {
+  std::map<std::string, int64_t> b;
+  std::vector<std::string> syms;
+  for (const std::vector<int>* list : {&p.group->inputs, &p.group->outputs})
+    for (int t : *list)
+      for (const Dim& d : p.graph->tensor(t).desc.shape) d.symbols(&syms);
+  for (const std::string& s : syms) b[s] = contraction::symbol_guess(p);
+  return b;
+}
+
+}  // namespace
+
 KernelSpec emit_contraction(const EmitContext& cx, const FusionGroup& g) {
   contraction::Problem p = contraction::describe(cx.graph, g);
-  ContractionConfig cfg =
-      choose_contraction_config(contraction::problem_info(p, cx.opts.sm, cx.opts.arch_specific));
+  ContractionProblemInfo info = contraction::problem_info(p, cx.opts.sm, cx.opts.arch_specific);
+  ContractionConfig cfg = choose_contraction_config(info);
+  if (cx.opts.tuned) {
+    std::optional<ContractionConfig> t =
+        cx.opts.tuned(contraction_tuning_key(info, structure_signature(p)));
+    if (t) {
+      std::vector<ContractionConfig> ok = contraction_candidates(info, 64);
+      if (std::find(ok.begin(), ok.end(), *t) != ok.end()) cfg = *t;
+    }
+  }
   return contraction::emit_with_config(p, cfg, cx.opts.sm);
+}
+
+std::vector<TuningSite> contraction_tuning_sites(const Graph& g, const Plan& plan,
+                                                 const CodegenOptions& opts) {
+  std::vector<TuningSite> out;
+  for (const FusionGroup& grp : plan.groups) {
+    if (grp.kind != GroupKind::Contraction) continue;
+    contraction::Problem p = contraction::describe(g, grp);
+    ContractionProblemInfo info = contraction::problem_info(p, opts.sm, opts.arch_specific);
+    TuningSite site;
+    site.group = grp.id;
+    site.key = contraction_tuning_key(info, structure_signature(p));
+    site.configs = contraction_candidates(info);
+    if (site.configs.size() < 2) continue;  // one way to run it: nothing to tune
+    for (const ContractionConfig& c : site.configs)
+      site.kernels.push_back(contraction::emit_with_config(p, c, opts.sm));
+    site.bindings = estimate_bindings(p);
+    out.push_back(std::move(site));
+  }
+  return out;
 }
 
 }  // namespace kiln

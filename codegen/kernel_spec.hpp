@@ -4,10 +4,14 @@
 #pragma once
 
 #include <array>
+#include <functional>
+#include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "engine/plan.hpp"
+#include "heuristics/contraction_config.hpp"
 #include "heuristics/schedule.hpp"
 #include "kiln/types.hpp"
 
@@ -45,7 +49,23 @@ struct CodegenOptions {
   bool arch_specific = false;
   // Hand overrides of the memory-bound schedule rules (KILN_SCHEDULE), empty by default.
   ScheduleOverrides schedule;
+  // Autotuned contraction configs by shape-class key (contraction_tuning_key); a config that is
+  // not a candidate of the problem is ignored (the rules decide).
+  std::function<std::optional<ContractionConfig>(const std::string& key)> tuned;
 };
+
+// One contraction group as autotuning sees it: its shape-class key, the candidate configs (the
+// rules' choice first) and their kernels, and the bindings of the graph's symbols it is timed
+// at (the estimates the rules used; empty for a static graph).
+struct TuningSite {
+  int group = -1;
+  std::string key;
+  std::vector<ContractionConfig> configs;
+  std::vector<KernelSpec> kernels;  // kernels[i] implements configs[i]
+  std::map<std::string, int64_t> bindings;
+};
+std::vector<TuningSite> contraction_tuning_sites(const Graph& g, const Plan& p,
+                                                 const CodegenOptions& opts = {});
 
 // One kernel per group. Throws a user error for a combination codegen does not support, naming
 // the group and its nodes.

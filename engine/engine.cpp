@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <exception>
+#include <filesystem>
 #include <future>
 #include <mutex>
 #include <optional>
@@ -15,6 +16,7 @@
 
 #include "codegen/kernel_cache.hpp"
 #include "codegen/kernel_spec.hpp"
+#include "engine/autotune.hpp"
 #include "engine/check.hpp"
 #include "engine/env.hpp"
 #include "engine/graph_key.hpp"
@@ -40,6 +42,11 @@ struct EngineState {
   DeviceInfo info;
   int sm = 90;
   ScheduleOverrides schedule;  // EngineOptions::schedule, else KILN_SCHEDULE
+  bool autotune = false;       // measure missing shape classes (options, device, not disabled)
+  std::shared_ptr<TuningTable> tuning;  // null when KILN_DISABLE=autotune
+  std::mutex tune_mu;                   // one autotuning at a time (they share the device)
+  std::atomic<int64_t> autotune_measured{0};
+  std::atomic<int64_t> autotune_reused{0};
   std::shared_ptr<KernelCache> cache;
   std::shared_ptr<ModuleCache> modules;
   std::atomic<int64_t> plans{0};
@@ -140,6 +147,15 @@ class EngineImpl {
     s.schedule = parse_schedule_overrides(opts.schedule.empty() ? e.schedule : opts.schedule);
     s.cache = std::make_shared<KernelCache>(
         KernelCacheOptions{opts.cache_dir, opts.disk_cache && !e.disable_disk_cache});
+    if (!e.disable_autotune) {
+      std::string note;
+      std::string path = opts.tuning_file.empty()
+                             ? (std::filesystem::path(s.cache->dir()) / "tuning.json").string()
+                             : opts.tuning_file;
+      s.tuning = std::make_shared<TuningTable>(path, &note);
+      if (!note.empty()) fmt::print(stderr, "kiln: {}\n", note);
+      s.autotune = opts.autotune && s.device && opts.load_kernels;
+    }
     if (s.device && opts.load_kernels) s.modules = std::make_shared<ModuleCache>();
   }
 
@@ -155,7 +171,7 @@ namespace {
 // Plans, generates, compiles (through the kernel cache) and loads every kernel of `graph`.
 std::shared_ptr<GraphCore> build_core(const std::shared_ptr<EngineState>& stp,
                                       std::shared_ptr<const Graph> gp, bool fusion, bool dump_plan,
-                                      bool parallel) {
+                                      bool parallel, bool may_tune = true) {
   EngineState& e = *stp;
   auto core = std::make_shared<GraphCore>();
   core->st = stp;
@@ -173,6 +189,28 @@ std::shared_ptr<GraphCore> build_core(const std::shared_ptr<EngineState>& stp,
   co.sm = e.sm;
   co.arch_specific = e.sm == 90;  // sm_90a kernels (KernelSpec::arch) run on every sm_90 device
   co.schedule = e.schedule;
+  std::map<int, std::string> tuning_notes;  // group -> KernelInfo::tuning
+  if (e.tuning) {
+    // Shape-specialized variants (background threads, concurrent with runs) only read the table.
+    if (e.autotune && may_tune) {
+      std::lock_guard<std::mutex> lock(e.tune_mu);
+      for (const AutotuneResult& r :
+           autotune_contractions(graph, core->plan, co, *e.cache, e.info.arch, *e.tuning)) {
+        (r.reused ? e.autotune_reused : e.autotune_measured).fetch_add(1);
+        if (r.winner.empty()) continue;
+        tuning_notes[r.group] = fmt::format(
+            "{}: {} {:.4f} ms (rules {} {:.4f} ms, {} candidates{})",
+            r.reused ? "tuning file" : "autotuned", r.winner, r.winner_ms, r.rule, r.rule_ms,
+            r.candidates, r.skipped.empty() ? "" : fmt::format(", {} skipped", r.skipped.size()));
+      }
+    }
+    std::shared_ptr<TuningTable> table = e.tuning;
+    co.tuned = [table](const std::string& key) -> std::optional<ContractionConfig> {
+      std::optional<TuningEntry> t = table->find(key);
+      if (!t) return std::nullopt;
+      return t->config;
+    };
+  }
   std::vector<KernelSpec> specs = generate_kernels(graph, core->plan, co);
   for (const KernelSpec& s : specs)
     KILN_ASSERT(!s.name.empty() && !s.entry.empty() && !s.source.empty(),
@@ -216,6 +254,8 @@ std::shared_ptr<GraphCore> build_core(const std::shared_ptr<EngineState>& stp,
         for (int n : grp.nodes) info.nodes.push_back(graph.nodes()[n].name);
     info.cache = cache_source_name(kernels[i].cached.source);
     info.compile_ms = kernels[i].cached.compile_ms;
+    if (auto it = tuning_notes.find(specs[i].group); it != tuning_notes.end())
+      info.tuning = it->second;
     core->infos.push_back(std::move(info));
     kernels[i].spec = std::move(specs[i]);
   }
@@ -260,7 +300,7 @@ void GraphCore::note_run(const std::vector<int64_t>& key, const Bindings& b) con
 void GraphCore::specialize(const std::vector<int64_t>& key, Bindings b) const {
   try {
     auto sg = std::make_shared<const Graph>(specialize_graph(*graph, b));
-    std::shared_ptr<GraphCore> v = build_core(st, sg, fusion, false, false);
+    std::shared_ptr<GraphCore> v = build_core(st, sg, fusion, false, false, false);
     std::lock_guard<std::mutex> lock(spec_mu);
     hot[key].exec = v->exec;  // swapped in: the next run with these shapes uses it
     st->specializations.fetch_add(1);
@@ -395,6 +435,8 @@ EngineStats Engine::stats() const {
   s.graph_cache_hits = e.graph_cache_hits.load();
   s.specializations = e.specializations.load();
   s.specialized_runs = e.specialized_runs.load();
+  s.autotune_measured = e.autotune_measured.load();
+  s.autotune_reused = e.autotune_reused.load();
   return s;
 }
 

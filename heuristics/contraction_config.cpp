@@ -171,4 +171,59 @@ ContractionConfig choose_mma_config(const ContractionProblemInfo& p) {
   return c;
 }
 
+bool operator==(const ContractionConfig& a, const ContractionConfig& b) {
+  return a.kind == b.kind && a.bm == b.bm && a.bn == b.bn && a.bk == b.bk && a.wm == b.wm &&
+         a.wn == b.wn && a.stages == b.stages && a.split_k == b.split_k;
+}
+
+std::vector<ContractionConfig> contraction_candidates(const ContractionProblemInfo& p, size_t max) {
+  std::vector<ContractionConfig> out;
+  auto add = [&](const ContractionConfig& c) {
+    if (out.size() < max && c.smem_bytes() <= p.smem_optin &&
+        std::find(out.begin(), out.end(), c) == out.end())
+      out.push_back(c);
+  };
+  const ContractionConfig rule = choose_contraction_config(p);
+  add(rule);
+  if (rule.kind == ContractionConfig::Kind::Wgmma) {
+    const int64_t ktiles = (p.k + 63) / 64;
+    // Every tile at its usual depth, then split-K variants (concrete single-GEMM M), then one
+    // stage less / more: ordered so that a small `max` keeps the likeliest winners.
+    auto wg = [](const WgCandidate& cand, int stages, int split) {
+      ContractionConfig c;
+      c.kind = ContractionConfig::Kind::Wgmma;
+      c.bm = cand.bm;
+      c.bn = cand.bn;
+      c.bk = 64;
+      c.wm = 64;
+      c.wn = cand.bn;
+      c.stages = stages;
+      c.split_k = split;
+      return c;
+    };
+    for (const WgCandidate& cand : kWgCandidates) add(wg(cand, cand.stages, 1));
+    if (!p.m_is_estimate && p.batch == 1)
+      for (int split : {2, 4, 8})
+        for (const WgCandidate& cand : kWgCandidates)
+          if (ktiles >= 4 * split) add(wg(cand, cand.stages, split));
+    for (const WgCandidate& cand : kWgCandidates)
+      for (int ds : {-1, 1})
+        if (cand.stages + ds >= 2 && cand.stages + ds <= ktiles + 1)
+          add(wg(cand, cand.stages + ds, 1));
+  } else if (rule.kind == ContractionConfig::Kind::Mma) {
+    for (const Candidate& cand : kCandidates) {
+      ContractionConfig c;
+      c.kind = ContractionConfig::Kind::Mma;
+      c.bm = cand.bm;
+      c.bn = cand.bn;
+      c.bk = cand.bk;
+      c.wm = cand.wm;
+      c.wn = cand.wn;
+      c.stages = cand.bm + cand.bn >= 384 ? 3 : 4;
+      add(c);
+    }
+  }
+  return out;
+}
+
 }  // namespace kiln

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "kiln/types.hpp"
 
@@ -50,5 +51,13 @@ ContractionConfig choose_contraction_config(const ContractionProblemInfo& p);
 ContractionConfig choose_mma_config(const ContractionProblemInfo& p);
 // The best wgmma config; kind stays Direct when p.wgmma_ok is false.
 ContractionConfig choose_wgmma_config(const ContractionProblemInfo& p);
+
+// What autotuning measures: the rules' choice first, then the other valid configs of the same
+// path (wgmma tiles x pipeline depths, split-K for a concrete single-GEMM M; or the mma.sync
+// tiles), each fitting shared memory, no duplicates, at most `max`. Direct / SIMT problems have
+// one candidate (nothing to tune).
+std::vector<ContractionConfig> contraction_candidates(const ContractionProblemInfo& p,
+                                                      size_t max = 12);
+bool operator==(const ContractionConfig& a, const ContractionConfig& b);
 
 }  // namespace kiln

@@ -129,7 +129,8 @@ int run_bench(const std::vector<std::string>& argv) {
                        {"--json", true, false},
                        {"--no-fusion", false, false},
                        {"--cuda-graph", false, false},
-                       {"--specialize", false, false}},
+                       {"--specialize", false, false},
+                       {"--autotune", false, false}},
                       1, 1);
   int warmup = static_cast<int>(parse_int("bench", "--warmup", a.get("--warmup", "10"), 0));
   int iters = static_cast<int>(parse_int("bench", "--iters", a.get("--iters", "50"), 1));
@@ -145,6 +146,7 @@ int run_bench(const std::vector<std::string>& argv) {
   EngineOptions eo;
   eo.fusion = !a.has("--no-fusion");
   eo.cuda_graphs = a.has("--cuda-graph");
+  eo.autotune = a.has("--autotune");
   DeviceSession s(g, in.tensors, in.bindings, eo);
   s.run();
   double ceiling = copy_bandwidth();
@@ -172,10 +174,10 @@ int run_bench(const std::vector<std::string>& argv) {
   j["total_ms"] = total_ms;
   j["compile_ms"] = s.compile_ms();
   EngineStats st = s.engine().stats();
-  j["stats"] = {{"nvrtc_compiles", st.nvrtc_compiles},
-                {"memory_cache_hits", st.memory_cache_hits},
-                {"disk_cache_hits", st.disk_cache_hits},
-                {"nvrtc_ms", st.nvrtc_ms}};
+  j["stats"] = {
+      {"nvrtc_compiles", st.nvrtc_compiles},       {"memory_cache_hits", st.memory_cache_hits},
+      {"disk_cache_hits", st.disk_cache_hits},     {"nvrtc_ms", st.nvrtc_ms},
+      {"autotune_measured", st.autotune_measured}, {"autotune_reused", st.autotune_reused}};
   fmt::print("graph {}  ({} kernels, {} compile {:.0f} ms: {} nvrtc / {} disk / {} memory)\n",
              a.positional[0], ks.size(), s.engine().arch(), s.compile_ms(), st.nvrtc_compiles,
              st.disk_cache_hits, st.memory_cache_hits);
@@ -206,7 +208,9 @@ int run_bench(const std::vector<std::string>& argv) {
                             {"flops", ks[i].flops},
                             {"GBps", gbs},
                             {"cache", ks[i].cache},
-                            {"compile_ms", ks[i].compile_ms}});
+                            {"compile_ms", ks[i].compile_ms},
+                            {"tuning", ks[i].tuning}});
+    if (!ks[i].tuning.empty()) fmt::print("  {}\n", ks[i].tuning);
     total_bytes += ks[i].bytes_moved;
     total_flops += ks[i].flops;
     sum_ms += ms;
@@ -389,14 +393,18 @@ KILN_CLI_COMMAND(
     bench, "bench", "time each kernel on the GPU against the copy-bandwidth ceiling",
     "usage: kiln bench GRAPH [--shape SYM=V ...] [--inputs F] [--input NAME=F ...]\n"
     "                  [--seed S] [--warmup W] [--iters I] [--json FILE] [--no-fusion]\n"
-    "                  [--cuda-graph] [--specialize]\n\n"
+    "                  [--cuda-graph] [--specialize] [--autotune]\n\n"
     "Compiles the graph, uploads seeded random (or given) inputs, and prints per kernel\n"
     "the median of CUDA-event-timed launches, bytes moved, achieved GB/s and the share\n"
     "of the device-to-device copy bandwidth measured in the same process; then the\n"
     "whole graph's median run time, and the host overhead per run (the median wall time\n"
     "of the run() call). --cuda-graph replays a captured CUDA graph per run instead.\n"
     "--specialize also times the graph with every symbol fixed to its bound value (what\n"
-    "EngineOptions::specialize_after swaps in for a hot shape) against the generic one.\n",
+    "EngineOptions::specialize_after swaps in for a hot shape) against the generic one.\n"
+    "--autotune times every candidate config of each conv/matmul not yet in the tuning\n"
+    "file ($KILN_CACHE_DIR/tuning.json) and uses the fastest; later runs and processes\n"
+    "reuse the file (symbolic dims are tuned at the rules' estimates: batch 32 for conv,\n"
+    "2048 rows for matmul; bench a static graph to tune one exact shape).\n",
     run_bench);
 KILN_CLI_COMMAND(
     cache, "cache", "show, clear or warm (precompile a graph into) the on-disk kernel cache",

@@ -185,9 +185,10 @@ int run_run(const std::vector<std::string>& argv) {
     if (stats)
       fmt::print(
           "stats: plans {}, nvrtc compiles {}, memory cache hits {}, disk cache hits {}, graph "
-          "cache hits {}, nvrtc {:.1f} ms, specializations {}\n",
+          "cache hits {}, nvrtc {:.1f} ms, specializations {}, autotuned {} (tuning file {})\n",
           stats->plans, stats->nvrtc_compiles, stats->memory_cache_hits, stats->disk_cache_hits,
-          stats->graph_cache_hits, stats->nvrtc_ms, stats->specializations);
+          stats->graph_cache_hits, stats->nvrtc_ms, stats->specializations,
+          stats->autotune_measured, stats->autotune_reused);
     else
       fmt::print("stats: none (the CPU reference compiles no kernels)\n");
   }

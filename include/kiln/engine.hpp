@@ -38,6 +38,14 @@ struct EngineOptions {
   // "pointwise.vecs=2,rownorm.threads=256,channelnorm.slice_kb=40" (docs/CONTRIBUTING.md lists the
   // keys). Empty: $KILN_SCHEDULE, else the rules.
   std::string schedule;
+  // Autotuning (like cuDNN's benchmark mode): at compile, every conv/matmul whose shape class is
+  // not in the tuning file yet has its candidate configs timed on the device and the fastest
+  // recorded there; kernels then use the recorded config (this and later processes), otherwise
+  // the rules'. Needs a device; without one the rules (and the file) are used. Symbolic dims are
+  // tuned at the rules' estimates (batch 32 for conv, 2048 rows for matmul). KILN_DISABLE=autotune
+  // turns measuring and the file off.
+  bool autotune = false;
+  std::string tuning_file;  // empty: <cache dir>/tuning.json
 };
 
 // Counters of one Engine (kiln run --stats).
@@ -46,10 +54,12 @@ struct EngineStats {
   int64_t nvrtc_compiles = 0;
   int64_t memory_cache_hits = 0;
   int64_t disk_cache_hits = 0;
-  double nvrtc_ms = 0;           // total wall time in NVRTC
-  int64_t graph_cache_hits = 0;  // compile() of a graph this Engine had compiled: no work at all
-  int64_t specializations = 0;   // shape-specialized variants compiled and swapped in
-  int64_t specialized_runs = 0;  // runs that used a specialized variant
+  double nvrtc_ms = 0;            // total wall time in NVRTC
+  int64_t graph_cache_hits = 0;   // compile() of a graph this Engine had compiled: no work at all
+  int64_t specializations = 0;    // shape-specialized variants compiled and swapped in
+  int64_t specialized_runs = 0;   // runs that used a specialized variant
+  int64_t autotune_measured = 0;  // contraction shape classes timed by autotuning
+  int64_t autotune_reused = 0;    // ... found in the tuning file instead
 };
 
 // A device buffer of the caller: pointer plus concrete logical shape (its layout is the one the
@@ -67,6 +77,9 @@ struct KernelInfo {
   std::string cache;        // "nvrtc", "memory", "disk"
   int64_t bytes_moved = 0;  // for the last bound shapes
   int64_t flops = 0;
+  // Contractions: "autotuned: wg128x256x64_s4 0.0312 ms (rules wg128x64x64_s4 0.0423 ms, 14
+  // candidates)", "tuning file: ..." or empty (the rules).
+  std::string tuning;
 };
 
 class CompiledGraphImpl;

@@ -8,7 +8,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <set>
+
+#include <unistd.h>
 
 #include "codegen/contraction_common.hpp"
 #include "codegen/emit.hpp"
@@ -333,37 +336,43 @@ TEST(ContractionGpu, KernelBatchSizeChangesWithoutRecompile) {
   }
 }
 
+// Compiles `g` with `eng`, runs it on `in` and compares every output with the reference.
+void run_engine_check(Engine& eng, const Graph& g, const std::map<std::string, HostTensor>& in,
+                      DType dt) {
+  CompiledGraph cg = eng.compile(g);
+  std::map<std::string, std::vector<int64_t>> shapes;
+  for (auto& [n, t] : in) shapes[n] = t.shape;
+  Bindings b = g.bind(shapes);
+  std::vector<cuda::DeviceBuffer> keep;
+  std::map<std::string, DeviceTensor> din, dout;
+  for (auto& [n, t] : in) {
+    HostTensor h = t.relayout(g.tensor(g.find(n)).desc.layout);
+    keep.emplace_back(std::max<size_t>(16, h.data.size()));
+    cuda::memcpy_htod(keep.back().ptr(), h.data.data(), h.data.size());
+    din[n] = {keep.back().ptr(), h.shape};
+  }
+  auto oshapes = cg.output_shapes(b);
+  std::map<std::string, HostTensor> got;
+  for (auto& [n, s] : oshapes) {
+    const TensorDesc& d = g.tensor(g.find(n)).desc;
+    HostTensor h = HostTensor::zeros(d.dtype, s, d.layout);
+    keep.emplace_back(std::max<size_t>(16, h.data.size()));
+    cuda::memset_d8(keep.back().ptr(), 0xFF, h.data.size());
+    dout[n] = {keep.back().ptr(), s};
+    got.emplace(n, std::move(h));
+  }
+  cg.run(din, dout);
+  cuda::ctx_synchronize();
+  for (auto& [n, h] : got) cuda::memcpy_dtoh(h.data.data(), dout[n].ptr, h.data.size());
+  auto ref = run_reference(g, in);
+  for (auto& [n, t] : ref) EXPECT_EQ(compare(got.at(n), t, tolerance(dt)), "") << n;
+}
+
 TEST(ContractionGpu, EngineConvAndMatmul) {
   REQUIRE_GPU();
   Engine eng;
   auto run_engine = [&](const Graph& g, const std::map<std::string, HostTensor>& in, DType dt) {
-    CompiledGraph cg = eng.compile(g);
-    std::map<std::string, std::vector<int64_t>> shapes;
-    for (auto& [n, t] : in) shapes[n] = t.shape;
-    Bindings b = g.bind(shapes);
-    std::vector<cuda::DeviceBuffer> keep;
-    std::map<std::string, DeviceTensor> din, dout;
-    for (auto& [n, t] : in) {
-      HostTensor h = t.relayout(g.tensor(g.find(n)).desc.layout);
-      keep.emplace_back(std::max<size_t>(16, h.data.size()));
-      cuda::memcpy_htod(keep.back().ptr(), h.data.data(), h.data.size());
-      din[n] = {keep.back().ptr(), h.shape};
-    }
-    auto oshapes = cg.output_shapes(b);
-    std::map<std::string, HostTensor> got;
-    for (auto& [n, s] : oshapes) {
-      const TensorDesc& d = g.tensor(g.find(n)).desc;
-      HostTensor h = HostTensor::zeros(d.dtype, s, d.layout);
-      keep.emplace_back(std::max<size_t>(16, h.data.size()));
-      cuda::memset_d8(keep.back().ptr(), 0xFF, h.data.size());
-      dout[n] = {keep.back().ptr(), s};
-      got.emplace(n, std::move(h));
-    }
-    cg.run(din, dout);
-    cuda::ctx_synchronize();
-    for (auto& [n, h] : got) cuda::memcpy_dtoh(h.data.data(), dout[n].ptr, h.data.size());
-    auto ref = run_reference(g, in);
-    for (auto& [n, t] : ref) EXPECT_EQ(compare(got.at(n), t, tolerance(dt)), "") << n;
+    run_engine_check(eng, g, in, dt);
   };
   for (const auto& c : conv_cases()) {
     Graph g = conv_graph(c);
@@ -459,4 +468,47 @@ TEST(ContractionGpu, KernelForcedVariantsMatmul) {
     }
     ++i;
   }
+}
+
+// Autotuning: the first Engine times the candidates of each conv/matmul and writes the tuning
+// file; the result still matches the reference; a second Engine reuses the file (measures
+// nothing) and builds the same kernels.
+TEST(ContractionGpu, AutotuneMeasuresOnceThenReusesTheFile) {
+  REQUIRE_GPU();
+  std::string dir = ::testing::TempDir() + "kiln_autotune_" + std::to_string(::getpid());
+  std::filesystem::remove_all(dir);
+  EngineOptions o;
+  o.autotune = true;
+  o.tuning_file = dir + "/tuning.json";
+  ConvCase c{DType::F16, 8,      64,     14, 14,           64,   3,     3,
+             {1, 1},     {1, 1}, {1, 1}, 1,  Layout::NHWC, true, "relu"};
+  Graph conv = conv_graph(c);
+  std::vector<std::string> first_names;
+  {
+    Engine eng(o);
+    run_engine_check(eng, conv, conv_inputs(conv, c, 5), c.dt);
+    EngineStats st = eng.stats();
+    EXPECT_EQ(st.autotune_measured, 1);
+    EXPECT_EQ(st.autotune_reused, 0);
+    CompiledGraph cg = eng.compile(conv);
+    bool noted = false;
+    for (const KernelInfo& k : cg.kernels()) {
+      first_names.push_back(k.name);
+      if (k.name.rfind("conv_", 0) == 0) {
+        EXPECT_EQ(k.tuning.rfind("autotuned: ", 0), 0u) << k.tuning;
+        std::printf("autotune %s: %s\n", k.name.c_str(), k.tuning.c_str());
+        noted = true;
+      }
+    }
+    EXPECT_TRUE(noted);
+  }
+  ASSERT_TRUE(std::filesystem::exists(o.tuning_file));
+  Engine again(o);
+  run_engine_check(again, conv, conv_inputs(conv, c, 6), c.dt);
+  EXPECT_EQ(again.stats().autotune_measured, 0);
+  EXPECT_EQ(again.stats().autotune_reused, 1);
+  std::vector<std::string> names;
+  for (const KernelInfo& k : again.compile(conv).kernels()) names.push_back(k.name);
+  EXPECT_EQ(names, first_names);
+  std::filesystem::remove_all(dir);
 }
