@@ -196,8 +196,11 @@ TEST_F(DynamicShapes, KernelSourcesDoNotDependOnRuntimeDims) {
       for (const std::string& s : g.symbols()) b[s] = v;
       for (const KernelSpec& k : specs) {
         for (const Dim& d : k.grid) EXPECT_GE(d.eval(b), 1) << k.name << " at " << v;
-        for (const KernelArg& a : k.args)
-          if (a.kind == KernelArg::Kind::Int) EXPECT_GE(a.value.eval(b), 0) << k.name;
+        for (const KernelArg& a : k.args) {
+          if (a.kind == KernelArg::Kind::Int) {
+            EXPECT_GE(a.value.eval(b), 0) << k.name;
+          }
+        }
       }
     }
 
