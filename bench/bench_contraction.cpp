@@ -23,6 +23,7 @@
 #include "kiln/graph.hpp"
 #include "runtime/cuda_driver.hpp"
 #include "runtime/event_timer.hpp"
+#include "runtime/kernel_timer.hpp"
 
 using namespace kiln;
 
@@ -37,7 +38,9 @@ int usage() {
       "--mma: the mma.sync kernel instead of the sm_90a wgmma one\n"
       "--static: the batch size (conv N / matmul M) is a static dim, as in a\n"
       "  shape-specialized graph: tiles are chosen from the concrete M\n"
-      "--config=wgBMxBNx64_sS: force that sm_90a wgmma tile\n");
+      "--config=wgBMxBNx64_sS: force that sm_90a wgmma tile\n"
+      "--autotune: time every candidate config (what EngineOptions::autotune measures) at\n"
+      "  this shape and report the fastest (the candidates' times go to stderr)\n");
   return 2;
 }
 
@@ -73,7 +76,7 @@ int main(int argc, char** argv) {
   // --mma (anywhere): the sm_80+ mma.sync kernel even where the sm_90a wgmma one applies.
   // --static (anywhere): the batch dim is static (what Engine hot-shape specialization compiles).
   // --config=wgBMxBNx64_sS (anywhere): that wgmma tile instead of the heuristics' choice.
-  bool force_mma = false, static_shape = false;
+  bool force_mma = false, static_shape = false, autotune = false;
   ContractionConfig forced;
   std::vector<char*> av;
   for (int i = 0; i < argc; ++i) {
@@ -81,6 +84,8 @@ int main(int argc, char** argv) {
       force_mma = true;
     } else if (std::strcmp(argv[i], "--static") == 0) {
       static_shape = true;
+    } else if (std::strcmp(argv[i], "--autotune") == 0) {
+      autotune = true;
     } else if (std::strncmp(argv[i], "--config=", 9) == 0) {
       int bm = 0, bn = 0, bk = 0, st = 0;
       if (std::sscanf(argv[i] + 9, "wg%dx%dx%d_s%d", &bm, &bn, &bk, &st) != 4 || bk != 64)
@@ -158,6 +163,29 @@ int main(int argc, char** argv) {
         forced.kind == ContractionConfig::Kind::Wgmma
             ? contraction::emit_with_config(contraction::describe(g, grp), forced, dev.sm)
             : emit_contraction(cx, grp);
+    int tuned_from = 0;
+    if (autotune) {
+      // The candidates the Engine's autotuning would measure, timed here at the bound shape.
+      contraction::Problem prob = contraction::describe(g, grp);
+      std::vector<ContractionConfig> cands =
+          contraction_candidates(contraction::problem_info(prob, dev.sm, co.arch_specific));
+      double best = -1;
+      for (const ContractionConfig& c : cands) {
+        KernelSpec kc = contraction::emit_with_config(prob, c, dev.sm);
+        try {
+          NvrtcResult r = nvrtc_compile(kc.source, kc.name, kc.arch.empty() ? dev.arch : kc.arch);
+          double ms = cuda::time_kernel_alone(kc, r.cubin, g, b, 30);
+          std::fprintf(stderr, "candidate %-56s %.5f ms\n", kc.name.c_str(), ms);
+          ++tuned_from;
+          if (best < 0 || ms < best) {
+            best = ms;
+            k = kc;
+          }
+        } catch (const Error& e) {
+          std::fprintf(stderr, "candidate %s skipped: %s\n", kc.name.c_str(), e.what());
+        }
+      }
+    }
     NvrtcResult nr = nvrtc_compile(k.source, k.name, k.arch.empty() ? dev.arch : k.arch);
     void* mod = cuda::module_load(nr.cubin);
     void* fn = cuda::module_function(mod, k.entry);
@@ -224,9 +252,10 @@ int main(int argc, char** argv) {
     double flops = static_cast<double>(k.flops.eval(b));
     std::printf(
         "{\"case\": \"%s\", \"kernel\": \"%s\", \"ms\": %.5f, \"TFLOP/s\": %.2f, \"iters\": %d, "
-        "\"grid\": [%u, %u, %u], \"block\": %u, \"smem\": %d, \"device\": \"%s\"}\n",
+        "\"grid\": [%u, %u, %u], \"block\": %u, \"smem\": %d, \"tuned_from\": %d, "
+        "\"device\": \"%s\"}\n",
         label.c_str(), k.name.c_str(), med, flops / med / 1e9, iters, grid[0], grid[1], grid[2],
-        block[0], k.smem_bytes, dev.name.c_str());
+        block[0], k.smem_bytes, tuned_from, dev.name.c_str());
     cuda::event_destroy(e0);
     cuda::event_destroy(e1);
     bufs.clear();

@@ -53,6 +53,10 @@ def main():
     ap.add_argument("--configs", default="",
                     help="comma-separated wgmma tiles to time too (static shapes), e.g. "
                          "wg128x128x64_s5,wg256x128x64_s4")
+    ap.add_argument("--autotune", action="store_true",
+                    help="also time every candidate config at the exact (static) shape and report the "
+                         "fastest (bench_contraction --static --autotune: what kiln bench --autotune "
+                         "records in the tuning file for a static graph)")
     ap.add_argument("--no-mma-baseline", action="store_true",
                     help="skip the second kiln run per case with the mma.sync kernel (--mma)")
     a = ap.parse_args()
@@ -108,6 +112,18 @@ def main():
                     r["kiln_static_TFLOP/s"] = round(flops / ks["ms"] / 1e9, 1)
                     if "cudnn_fused_ms" in r:
                         r["kiln_static_vs_cudnn_fused"] = round(r["cudnn_fused_ms"] / ks["ms"], 3)
+            if a.autotune:
+                kt = run_kiln(binary, ["conv", n, C, K, H, H, R, s, p, "relu", "--static", "--autotune"])
+                if "error" in kt:
+                    r["kiln_tuned_error"] = kt["error"]
+                else:
+                    r["kiln_tuned_kernel"] = kt["kernel"]
+                    r["kiln_tuned_TFLOP/s"] = round(flops / kt["ms"] / 1e9, 1)
+                    r["kiln_tuned_from"] = kt.get("tuned_from")
+                    if "cudnn_fused_ms" in r:
+                        r["kiln_tuned_vs_cudnn_fused"] = round(r["cudnn_fused_ms"] / kt["ms"], 3)
+                    if "eager_ms" in r:
+                        r["kiln_tuned_vs_eager"] = round(r["eager_ms"] / kt["ms"], 3)
             for cfg in [c for c in a.configs.split(",") if c]:
                 kc = run_kiln(binary, ["conv", n, C, K, H, H, R, s, p, "relu", "--static", "--config=" + cfg])
                 if "error" not in kc and "cudnn_fused_ms" in r:
@@ -154,6 +170,13 @@ def main():
             else:
                 r["kiln_static_kernel"] = ks["kernel"]
                 r["kiln_static_vs_cublas_epilogue"] = round(r["cublas_epilogue_ms"] / ks["ms"], 3)
+        if a.autotune:
+            kt = run_kiln(binary, ["matmul", M, N, Kd, "gelu_tanh", "bf16", "--static", "--autotune"])
+            if "error" in kt:
+                r["kiln_tuned_error"] = kt["error"]
+            else:
+                r["kiln_tuned_kernel"] = kt["kernel"]
+                r["kiln_tuned_vs_cublas_epilogue"] = round(r["cublas_epilogue_ms"] / kt["ms"], 3)
         if not a.no_mma_baseline:
             km = run_kiln(binary, ["matmul", M, N, Kd, "gelu_tanh", "bf16", "--mma"])
             if "error" in km:
