@@ -32,7 +32,6 @@ import argparse
 import copy
 import datetime
 import json
-import math
 import os
 import re
 import shlex
@@ -54,7 +53,6 @@ SYSTEMS = [
     ("eager_graph", "PyTorch eager + CUDA graph"),
     ("compile", "torch.compile (freezing)"),
 ]
-LABELS = dict(SYSTEMS)
 
 F32_TARGET = 1e-4  # max |kiln - torch| / max |torch|, f32 graph vs torch f32 (TF32 off)
 F16_TARGET = 1e-2  # the same, f16 graph vs torch f16
@@ -101,6 +99,14 @@ def tail(text, n=1500):
     return text.strip()[-n:]
 
 
+def kill_group(p):
+    """Ends the process group run_cmd started (the child and what it spawned), by its id."""
+    try:
+        os.killpg(p.pid, signal.SIGKILL)
+    except OSError:
+        p.kill()
+
+
 def run_cmd(cmd, timeout, env=None):
     """Runs `cmd` bounded by `timeout` seconds. Returns (record, stdout): record has ok, rc,
     wall_s (time.perf_counter around the subprocess), cmd, and on failure error plus the tails of
@@ -118,14 +124,15 @@ def run_cmd(cmd, timeout, env=None):
     try:
         out, err = p.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        try:
-            os.killpg(p.pid, signal.SIGKILL)
-        except OSError:
-            p.kill()
+        kill_group(p)
         out, err = p.communicate()
         rec.update(ok=False, rc=None, wall_s=round(time.perf_counter() - t0, 3),
                    error=f"timed out after {timeout} s", stderr_tail=tail(err), stdout_tail=tail(out))
         return rec, out or ""
+    except BaseException:  # SIGTERM (the step's timeout) or Ctrl-C while waiting: end the child too
+        kill_group(p)
+        p.wait()
+        raise
     rec.update(ok=p.returncode == 0, rc=p.returncode, wall_s=round(time.perf_counter() - t0, 3))
     if p.returncode != 0:
         rec.update(error=f"exit status {p.returncode}", stderr_tail=tail(err), stdout_tail=tail(out, 600))
@@ -200,13 +207,15 @@ def kiln_first_result(kiln, onnx_path, graph_dir, cache_dir, timeout):
     return rec, graph
 
 
-def kiln_bench(kiln, graph, n, cuda_graph, work, cache_dir, timeout, warmup, iters):
-    """One `kiln bench` at batch n; returns a throughput row (or one with an error)."""
+def kiln_bench(kiln, graph, n, cuda_graph, work, cache_dir, timeout, warmup, iters, extra=()):
+    """One `kiln bench` at batch n (plus the `extra` arguments); returns a throughput row (or one
+    with an error)."""
     key = "kiln_graph" if cuda_graph else "kiln"
     jpath = os.path.join(work, f"bench_{key}_N{n}.json")
     cmd = [kiln, "bench", graph, "--shape", f"N={n}", "--warmup", warmup, "--iters", iters, "--json", jpath]
     if cuda_graph:
         cmd.append("--cuda-graph")
+    cmd += list(extra)
     rec, _ = run_cmd(cmd, timeout, kiln_env(cache_dir))
     row = {"N": n, "system": key, "wall_s": rec["wall_s"]}
     if not rec["ok"]:
@@ -362,7 +371,7 @@ def markdown(data, batches):
             else:
                 lines.append(f"| {n} | {label} | ERR | - | - | {str(r.get('error', ''))[:80]} |")
     ratios = data.get("ratios", {})
-    if ratios:
+    if any(v is not None for r in ratios.values() for v in r.values()):
         lines += ["", "| N | kiln / torch.compile | kiln+graph / torch.compile | kiln / eager | "
                       "kiln+graph / eager+graph |", "| --- | --- | --- | --- | --- |"]
         for n in batches:
@@ -429,6 +438,14 @@ def plot(rows, batches, path, title):
         import matplotlib.pyplot as plt
     except Exception as e:  # ImportError, or a broken install
         return f"matplotlib is not importable ({e.__class__.__name__}: {e}): no plot written"
+    try:
+        return draw(plt, rows, batches, path, title)
+    except Exception as e:  # an old matplotlib's API: the measurements matter more than the picture
+        plt.close("all")
+        return f"the plot failed ({e.__class__.__name__}: {e}): no plot written"
+
+
+def draw(plt, rows, batches, path, title):
     fig, ax = plt.subplots(figsize=(7.5, 4.8))
     drawn = 0
     for key, label in SYSTEMS:
@@ -541,12 +558,12 @@ def torch_eager_rows(torch, m16, batches, args, res):
                 ms = do_bench_ms(lambda: g.replay(), args)
             rows.append({"N": n, "system": "eager_graph", "ms": round(ms, 4), "images_per_s": images_per_s(n, ms),
                          "check_vs_eager_rel_err": err})
-            del g, y
+            g = y = None  # frees the graph's memory pool (with empty_cache below)
         except Exception as e:
             rows.append({"N": n, "system": "eager_graph", "error": f"{e.__class__.__name__}: {e}"[:600]})
             res.error(f"eager+graph N={n}", rows[-1])
         print(json.dumps(rows[-1]), flush=True)
-        del x, y_ref
+        x = y_ref = None
         torch.cuda.empty_cache()
     return rows
 
@@ -583,7 +600,7 @@ def torch_compile_rows(torch, m16, batches, args, res, deadline):
             rows.append({"N": n, "system": "compile", "error": f"{e.__class__.__name__}: {e}"[:600]})
             res.error(f"torch.compile N={n}", rows[-1])
         print(json.dumps(rows[-1]), flush=True)
-        del x
+        x = None
         torch.cuda.empty_cache()
     return rows, first_calls
 
@@ -673,8 +690,8 @@ def correctness(torch, m, m16, kiln, graphs, args, work, cache_dir, res):
             out[key] = {"error": str(e), "stderr_tail": e.rec.get("stderr_tail", "")}
             res.error(f"correctness {dtype}", out[key])
             continue
-        except (OSError, ValueError) as e:
-            out[key] = {"error": f"{e.__class__.__name__}: {e}"}
+        except Exception as e:  # an unreadable output file, ...: the other dtype still runs
+            out[key] = {"error": f"{e.__class__.__name__}: {e}"[:600]}
             res.error(f"correctness {dtype}", out[key])
             continue
         if dtype == "f32":
@@ -715,6 +732,8 @@ def parse_args(argv=None):
     ap.add_argument("--rep-ms", type=float, default=300, help="do_bench rep (ms), as bench_memory.py")
     ap.add_argument("--kiln-warmup", type=int, default=10, help="kiln bench --warmup")
     ap.add_argument("--kiln-iters", type=int, default=50, help="kiln bench --iters")
+    ap.add_argument("--kiln-bench-args", default="",
+                    help="more arguments of every `kiln bench`, e.g. --kiln-bench-args=--autotune")
     ap.add_argument("--timeout", type=int, default=240, help="limit of each kiln subprocess (s)")
     ap.add_argument("--budget-s", type=float, default=420,
                     help="soft limit of the whole run (s): torch.compile batch sizes that would start with "
@@ -741,8 +760,17 @@ def main(argv=None):
     res = Results(os.path.join(out_dir, "bench_resnet50.json"))
     res.data["args"] = {k: v for k, v in vars(args).items() if k != "batch_list"}
     res.data["out_dir"], res.data["work_dir"] = out_dir, work
+    # `timeout` (tools/device_run.sh) sends SIGTERM: turn it into SystemExit so that the partial
+    # results are still saved and printed below.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     try:
         return run_all(args, res, out_dir, work)
+    except (KeyboardInterrupt, SystemExit) as e:
+        res.error("run", {"error": f"interrupted ({e.__class__.__name__} {getattr(e, 'code', '')}): "
+                                   f"the results are partial"})
+        res.data["ratios"] = summarize(res.data.get("throughput", []), args.batch_list)
+        print(markdown(res.data, args.batch_list), flush=True)
+        return 1
     finally:
         res.save()
         if not args.keep and not args.work:  # ~400 MB of ONNX, graphs, weights and caches
@@ -773,7 +801,7 @@ def run_all(args, res, out_dir, work):
     res.save()
 
     try:
-        import numpy  # noqa: F401  (the safetensors helpers and the comparison need it)
+        import numpy  # the safetensors helpers and the comparison need it
         import torch
         import torchvision
         import triton
@@ -791,7 +819,7 @@ def run_all(args, res, out_dir, work):
     d["env"] = {"gpu": safe(torch.cuda.get_device_name), "torch": torch.__version__,
                 "torchvision": torchvision.__version__, "triton": triton.__version__,
                 "cuda": torch.version.cuda, "cudnn": safe(torch.backends.cudnn.version),
-                "python": sys.version.split()[0]}
+                "numpy": numpy.__version__, "python": sys.version.split()[0]}
     print(json.dumps(d["env"]), flush=True)
 
     # ---- the model and its ONNX export
@@ -857,7 +885,7 @@ def run_all(args, res, out_dir, work):
                 rows.append({"N": n, "system": key, "error": "no f16 graph (export or kiln import failed)"})
                 continue
             row = kiln_bench(kiln, graphs["f16"], n, cg, work, cache_dir, args.timeout, args.kiln_warmup,
-                             args.kiln_iters)
+                             args.kiln_iters, shlex.split(args.kiln_bench_args))
             rows.append(row)
             if "error" in row:
                 res.error(f"kiln bench N={n}{' --cuda-graph' if cg else ''}", row)

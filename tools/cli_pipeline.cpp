@@ -60,6 +60,7 @@ int run_emit(const std::vector<std::string>& argv) {
   std::string arch = a.get("--arch", "sm_90");
   CodegenOptions co;
   co.sm = parse_arch(arch, nullptr, "--arch");
+  co.arch_specific = co.sm == 90;  // what the Engine builds: sm_90a wgmma kernels on sm_90
   co.schedule = parse_schedule_overrides(env().schedule);
   Graph g = load_graph_file(a.positional[0]);
   std::vector<KernelSpec> ks = generate_kernels(g, plan_fusion(g, plan_options(a)), co);
@@ -74,8 +75,9 @@ int run_emit(const std::vector<std::string>& argv) {
     KILN_CHECK(os.good(), "emit: cannot write {}", f.string());
     std::string compiled;
     if (a.has("--compile")) {
-      NvrtcResult r = nvrtc_compile(k.source, k.name, arch);
-      compiled = fmt::format("  (nvrtc {}: {:.0f} ms, {} byte cubin)", arch, r.ms, r.cubin.size());
+      const std::string& target = k.arch.empty() ? arch : k.arch;
+      NvrtcResult r = nvrtc_compile(k.source, k.name, target);
+      compiled = fmt::format("  (nvrtc {}: {:.0f} ms, {} byte cubin)", target, r.ms, r.cubin.size());
     }
     fmt::print("{}{}\n", f.string(), compiled);
   }
@@ -386,8 +388,9 @@ KILN_CLI_COMMAND(
 KILN_CLI_COMMAND(
     emit, "emit", "write each generated kernel's CUDA source",
     "usage: kiln emit GRAPH --out DIR [--arch sm_XX] [--no-fusion] [--compile]\n\n"
-    "Writes DIR/<kernel name>.cu for every kernel of the plan; --compile also compiles\n"
-    "each with NVRTC for --arch (default sm_90) and prints the time.\n",
+    "Writes DIR/<kernel name>.cu for every kernel of the plan (the kernels the Engine\n"
+    "builds for --arch, default sm_90: sm_90a wgmma contractions there); --compile also\n"
+    "compiles each with NVRTC, one after the other, and prints the time.\n",
     run_emit);
 KILN_CLI_COMMAND(
     bench, "bench", "time each kernel on the GPU against the copy-bandwidth ceiling",

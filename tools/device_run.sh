@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # What the lead runs on the GPU machine (device tool) with build/ carried:
-#   tools/device_run.sh [tests] [examples] [memory] [conv] ...
+#   tools/device_run.sh [tests] [examples] [memory] [conv] [resnet50] ...
 # MEMORY_ARGS=--variants adds the schedule variants to the memory step. Results land in $OUT.
 # Each step is bounded in time so one hang cannot eat the lease.
 set -u
@@ -109,6 +109,11 @@ for step in "$@"; do
         python3 tools/export_torchvision.py --compare /tmp/m/$m.expected.safetensors \
           /tmp/m/$m.got.safetensors --tol 1e-3 2>&1 | tail -3
       done ;;
+    resnet50)  # the whole ResNet-50 (ONNX -> kiln f16 NHWC, +/- CUDA graph) vs PyTorch eager, eager + CUDA
+               # graph and torch.compile at N=1,32,128; time to first result; kiln vs torch outputs.
+               # RESNET50_ARGS adds options (--no-compile, --batches 1,32, ...); JSON + plot land in $OUT.
+      timeout ${RESNET50_TIMEOUT:-480} python3 bench/bench_resnet50.py --kiln $B/kiln --out "$OUT" \
+        ${RESNET50_ARGS:-} 2>&1 | tee "$OUT/bench_resnet50.log" | tail -75 ;;
     *) echo "unknown step $step" ;;
   esac
 done
