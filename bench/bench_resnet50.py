@@ -358,7 +358,7 @@ def markdown(data, batches):
             if r is None:
                 continue
             if r.get("ms"):
-                vs = f"{comp / r['ms']:.2f}" if comp else "-"
+                vs = f"{comp / r['ms']:.2f}×" if comp else "-"
                 note = []
                 if "host_us_per_run" in r:
                     note.append(f"host {r['host_us_per_run']} µs/run, {r.get('kernels')} kernels")
@@ -402,6 +402,10 @@ def markdown(data, batches):
         for n, s in sorted(fr.get("torch_compile_first_call_s", {}).items(), key=lambda kv: int(kv[0])):
             lines.append(f"| torch.compile first call, N={n} | - | {fmt_num(s, 3)} | {fmt_num(s, 3)} | "
                          f"dynamo + inductor (cache: {data.get('inductor_cache', '?').split(' ')[0]}) + first run |")
+        eager = next((r for r in data.get("throughput", []) if r["system"] == "eager" and "first_call_s" in r), None)
+        if eager:
+            lines.append(f"| PyTorch eager first call, N={eager['N']} | - | {fmt_num(eager['first_call_s'], 3)} | "
+                         f"{fmt_num(eager['first_call_s'], 3)} | includes cudnn.benchmark's search |")
         if "export_s" in data.get("export", {}):
             lines.append(f"| (torch.onnx.export, once) | - | - | {fmt_num(data['export']['export_s'], 3)} | |")
     corr = data.get("correctness", {})
