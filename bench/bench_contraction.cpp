@@ -5,9 +5,11 @@
 //   --mma (anywhere): the mma.sync kernel where the sm_90a wgmma one would be chosen
 //   --static (anywhere): batch dim static (a shape-specialized graph): tiles from the concrete M
 //   --config=wgBMxBNx64_sS (anywhere): force that sm_90a wgmma tile
+//   --autotune (anywhere): every candidate config timed at this shape, the fastest reported
 //
 // act: relu (default for conv), gelu_tanh (default for matmul), none. Prints one JSON line: the
-// kernel name, median ms over CUDA-event-timed launches, TFLOP/s. Inputs are fresh random data.
+// kernel name, median ms over CUDA-event-timed launches (runtime/kernel_timer), TFLOP/s. Inputs are
+// fresh random data.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -22,7 +24,6 @@
 #include "kiln/error.hpp"
 #include "kiln/graph.hpp"
 #include "runtime/cuda_driver.hpp"
-#include "runtime/event_timer.hpp"
 #include "runtime/kernel_timer.hpp"
 
 using namespace kiln;
@@ -49,25 +50,6 @@ Tensor act(Graph& g, Tensor y, const std::string& a) {
   if (a == "gelu_tanh") return g.gelu(y, GeluApprox::Tanh);
   if (a == "none") return y;
   throw Error(ErrorKind::User, "unknown activation '" + a + "' (relu, gelu_tanh, none)");
-}
-
-void fill_random(uint64_t ptr, size_t bytes, DType dt, uint64_t seed, double scale) {
-  size_t n = bytes / dtype_size(dt);
-  std::vector<unsigned char> host(bytes);
-  uint64_t s = seed * 0x9E3779B97F4A7C15ULL + 1;
-  for (size_t i = 0; i < n; ++i) {
-    s ^= s << 13;
-    s ^= s >> 7;
-    s ^= s << 17;
-    float v = static_cast<float>(scale * ((s % 20001) / 10000.0 - 1.0));
-    if (dt == DType::F32) {
-      std::memcpy(&host[i * 4], &v, 4);
-    } else {
-      HostTensor t = HostTensor::from_f64(dt, {1}, {v});
-      std::memcpy(&host[i * 2], t.data.data(), 2);
-    }
-  }
-  cuda::memcpy_htod(ptr, host.data(), bytes);
 }
 
 }  // namespace
@@ -187,79 +169,20 @@ int main(int argc, char** argv) {
       }
     }
     NvrtcResult nr = nvrtc_compile(k.source, k.name, k.arch.empty() ? dev.arch : k.arch);
-    void* mod = cuda::module_load(nr.cubin);
-    void* fn = cuda::module_function(mod, k.entry);
-    if (k.smem_bytes > 0)
-      cuda::func_set_max_dynamic_smem(fn, k.smem_bytes);  // static smem counts too
-
-    std::vector<cuda::DeviceBuffer> bufs;
-    std::vector<uint64_t> ptrs(k.args.size());
-    std::vector<long long> ints(k.args.size());
-    std::vector<void*> params(k.args.size());
-    uint64_t seed = 1;
-    for (size_t i = 0; i < k.args.size(); ++i) {
-      const KernelArg& a = k.args[i];
-      if (a.kind == KernelArg::Kind::Int) {
-        ints[i] = a.value.eval(b);
-        params[i] = &ints[i];
-        continue;
-      }
-      if (a.kind == KernelArg::Kind::Scratch || a.kind == KernelArg::Kind::Counters) {
-        // Split-K workspace / self-resetting tile counters (zeroed once, as the executor does).
-        bool cnt = a.kind == KernelArg::Kind::Counters;
-        size_t bytes = static_cast<size_t>(a.value.eval(b) * (cnt ? 4 : 1));
-        bufs.emplace_back(std::max<size_t>(bytes, 16));
-        cuda::memset_d8(bufs.back().ptr(), 0, bufs.back().bytes());
-        ptrs[i] = bufs.back().ptr();
-        params[i] = &ptrs[i];
-        continue;
-      }
-      const TensorInfo& ti = g.tensor(a.tensor);
-      int64_t numel = 1;
-      for (int64_t d : eval_shape(ti.desc.shape, b)) numel *= d;
-      size_t bytes = static_cast<size_t>(numel) * dtype_size(ti.desc.dtype);
-      bufs.emplace_back(std::max<size_t>(bytes, 16));
-      if (ti.role == TensorRole::Constant) {
-        HostTensor h = ti.data->relayout(ti.desc.layout);
-        cuda::memcpy_htod(bufs.back().ptr(), h.data.data(), h.data.size());
-      } else {
-        fill_random(bufs.back().ptr(), bytes, ti.desc.dtype, seed++, 1.0);
-      }
-      ptrs[i] = bufs.back().ptr();
-      params[i] = &ptrs[i];
-    }
-    uint32_t grid[3], block[3];
-    for (int i = 0; i < 3; ++i) {
-      grid[i] = static_cast<uint32_t>(k.grid[i].eval(b));
-      block[i] = static_cast<uint32_t>(k.block[i]);
-    }
-    auto launch = [&] {
-      cuda::launch(fn, grid, block, k.smem_bytes, nullptr, params.data(), k.name);
-    };
-    for (int i = 0; i < 20; ++i) launch();
-    cuda::ctx_synchronize();
-    void* e0 = cuda::event_create();
-    void* e1 = cuda::event_create();
-    // About 1 s of timed launches, at least 20, at most 1000.
-    cuda::event_record(e0, nullptr);
-    for (int i = 0; i < 5; ++i) launch();
-    cuda::event_record(e1, nullptr);
-    cuda::event_synchronize(e1);
-    double est = cuda::event_elapsed_ms(e0, e1) / 5;
+    // About 1 s of timed launches, at least 20, at most 1000, on fresh random buffers, timed as
+    // the anchors are (L2 flushed before each launch, launch latency hidden).
+    double est = cuda::time_kernel_alone(k, nr.cubin, g, b, 5);
     int iters = std::clamp(static_cast<int>(1000.0 / std::max(est, 1e-3)), 20, 1000);
-    // Timed as the anchors are: L2 flushed before each launch, launch latency hidden.
-    double med = cuda::median_ms(cuda::time_flushed(launch, 0, iters));
+    double med = cuda::time_kernel_alone(k, nr.cubin, g, b, iters);
+    uint32_t grid[3];
+    for (int i = 0; i < 3; ++i) grid[i] = static_cast<uint32_t>(k.grid[i].eval(b));
     double flops = static_cast<double>(k.flops.eval(b));
     std::printf(
         "{\"case\": \"%s\", \"kernel\": \"%s\", \"ms\": %.5f, \"TFLOP/s\": %.2f, \"iters\": %d, "
         "\"grid\": [%u, %u, %u], \"block\": %u, \"smem\": %d, \"tuned_from\": %d, "
         "\"device\": \"%s\"}\n",
         label.c_str(), k.name.c_str(), med, flops / med / 1e9, iters, grid[0], grid[1], grid[2],
-        block[0], k.smem_bytes, tuned_from, dev.name.c_str());
-    cuda::event_destroy(e0);
-    cuda::event_destroy(e1);
-    bufs.clear();
-    cuda::module_unload(mod);
+        k.block[0], k.smem_bytes, tuned_from, dev.name.c_str());
     return 0;
   } catch (const Error& e) {
     std::fprintf(stderr, "bench_contraction: %s\n", e.what());

@@ -44,6 +44,33 @@ constexpr WgCandidate kWgCandidates[] = {
     {128, 64, 4, 0.80},  {64, 128, 4, 0.75},  {64, 64, 4, 0.60},
 };
 
+// The mma.sync config of a tile (bigger tiles get one stage less: shared memory).
+ContractionConfig mma_config(const Candidate& cand) {
+  ContractionConfig c;
+  c.kind = ContractionConfig::Kind::Mma;
+  c.bm = cand.bm;
+  c.bn = cand.bn;
+  c.bk = cand.bk;
+  c.wm = cand.wm;
+  c.wn = cand.wn;
+  c.stages = cand.bm + cand.bn >= 384 ? 3 : 4;
+  return c;
+}
+
+// The wgmma config of a tile (warp tile: 64 rows per warpgroup, the whole BN).
+ContractionConfig wgmma_config(const WgCandidate& cand, int stages, int split_k) {
+  ContractionConfig c;
+  c.kind = ContractionConfig::Kind::Wgmma;
+  c.bm = cand.bm;
+  c.bn = cand.bn;
+  c.bk = 64;
+  c.wm = 64;
+  c.wn = cand.bn;
+  c.stages = stages;
+  c.split_k = split_k;
+  return c;
+}
+
 bool tensor_core_ok(const ContractionProblemInfo& p) {
   bool half = p.dtype == DType::F16 || p.dtype == DType::BF16;
   return half && p.mma_ok && p.sm >= 80 && p.k >= 16;
@@ -84,11 +111,7 @@ void choose_split_k(const ContractionProblemInfo& p, ContractionConfig* c) {
       double cost = split_cost(p, cand.bm, cand.bn, cand.tile_eff, s);
       if (cost < best) {
         best = cost;
-        c->bm = cand.bm;
-        c->bn = cand.bn;
-        c->wn = cand.bn;
-        c->stages = cand.stages;
-        c->split_k = s;
+        *c = wgmma_config(cand, cand.stages, s);
       }
     }
   }
@@ -114,13 +137,7 @@ ContractionConfig choose_wgmma_config(const ContractionProblemInfo& p) {
     double score = cand.tile_eff * balance * fill;
     if (score > best + 1e-9) {
       best = score;
-      c.kind = ContractionConfig::Kind::Wgmma;
-      c.bm = cand.bm;
-      c.bn = cand.bn;
-      c.bk = 64;
-      c.wm = 64;
-      c.wn = cand.bn;
-      c.stages = cand.stages;
+      c = wgmma_config(cand, cand.stages, 1);
     }
   }
   if (c.kind == ContractionConfig::Kind::Wgmma) choose_split_k(p, &c);
@@ -141,8 +158,7 @@ ContractionConfig choose_mma_config(const ContractionProblemInfo& p) {
   }
   double best = -1;
   for (const Candidate& cand : kCandidates) {
-    int stages = cand.bm + cand.bn >= 384 ? 3 : 4;
-    int smem = (cand.bm + cand.bn) * cand.bk * 2 * stages;
+    int smem = mma_config(cand).smem_bytes();
     if (smem > p.smem_optin) continue;
     int64_t tiles_m = (p.m + cand.bm - 1) / cand.bm, tiles_n = (p.n + cand.bn - 1) / cand.bn;
     int64_t ctas = tiles_m * tiles_n * p.batch;
@@ -159,13 +175,7 @@ ContractionConfig choose_mma_config(const ContractionProblemInfo& p) {
     double score = cand.tile_eff * wave_eff * fill * occupancy;
     if (score > best + 1e-9) {
       best = score;
-      c.kind = ContractionConfig::Kind::Mma;
-      c.bm = cand.bm;
-      c.bn = cand.bn;
-      c.bk = cand.bk;
-      c.wm = cand.wm;
-      c.wn = cand.wn;
-      c.stages = stages;
+      c = mma_config(cand);
     }
   }
   return c;
@@ -189,39 +199,17 @@ std::vector<ContractionConfig> contraction_candidates(const ContractionProblemIn
     const int64_t ktiles = (p.k + 63) / 64;
     // Every tile at its usual depth, then split-K variants (concrete single-GEMM M), then one
     // stage less / more: ordered so that a small `max` keeps the likeliest winners.
-    auto wg = [](const WgCandidate& cand, int stages, int split) {
-      ContractionConfig c;
-      c.kind = ContractionConfig::Kind::Wgmma;
-      c.bm = cand.bm;
-      c.bn = cand.bn;
-      c.bk = 64;
-      c.wm = 64;
-      c.wn = cand.bn;
-      c.stages = stages;
-      c.split_k = split;
-      return c;
-    };
-    for (const WgCandidate& cand : kWgCandidates) add(wg(cand, cand.stages, 1));
+    for (const WgCandidate& cand : kWgCandidates) add(wgmma_config(cand, cand.stages, 1));
     if (!p.m_is_estimate && p.batch == 1)
       for (int split : {2, 4, 8})
         for (const WgCandidate& cand : kWgCandidates)
-          if (ktiles >= 4 * split) add(wg(cand, cand.stages, split));
+          if (ktiles >= 4 * split) add(wgmma_config(cand, cand.stages, split));
     for (const WgCandidate& cand : kWgCandidates)
       for (int ds : {-1, 1})
         if (cand.stages + ds >= 2 && cand.stages + ds <= ktiles + 1)
-          add(wg(cand, cand.stages + ds, 1));
+          add(wgmma_config(cand, cand.stages + ds, 1));
   } else if (rule.kind == ContractionConfig::Kind::Mma) {
-    for (const Candidate& cand : kCandidates) {
-      ContractionConfig c;
-      c.kind = ContractionConfig::Kind::Mma;
-      c.bm = cand.bm;
-      c.bn = cand.bn;
-      c.bk = cand.bk;
-      c.wm = cand.wm;
-      c.wn = cand.wn;
-      c.stages = cand.bm + cand.bn >= 384 ? 3 : 4;
-      add(c);
-    }
+    for (const Candidate& cand : kCandidates) add(mma_config(cand));
   }
   return out;
 }
