@@ -860,22 +860,19 @@ def run_all(args, res, out_dir, work):
                 if graph and "f16" not in graphs:
                     graphs["f16"] = graph
                 res.save()
+        def import_as(dtype):
+            rec, graph = kiln_import(kiln, onnx_path, os.path.join(work, "kiln_" + dtype), dtype, "NHWC",
+                                     cache_dir, args.timeout)
+            d.setdefault("import", {})[dtype] = rec
+            if graph:
+                graphs[dtype] = graph
+            else:
+                res.error("kiln import " + dtype, rec)
+
         if "f16" not in graphs:  # --no-cold, or the cold import failed: one more try
-            rec, graph = kiln_import(kiln, onnx_path, os.path.join(work, "kiln_f16"), "f16", "NHWC", cache_dir,
-                                     args.timeout)
-            d.setdefault("import", {})["f16"] = rec
-            if graph:
-                graphs["f16"] = graph
-            else:
-                res.error("kiln import f16", rec)
+            import_as("f16")
         if not args.no_check:
-            rec, graph = kiln_import(kiln, onnx_path, os.path.join(work, "kiln_f32"), "f32", "NHWC", cache_dir,
-                                     args.timeout)
-            d.setdefault("import", {})["f32"] = rec
-            if graph:
-                graphs["f32"] = graph
-            else:
-                res.error("kiln import f32", rec)
+            import_as("f32")
     d["graphs"] = graphs
     res.save()
 
