@@ -20,6 +20,7 @@
 #include "engine/check.hpp"
 #include "engine/env.hpp"
 #include "engine/graph_key.hpp"
+#include "engine/passes_contraction.hpp"
 #include "engine/plan.hpp"
 #include "heuristics/device_info.hpp"
 #include "runtime/cuda_driver.hpp"
@@ -175,7 +176,9 @@ std::shared_ptr<GraphCore> build_core(const std::shared_ptr<EngineState>& stp,
   EngineState& e = *stp;
   auto core = std::make_shared<GraphCore>();
   core->st = stp;
-  core->graph = std::move(gp);
+  // Inference batchnorm after a conv/matmul with constant weights folds into them: no batchnorm
+  // math in the epilogue. Inputs and outputs keep their names; the reference runs the original.
+  core->graph = apply_engine_passes(std::move(gp), fusion);
   const Graph& graph = *core->graph;
   KILN_CHECK(!graph.outputs().empty(), "graph '{}': no outputs to compute", graph.name());
 

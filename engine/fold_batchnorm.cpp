@@ -1,4 +1,6 @@
 // Batchnorm folding into conv2d / matmul weights (engine/passes_contraction.hpp).
+#include <fmt/format.h>
+
 #include <cmath>
 
 #include "engine/check.hpp"
@@ -112,6 +114,28 @@ int fold_batchnorm(Graph& g) {
     }
   }
   return folded;
+}
+
+bool has_batchnorm_after_contraction(const Graph& g) {
+  for (const Node& n : g.nodes()) {
+    if (n.op != OpKind::Batchnorm || n.inputs.empty()) continue;
+    int p = g.tensor(n.inputs[0]).producer;
+    if (p >= 0 && (g.nodes()[p].op == OpKind::Conv2d || g.nodes()[p].op == OpKind::Matmul))
+      return true;
+  }
+  return false;
+}
+
+std::shared_ptr<const Graph> apply_engine_passes(std::shared_ptr<const Graph> g, bool fusion,
+                                                 std::string* note) {
+  if (!fusion || !has_batchnorm_after_contraction(*g)) return g;
+  auto copy = std::make_shared<Graph>(*g);
+  int folded = fold_batchnorm(*copy);
+  if (folded == 0) return g;
+  if (note)
+    *note = fmt::format("{} batchnorm{} folded into the conv/matmul weights before planning",
+                        folded, folded == 1 ? "" : "s");
+  return copy;
 }
 
 }  // namespace kiln

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "codegen/kernel_spec.hpp"
+#include "engine/passes_contraction.hpp"
 #include "engine/plan.hpp"
 #include "kiln/io.hpp"
 #include "tests/shell_util.hpp"
@@ -44,11 +45,15 @@ TEST_P(Explain, TextNamesEveryGroupAndDotRenders) {
             0)
       << out;
 
-  // Every group and kernel of the plan, with a bound and a predicted time.
-  Graph g = load_graph_file(graph.string());
+  // Every group and kernel of the plan the Engine builds (after batchnorm folding; sm_90a
+  // contractions), with a bound and a predicted time.
+  std::shared_ptr<const Graph> gp =
+      apply_engine_passes(std::make_shared<const Graph>(load_graph_file(graph.string())), true);
+  const Graph& g = *gp;
   Plan p = plan_fusion(g);
   CodegenOptions co;
   co.sm = 90;
+  co.arch_specific = true;
   std::vector<KernelSpec> ks = generate_kernels(g, p, co);
   ASSERT_FALSE(ks.empty());
   for (const KernelSpec& k : ks) {

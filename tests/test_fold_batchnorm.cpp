@@ -6,7 +6,9 @@
 #include <cmath>
 
 #include "engine/passes_contraction.hpp"
+#include "kiln/engine.hpp"
 #include "kiln/graph.hpp"
+#include "kiln/io.hpp"
 #include "kiln/reference.hpp"
 
 using namespace kiln;
@@ -205,4 +207,33 @@ TEST(FoldBatchnorm, LeavesUnfoldableGraphsAlone) {
     g.output(z);
     EXPECT_EQ(fold_batchnorm(g), 0);
   }
+}
+
+// Engine::compile (and `kiln plan|emit|explain`) fold before planning: the bottleneck example's
+// three batchnorms leave no batchnorm math in its kernels; without fusion, or with nothing to
+// fold, the graph is passed through untouched (no copy).
+TEST(FoldBatchnorm, EngineFoldsBeforePlanning) {
+  auto g = std::make_shared<const Graph>(
+      load_graph_file(std::string(KILN_SOURCE_DIR) + "/examples/graphs/resnet50_bottleneck.json"));
+  ASSERT_EQ(count_op(*g, OpKind::Batchnorm), 3);
+  std::string note;
+  std::shared_ptr<const Graph> f = apply_engine_passes(g, true, &note);
+  EXPECT_EQ(count_op(*f, OpKind::Batchnorm), 0);
+  EXPECT_NE(note.find("3 batchnorms folded"), std::string::npos) << note;
+  EXPECT_EQ(apply_engine_passes(g, false).get(), g.get());
+  EXPECT_EQ(apply_engine_passes(f, true).get(), f.get());
+
+  EngineOptions o;
+  o.load_kernels = false;
+  o.arch = "sm_90";
+  o.disk_cache = false;
+  Engine eng(o);
+  CompiledGraph cg = eng.compile(*g);
+  ASSERT_EQ(cg.kernels().size(), 3u);
+  for (const KernelInfo& k : cg.kernels())
+    EXPECT_EQ(k.name.find("batchnorm"), std::string::npos) << k.name;
+  // The compiled graph still answers to the original's inputs and outputs.
+  auto shapes = cg.output_shapes({{"N", 2}});
+  EXPECT_EQ(shapes.size(), 1u);
+  EXPECT_TRUE(shapes.count(g->tensor(g->outputs()[0]).name));
 }

@@ -8,6 +8,7 @@
 #include "codegen/kernel_spec.hpp"
 #include "engine/check.hpp"
 #include "engine/env.hpp"
+#include "engine/passes_contraction.hpp"
 #include "engine/plan.hpp"
 #include "heuristics/device_info.hpp"
 #include "heuristics/schedule.hpp"
@@ -168,11 +169,16 @@ int run_explain(const std::vector<std::string>& argv) {
     dev = gpu ? cuda::query_device_info(0) : default_device_info("sm_90");
   PlanOptions po;
   po.fusion = !a.has("--no-fusion") && !env().disable_fusion;
-  Plan p = plan_fusion(g, po);
+  // What the Engine builds: the graph after its passes (batchnorm folding), its arch's kernels.
+  std::string passes_note;
+  std::shared_ptr<const Graph> pg =
+      apply_engine_passes(std::make_shared<const Graph>(g), po.fusion, &passes_note);
+  Plan p = plan_fusion(*pg, po);
   CodegenOptions co;
   co.sm = dev.sm;
+  co.arch_specific = dev.sm == 90;
   co.schedule = parse_schedule_overrides(env().schedule);
-  std::vector<KernelSpec> ks = generate_kernels(g, p, co);
+  std::vector<KernelSpec> ks = generate_kernels(*pg, p, co);
   FlopRates rates = flop_rates(dev);
 
   std::vector<KernelEstimate> est(ks.size());
@@ -184,7 +190,7 @@ int run_explain(const std::vector<std::string>& argv) {
     KILN_ASSERT(grp != nullptr, "kernel {} has no group {}", ks[k].name, ks[k].group);
     e.kind = group_kind_name(grp->kind);
     int node = grp->anchor >= 0 ? grp->anchor : grp->nodes.front();
-    e.dtype = g.tensor(g.nodes()[node].outputs.front()).desc.dtype;
+    e.dtype = pg->tensor(pg->nodes()[node].outputs.front()).desc.dtype;
     e.bytes = ks[k].bytes_moved.eval(shapes);
     e.flops = ks[k].flops.eval(shapes);
     double rate =
@@ -220,10 +226,11 @@ int run_explain(const std::vector<std::string>& argv) {
   if (!defaulted.empty())
     fmt::print("note: unbound symbol{} {} set to 1 (use --shape SYM=V)\n",
                defaulted.size() == 1 ? "" : "s", fmt::join(defaulted, ", "));
+  if (!passes_note.empty()) fmt::print("note: {}\n", passes_note);
   fmt::print("roofline: memory {}/s, f32 {}/s, f16/bf16 tensor {}/s\n",
              human(dev.mem_bandwidth, "B"), human(rates.f32, "FLOP"), human(rates.tensor, "FLOP"));
   fmt::print("{} kernel{} for {} node{}\n\n", ks.size(), ks.size() == 1 ? "" : "s",
-             g.nodes().size(), g.nodes().size() == 1 ? "" : "s");
+             pg->nodes().size(), pg->nodes().size() == 1 ? "" : "s");
   double total_pred = 0, total_meas = 0;
   bool measured = false;
   for (size_t k = 0; k < ks.size(); ++k) {
@@ -232,7 +239,7 @@ int run_explain(const std::vector<std::string>& argv) {
     for (const FusionGroup& gr : p.groups)
       if (gr.id == ks[k].group)
         for (int n : gr.nodes)
-          nodes.push_back(fmt::format("{} ({})", g.nodes()[n].name, op_name(g.nodes()[n].op)));
+          nodes.push_back(fmt::format("{} ({})", pg->nodes()[n].name, op_name(pg->nodes()[n].op)));
     fmt::print("group {} [{}, {}]  kernel {}\n", ks[k].group, e.kind, dtype_name(e.dtype),
                ks[k].name);
     fmt::print("  nodes: {}\n", fmt::join(nodes, ", "));
@@ -255,7 +262,7 @@ int run_explain(const std::vector<std::string>& argv) {
 
   if (a.has("--dot")) {
     std::string file = a.get("--dot");
-    std::string dot = to_dot(g, p, ks, est, shapes);
+    std::string dot = to_dot(*pg, p, ks, est, shapes);
     if (file == "-") {
       fmt::print("{}", dot);
     } else {

@@ -14,6 +14,7 @@
 #include "engine/check.hpp"
 #include "engine/env.hpp"
 #include "engine/graph_key.hpp"
+#include "engine/passes_contraction.hpp"
 #include "engine/plan.hpp"
 #include "heuristics/device_info.hpp"
 #include "heuristics/schedule.hpp"
@@ -31,13 +32,24 @@ PlanOptions plan_options(const Args& a) {
   return po;
 }
 
+// The graph file after the passes Engine::compile runs (batchnorm folding), saying so.
+std::shared_ptr<const Graph> load_for_codegen(const Args& a) {
+  std::string note;
+  auto g = apply_engine_passes(std::make_shared<const Graph>(load_graph_file(a.positional[0])),
+                               plan_options(a).fusion, &note);
+  if (!note.empty()) fmt::print("# {}\n", note);
+  return g;
+}
+
 int run_plan(const std::vector<std::string>& argv) {
   Args a = parse_args("plan", argv, {{"--no-fusion", false, false}, {"--arch", true, false}}, 1, 1);
-  Graph g = load_graph_file(a.positional[0]);
+  std::shared_ptr<const Graph> gp = load_for_codegen(a);
+  const Graph& g = *gp;
   Plan p = plan_fusion(g, plan_options(a));
   fmt::print("{}", plan_to_string(g, p));
   CodegenOptions co;
   co.sm = parse_arch(a.get("--arch", "sm_90"), nullptr, "--arch");
+  co.arch_specific = co.sm == 90;  // what the Engine builds: sm_90a wgmma kernels on sm_90
   co.schedule = parse_schedule_overrides(env().schedule);
   std::vector<KernelSpec> ks = generate_kernels(g, p, co);
   fmt::print("\n{} kernel{} for {} node{}:\n", ks.size(), ks.size() == 1 ? "" : "s",
@@ -62,7 +74,8 @@ int run_emit(const std::vector<std::string>& argv) {
   co.sm = parse_arch(arch, nullptr, "--arch");
   co.arch_specific = co.sm == 90;  // what the Engine builds: sm_90a wgmma kernels on sm_90
   co.schedule = parse_schedule_overrides(env().schedule);
-  Graph g = load_graph_file(a.positional[0]);
+  std::shared_ptr<const Graph> gp = load_for_codegen(a);
+  const Graph& g = *gp;
   std::vector<KernelSpec> ks = generate_kernels(g, plan_fusion(g, plan_options(a)), co);
   std::filesystem::path dir = a.get("--out");
   std::error_code ec;
@@ -77,7 +90,8 @@ int run_emit(const std::vector<std::string>& argv) {
     if (a.has("--compile")) {
       const std::string& target = k.arch.empty() ? arch : k.arch;
       NvrtcResult r = nvrtc_compile(k.source, k.name, target);
-      compiled = fmt::format("  (nvrtc {}: {:.0f} ms, {} byte cubin)", target, r.ms, r.cubin.size());
+      compiled =
+          fmt::format("  (nvrtc {}: {:.0f} ms, {} byte cubin)", target, r.ms, r.cubin.size());
     }
     fmt::print("{}{}\n", f.string(), compiled);
   }

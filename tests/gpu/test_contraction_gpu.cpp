@@ -512,3 +512,31 @@ TEST(ContractionGpu, AutotuneMeasuresOnceThenReusesTheFile) {
   EXPECT_EQ(names, first_names);
   std::filesystem::remove_all(dir);
 }
+
+// A batchnorm whose parameters are not all constants cannot fold into the weights: it runs as a
+// per-channel affine in the conv's epilogue (the constant case folds: examples' bottleneck).
+TEST(ContractionGpu, EngineUnfoldableBatchnormRunsInTheEpilogue) {
+  REQUIRE_GPU();
+  for (DType dt : {DType::F16, DType::BF16}) {
+    ConvCase c{dt, 6, 64, 14, 14, 64, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, Layout::NHWC, false, ""};
+    Graph g("conv_bn");
+    Tensor x = g.input("x", dt, {"N", 64, 14, 14}, Layout::NHWC);
+    Tensor w =
+        g.constant_random("w", {dt, {64, 64, 3, 3}, Layout::NHWC, {}}, "normal", 0, 1.0 / 24.0, 1);
+    Conv2dOptions o;
+    o.padding = {1, 1};
+    Tensor y = g.conv2d(x, w, Tensor{}, o);
+    Tensor scale = g.input("scale", dt, {64});  // a graph input: not foldable
+    auto cst = [&](const char* n, double lo, double hi, uint64_t seed) {
+      return g.constant_random(n, {dt, {64}, Layout::NCHW, {}}, "uniform", lo, hi, seed);
+    };
+    g.output(g.relu(g.batchnorm(y, scale, cst("b", -0.5, 0.5, 2), cst("m", -0.5, 0.5, 3),
+                                cst("v", 0.5, 1.5, 4))));
+    Engine eng;
+    run_engine_check(eng, g, conv_inputs(g, c, 9), dt);
+    CompiledGraph cg = eng.compile(g);
+    ASSERT_EQ(cg.kernels().size(), 1u);
+    EXPECT_NE(cg.kernels()[0].name.find("batchnorm_relu"), std::string::npos)
+        << cg.kernels()[0].name;
+  }
+}
