@@ -117,6 +117,9 @@ void kiln_engine_options_default(kiln_engine_options* o) {
   o->cache_dir = nullptr;
   o->load_kernels = 1;
   o->cuda_graphs = 0;
+  o->specialize_after = 0;
+  o->autotune = 0;
+  o->tuning_file = nullptr;
 }
 
 kiln_status kiln_graph_load_file(const char* path, kiln_graph* out) {
@@ -183,6 +186,9 @@ kiln_status kiln_engine_create(const kiln_engine_options* opts, kiln_engine* out
       if (opts->cache_dir != nullptr) o.cache_dir = opts->cache_dir;
       o.load_kernels = opts->load_kernels != 0;
       o.cuda_graphs = opts->cuda_graphs != 0;
+      o.specialize_after = opts->specialize_after;
+      o.autotune = opts->autotune != 0;
+      if (opts->tuning_file != nullptr) o.tuning_file = opts->tuning_file;
     }
     *out = new kiln_engine_t(o);
   });
@@ -201,6 +207,10 @@ kiln_status kiln_engine_stats(kiln_engine e, kiln_stats* out) {
     out->nvrtc_compiles = s.nvrtc_compiles;
     out->memory_cache_hits = s.memory_cache_hits;
     out->disk_cache_hits = s.disk_cache_hits;
+    out->graph_cache_hits = s.graph_cache_hits;
+    out->specializations = s.specializations;
+    out->autotune_measured = s.autotune_measured;
+    out->autotune_reused = s.autotune_reused;
   });
 }
 

@@ -42,7 +42,32 @@ TEST(CApi, VersionAndDefaults) {
   EXPECT_EQ(o.disk_cache, 1);
   EXPECT_EQ(o.load_kernels, 1);
   EXPECT_EQ(o.cuda_graphs, 0);
+  EXPECT_EQ(o.specialize_after, 0);
+  EXPECT_EQ(o.autotune, 0);
+  EXPECT_EQ(o.tuning_file, nullptr);
   kiln_engine_options_default(nullptr);  // harmless
+}
+
+// The newer options reach the Engine: a negative specialize_after is refused with its name.
+TEST(CApi, NewerOptionsReachTheEngine) {
+  kiln_engine_options o;
+  kiln_engine_options_default(&o);
+  o.load_kernels = 0;
+  o.arch = "sm_90";
+  o.specialize_after = -1;
+  kiln_engine e = nullptr;
+  EXPECT_EQ(kiln_engine_create(&o, &e), KILN_ERROR_USER);
+  EXPECT_NE(err().find("specialize_after"), std::string::npos) << err();
+  o.specialize_after = 3;
+  o.autotune = 1;  // without a device: the rules (and a tuning file, if any)
+  std::string tf = cache_dir() + "/tuning.json";
+  o.tuning_file = tf.c_str();
+  ASSERT_EQ(kiln_engine_create(&o, &e), KILN_OK) << err();
+  kiln_stats st;
+  ASSERT_EQ(kiln_engine_stats(e, &st), KILN_OK);
+  EXPECT_EQ(st.autotune_measured, 0);
+  EXPECT_EQ(st.autotune_reused, 0);
+  kiln_engine_destroy(e);
 }
 
 TEST(CApi, NullArgumentsEverywhere) {
@@ -149,6 +174,8 @@ TEST(CApi, NamesIndicesAndCompileOnly) {
   kiln_stats st;
   ASSERT_EQ(kiln_engine_stats(e, &st), KILN_OK);
   EXPECT_GE(st.plans, 1);
+  EXPECT_EQ(st.graph_cache_hits, 0);
+  EXPECT_EQ(st.autotune_measured, 0);  // no device here, and nothing asked for it
 
   kiln_tensor in;
   std::memset(&in, 0, sizeof(in));

@@ -45,13 +45,17 @@ typedef struct kiln_tensor {
   int64_t shape[KILN_MAX_RANK];
 } kiln_tensor;
 
+/* Fill with kiln_engine_options_default() first: before 1.0, fields may be appended. */
 typedef struct kiln_engine_options {
-  const char* arch;      /* "sm_90"...; NULL or "" = the device's own */
-  int32_t fusion;        /* 1 (default) or 0 */
-  int32_t disk_cache;    /* 1 (default) or 0 */
-  const char* cache_dir; /* NULL = default location */
-  int32_t load_kernels;  /* 1 (default); 0 = compile to cubin only (no GPU needed) */
-  int32_t cuda_graphs;   /* 0 (default); 1 = replay a CUDA graph per (shapes, buffers) */
+  const char* arch;         /* "sm_90"...; NULL or "" = the device's own */
+  int32_t fusion;           /* 1 (default) or 0 */
+  int32_t disk_cache;       /* 1 (default) or 0 */
+  const char* cache_dir;    /* NULL = default location */
+  int32_t load_kernels;     /* 1 (default); 0 = compile to cubin only (no GPU needed) */
+  int32_t cuda_graphs;      /* 0 (default); 1 = replay a CUDA graph per (shapes, buffers) */
+  int32_t specialize_after; /* 0 (default, off); K = shape-specialized kernels after K runs */
+  int32_t autotune;         /* 0 (default); 1 = time conv/matmul candidates, keep the fastest */
+  const char* tuning_file;  /* NULL = <cache dir>/tuning.json */
 } kiln_engine_options;
 
 typedef enum kiln_dtype { KILN_F32 = 0, KILN_F16 = 1, KILN_BF16 = 2 } kiln_dtype;
@@ -72,6 +76,10 @@ typedef struct kiln_stats {
   int64_t nvrtc_compiles;
   int64_t memory_cache_hits;
   int64_t disk_cache_hits;
+  int64_t graph_cache_hits;
+  int64_t specializations;
+  int64_t autotune_measured; /* conv/matmul shape classes timed by autotuning */
+  int64_t autotune_reused;   /* ... found in the tuning file */
 } kiln_stats;
 
 const char* kiln_version(void);
