@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # What the lead runs on the GPU machine (device tool) with build/ carried:
-#   tools/device_run.sh [tests] [examples] [memory] [conv] [resnet50] ...
+#   tools/device_run.sh [tests] [examples] [memory] [conv] [profile] [resnet50] ...snet50] ...
 # MEMORY_ARGS=--variants adds the schedule variants to the memory step. Results land in $OUT.
 # Each step is bounded in time so one hang cannot eat the lease.
 set -u
@@ -90,6 +90,20 @@ for step in "$@"; do
       for ((j = 1; j <= 4; ++j)); do
         echo "ops variant $j: $(grep -aE 'PASSED|FAILED' "$OUT/ops_variant_$j.log" | tr '\n' ' ')"
       done ;;
+    profile)  # Nsight Compute on one conv layer and the groupnorm case (clocks left alone, METHOD.md)
+      ncu_opts="--clock-control none --launch-skip 25 --launch-count 1 --section SpeedOfLight \
+        --section MemoryWorkloadAnalysis --section WarpStateStats --section SchedulerStats \
+        --section Occupancy --section LaunchStats"
+      timeout 150 ncu $ncu_opts -o "$OUT/ncu_conv_res3" $B/bench_contraction conv 32 128 128 28 28 3 1 1 \
+        > "$OUT/ncu_conv_res3.txt" 2>&1
+      echo "ncu conv res3: exit $?"; grep -aE "Duration|Throughput|Pipe|Warp Cycles|Stall|Achieved Occ|Registers" \
+        "$OUT/ncu_conv_res3.txt" | head -30
+      python3 -c "import sys; sys.path.insert(0, 'bench'); import bench_memory as b, json; \
+json.dump(b.make_cases()['groupnorm_silu']['graph'], open('/tmp/gn.json', 'w'))"
+      timeout 150 ncu $ncu_opts -k regex:channelnorm -o "$OUT/ncu_groupnorm" $B/kiln bench /tmp/gn.json \
+        --iters 5 --warmup 2 > "$OUT/ncu_groupnorm.txt" 2>&1
+      echo "ncu groupnorm: exit $?"; grep -aE "Duration|Throughput|Warp Cycles|Stall|Achieved Occ" \
+        "$OUT/ncu_groupnorm.txt" | head -20 ;;
     coldstart)  # a second process on a warm disk cache: CUDA start-up vs kiln's part
       rm -rf /tmp/kc-2p
       for i in 1 2 3; do
