@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # What the lead runs on the GPU machine (device tool) with build/ carried:
-#   tools/device_run.sh [tests] [examples] [memory] [conv] [profile] [resnet50] ...snet50] ...
+#   tools/device_run.sh [tests] [examples] [memory] [conv] [profile] [resnet50] ...
 # MEMORY_ARGS=--variants adds the schedule variants to the memory step. Results land in $OUT.
 # Each step is bounded in time so one hang cannot eat the lease.
 set -u
