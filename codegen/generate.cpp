@@ -1,7 +1,10 @@
 // generate_kernels: one kernel per fusion group, dispatched on the group kind.
+#include <fmt/format.h>
+
 #include <map>
 #include <set>
 
+#include "codegen/canonical_source.hpp"
 #include "codegen/emit.hpp"
 #include "engine/check.hpp"
 #include "engine/op_table.hpp"
@@ -27,6 +30,10 @@ std::vector<KernelSpec> generate_kernels(const Graph& g, const Plan& p,
   EmitContext cx{g, opts};
   std::vector<KernelSpec> out;
   std::set<std::string> names;
+  struct Shared {
+    std::string source, entry;
+  };
+  std::map<std::string, Shared> by_code;  // canonical source before entry patching -> as used
   for (const FusionGroup& grp : p.groups) {
     KernelSpec k;
     switch (grp.kind) {
@@ -53,11 +60,20 @@ std::vector<KernelSpec> generate_kernels(const Graph& g, const Plan& p,
         break;
     }
     k.group = grp.id;
-    // Names are unique within the plan: a repeated pattern gets the group id appended. The
-    // entry point follows the name (the source is patched where it declares the entry).
+    // Sources carry no graph tensor ids: a repeated block generates the same text (one compile).
+    k.source = canonical_source(k.source);
+    // Names are unique within the plan: a repeated pattern gets the group id appended. A kernel
+    // whose code is an earlier kernel's takes that kernel's source (its comments name the first
+    // block's nodes) and entry point (one module serves both); otherwise the entry follows the name
+    // (the source is patched where it declares the entry).
+    const std::string code = code_without_comments(k.source);
+    if (auto same = by_code.find(code); same != by_code.end()) {
+      k.source = same->second.source;
+      k.entry = same->second.entry;
+    }
     if (!names.insert(k.name).second) {
       std::string unique = fmt::format("{}_g{}", k.name, grp.id);
-      if (k.entry == k.name) {
+      if (k.entry == k.name && !by_code.count(code)) {
         std::string decl = " " + k.entry + "(";
         size_t at = k.source.find(decl);
         KILN_ASSERT(at != std::string::npos, "kernel {} does not declare its entry", k.name);
@@ -67,6 +83,7 @@ std::vector<KernelSpec> generate_kernels(const Graph& g, const Plan& p,
       k.name = unique;
       names.insert(unique);
     }
+    by_code.emplace(code, Shared{k.source, k.entry});
     out.push_back(std::move(k));
   }
   return out;
