@@ -86,7 +86,14 @@ std::vector<AutotuneResult> autotune_contractions(const Graph& g, const Plan& pl
     changed = true;
     out.push_back(r);
   }
-  if (changed && !table.path().empty()) table.save();
+  if (changed && !table.path().empty()) {
+    // The measurements stand for this process even when the file cannot be written.
+    try {
+      table.save();
+    } catch (const std::exception& e) {
+      fmt::print(stderr, "kiln: autotune results not saved: {}\n", e.what());
+    }
+  }
   return out;
 }
 
