@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <set>
 
+#include "codegen/canonical_source.hpp"
 #include "codegen/contraction_common.hpp"
 #include "codegen/emit.hpp"
 #include "codegen/pointwise_expr.hpp"
@@ -538,8 +539,12 @@ std::vector<TuningSite> contraction_tuning_sites(const Graph& g, const Plan& pla
     site.key = contraction_tuning_key(info, structure_signature(p));
     site.configs = contraction_candidates(info);
     if (site.configs.size() < 2) continue;  // one way to run it: nothing to tune
-    for (const ContractionConfig& c : site.configs)
-      site.kernels.push_back(contraction::emit_with_config(p, c, opts.sm));
+    for (const ContractionConfig& c : site.configs) {
+      // As generate_kernels() writes it, so that the winner's compile is reused by the plan.
+      KernelSpec k = contraction::emit_with_config(p, c, opts.sm);
+      k.source = canonical_source(k.source);
+      site.kernels.push_back(std::move(k));
+    }
     site.bindings = estimate_bindings(p);
     out.push_back(std::move(site));
   }

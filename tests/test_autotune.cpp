@@ -175,7 +175,9 @@ TEST(Autotune, CodegenUsesATunedCandidateAndIgnoresAnythingElse) {
     EXPECT_EQ(key, s.key);
     return pick;
   };
-  EXPECT_NE(generate_kernels(g, plan, co)[0].name.find(pick.str()), std::string::npos);
+  const KernelSpec tuned = generate_kernels(g, plan, co)[0];
+  EXPECT_NE(tuned.name.find(pick.str()), std::string::npos);
+  EXPECT_EQ(tuned.source, s.kernels[2].source);  // the measured candidate's compile is reused
   ContractionConfig not_a_candidate = pick;
   not_a_candidate.stages = 7;
   co.tuned = [&](const std::string&) -> std::optional<ContractionConfig> {
