@@ -8,24 +8,54 @@
 // X(Enum, json_name)
 // clang-format 14 does not settle on X-macro lists: laid out by hand.
 // clang-format off
-#define KILN_UNARY_OPS(X)                                                                         \
-  X(Relu, relu)                                                                                   \
-  X(LeakyRelu, leaky_relu)                                                                        \
-  X(Elu, elu) X(Gelu, gelu) X(Silu, silu) X(Sigmoid, sigmoid) X(Tanh, tanh) X(Softplus, softplus) \
-      X(Clamp, clamp) X(Exp, exp) X(Log, log) X(Sqrt, sqrt) X(Rsqrt, rsqrt) X(Abs, abs)           \
-          X(Neg, neg) X(Reciprocal, reciprocal) X(Erf, erf) X(Identity, identity) X(Cast, cast)
+#define KILN_UNARY_OPS(X)   \
+  X(Relu, relu)             \
+  X(LeakyRelu, leaky_relu)  \
+  X(Elu, elu)               \
+  X(Gelu, gelu)             \
+  X(Silu, silu)             \
+  X(Sigmoid, sigmoid)       \
+  X(Tanh, tanh)             \
+  X(Softplus, softplus)     \
+  X(Clamp, clamp)           \
+  X(Exp, exp)               \
+  X(Log, log)               \
+  X(Sqrt, sqrt)             \
+  X(Rsqrt, rsqrt)           \
+  X(Abs, abs)               \
+  X(Neg, neg)               \
+  X(Reciprocal, reciprocal) \
+  X(Erf, erf)               \
+  X(Identity, identity)     \
+  X(Cast, cast)
 
 #define KILN_BINARY_OPS(X) \
-  X(Add, add) X(Sub, sub) X(Mul, mul) X(Div, div) X(Max, max) X(Min, min) X(Pow, pow)
+  X(Add, add)              \
+  X(Sub, sub)              \
+  X(Mul, mul)              \
+  X(Div, div)              \
+  X(Max, max)              \
+  X(Min, min)              \
+  X(Pow, pow)
 
-#define KILN_STRUCTURED_OPS(X)                                                                 \
-  X(Conv2d, conv2d)                                                                            \
-  X(Matmul, matmul)                                                                            \
-  X(Batchnorm, batchnorm) X(Layernorm, layernorm) X(Rmsnorm, rmsnorm) X(Groupnorm, groupnorm)  \
-      X(Instancenorm, instancenorm) X(Softmax, softmax) X(ReduceSum, reduce_sum)               \
-          X(ReduceMean, reduce_mean) X(ReduceMax, reduce_max) X(ReduceMin, reduce_min)         \
-              X(Maxpool2d, maxpool2d) X(Avgpool2d, avgpool2d) X(GlobalAvgpool, global_avgpool) \
-                  X(Reshape, reshape) X(Transpose, transpose)
+#define KILN_STRUCTURED_OPS(X)     \
+  X(Conv2d, conv2d)                \
+  X(Matmul, matmul)                \
+  X(Batchnorm, batchnorm)          \
+  X(Layernorm, layernorm)          \
+  X(Rmsnorm, rmsnorm)              \
+  X(Groupnorm, groupnorm)          \
+  X(Instancenorm, instancenorm)    \
+  X(Softmax, softmax)              \
+  X(ReduceSum, reduce_sum)         \
+  X(ReduceMean, reduce_mean)       \
+  X(ReduceMax, reduce_max)         \
+  X(ReduceMin, reduce_min)         \
+  X(Maxpool2d, maxpool2d)          \
+  X(Avgpool2d, avgpool2d)          \
+  X(GlobalAvgpool, global_avgpool) \
+  X(Reshape, reshape)              \
+  X(Transpose, transpose)
 
 #define KILN_ALL_OPS(X) KILN_UNARY_OPS(X) KILN_BINARY_OPS(X) KILN_STRUCTURED_OPS(X)
 // clang-format on
