@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "codegen/kernel_spec.hpp"
+#include "codegen/writer.hpp"
 #include "heuristics/contraction_config.hpp"
 #include "kiln/graph.hpp"
 
@@ -83,6 +84,10 @@ EpilogueCode epilogue(const Problem& p, ArgList& args, const std::vector<std::st
 // True when every output of the group is contiguous along the last GEMM coordinate (the conv
 // channel / matmul column) with an even static extent: pairs of columns can be stored as one.
 bool outputs_pair_storable(const Problem& p, ArgList& args);
+// The epilogue's logical output coordinates of GEMM row `row` and column `col` (code names in
+// scope): a conv writes the decomposition of `row` into (n, oh, ow) to `w` and returns
+// {n, col, oh, ow}; a matmul returns {b0.., row, col}.
+std::vector<std::string> epilogue_coords(Writer& w, const Problem& p, ArgList& args);
 
 // Names of the epilogue ops for kernel names ("bias_relu").
 std::string epilogue_suffix(const Problem& p);

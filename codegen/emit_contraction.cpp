@@ -275,6 +275,22 @@ bool outputs_pair_storable(const Problem& p, ArgList& args) {
   return true;
 }
 
+std::vector<std::string> epilogue_coords(Writer& w, const Problem& p, ArgList& args) {
+  if (p.is_conv) {
+    std::string oh = args.dim(p.conv.oh), ow = args.dim(p.conv.ow);
+    w.line("long long q = row;");
+    w.line("const long long ow = q % {}; q /= {};", ow, ow);
+    w.line("const long long oh = q % {}; q /= {};", oh, oh);
+    w.line("const long long n = q;");
+    return {"n", "col", "oh", "ow"};
+  }
+  std::vector<std::string> coords;
+  for (size_t i = 0; i < p.mm.batch.size(); ++i) coords.push_back(fmt::format("b{}", i));
+  coords.push_back("row");
+  coords.push_back("col");
+  return coords;
+}
+
 std::string epilogue_suffix(const Problem& p) {
   std::string s;
   if (p.bias >= 0) s += "_bias";

@@ -442,18 +442,7 @@ KernelSpec emit_mma(const Problem& p, const ContractionConfig& cfg_in, int sm) {
     auto lh = b.block("for (int hh = 0; hh < 2; ++hh) {{");
     b.line("const long long row = m0 + wm * {} + wr + mi * 16 + hh * 8 + (lane >> 2);", cfg.wm);
     b.line("if (row >= {}) continue;", m_code);
-    if (p.is_conv) {
-      std::string oh = a.dim(p.conv.oh), ow = a.dim(p.conv.ow);
-      b.line("long long q = row;");
-      b.line("const long long ow = q % {}; q /= {};", ow, ow);
-      b.line("const long long oh = q % {}; q /= {};", oh, oh);
-      b.line("const long long n = q;");
-      coords = {"n", "col", "oh", "ow"};
-    } else {
-      for (size_t i = 0; i < p.mm.batch.size(); ++i) coords.push_back(fmt::format("b{}", i));
-      coords.push_back("row");
-      coords.push_back("col");
-    }
+    coords = epilogue_coords(b, p, a);
     b.line("#pragma unroll");
     auto lni = b.block("for (int ni = 0; ni < G::NI; ++ni) {{");
     if (outputs_pair_storable(p, a)) {

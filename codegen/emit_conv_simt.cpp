@@ -162,18 +162,7 @@ KernelSpec emit_simt(const Problem& p) {
     auto li = b.block("for (int i = 0; i < 8; ++i) {{");
     b.line("const long long row = m0 + ty + 16 * i;");
     b.line("if (row >= {}) continue;", m_code);
-    if (p.is_conv) {
-      std::string oh = a.dim(p.conv.oh), ow = a.dim(p.conv.ow);
-      b.line("long long q = row;");
-      b.line("const long long ow = q % {}; q /= {};", ow, ow);
-      b.line("const long long oh = q % {}; q /= {};", oh, oh);
-      b.line("const long long n = q;");
-      coords = {"n", "col", "oh", "ow"};
-    } else {
-      for (size_t i = 0; i < p.mm.batch.size(); ++i) coords.push_back(fmt::format("b{}", i));
-      coords.push_back("row");
-      coords.push_back("col");
-    }
+    coords = epilogue_coords(b, p, a);
     b.line("#pragma unroll");
     auto lj = b.block("for (int j = 0; j < 8; ++j) {{");
     b.line("const long long col = n0 + tx + 16 * j;");
