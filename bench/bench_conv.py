@@ -42,6 +42,21 @@ def run_kiln(binary, args):
     return json.loads(p.stdout.strip().splitlines()[-1])
 
 
+def put(r, prefix, res, flops, anchors):
+    """One kiln measurement into row r as <prefix>_kernel/_ms/_TFLOP/s/_vs_<anchor> (or <prefix>_error)."""
+    if "error" in res:
+        r[prefix + "_error"] = res["error"]
+        return
+    r[prefix + "_kernel"] = res["kernel"]
+    r[prefix + "_ms"] = round(res["ms"], 4)
+    r[prefix + "_TFLOP/s"] = round(flops / res["ms"] / 1e9, 1)
+    if res.get("tuned_from"):
+        r[prefix + "_from"] = res["tuned_from"]
+    for anchor in anchors:
+        if anchor + "_ms" in r:
+            r[f"{prefix}_vs_{anchor}"] = round(r[anchor + "_ms"] / res["ms"], 3)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", default=None, help="bench_contraction binary")
@@ -100,52 +115,19 @@ def main():
             r["eager_TFLOP/s"] = round(flops / ms / 1e9, 1)
             del x, w, bias
             torch.cuda.empty_cache()
-            k = run_kiln(binary, ["conv", n, C, K, H, H, R, s, p, "relu"])
+            conv = ["conv", n, C, K, H, H, R, s, p, "relu"]
+            anchors = ("cudnn_fused", "eager")
+            put(r, "kiln", run_kiln(binary, conv), flops, anchors)
             if not a.no_static:
                 # The shape-specialized kernel (static N, what Engine hot-shape specialization and
                 # static graphs compile): tiles chosen from the concrete M.
-                ks = run_kiln(binary, ["conv", n, C, K, H, H, R, s, p, "relu", "--static"])
-                if "error" in ks:
-                    r["kiln_static_error"] = ks["error"]
-                else:
-                    r["kiln_static_kernel"] = ks["kernel"]
-                    r["kiln_static_TFLOP/s"] = round(flops / ks["ms"] / 1e9, 1)
-                    if "cudnn_fused_ms" in r:
-                        r["kiln_static_vs_cudnn_fused"] = round(r["cudnn_fused_ms"] / ks["ms"], 3)
+                put(r, "kiln_static", run_kiln(binary, conv + ["--static"]), flops, anchors)
             if a.autotune:
-                kt = run_kiln(binary, ["conv", n, C, K, H, H, R, s, p, "relu", "--static", "--autotune"])
-                if "error" in kt:
-                    r["kiln_tuned_error"] = kt["error"]
-                else:
-                    r["kiln_tuned_kernel"] = kt["kernel"]
-                    r["kiln_tuned_TFLOP/s"] = round(flops / kt["ms"] / 1e9, 1)
-                    r["kiln_tuned_from"] = kt.get("tuned_from")
-                    if "cudnn_fused_ms" in r:
-                        r["kiln_tuned_vs_cudnn_fused"] = round(r["cudnn_fused_ms"] / kt["ms"], 3)
-                    if "eager_ms" in r:
-                        r["kiln_tuned_vs_eager"] = round(r["eager_ms"] / kt["ms"], 3)
+                put(r, "kiln_tuned", run_kiln(binary, conv + ["--static", "--autotune"]), flops, anchors)
             for cfg in [c for c in a.configs.split(",") if c]:
-                kc = run_kiln(binary, ["conv", n, C, K, H, H, R, s, p, "relu", "--static", "--config=" + cfg])
-                if "error" not in kc and "cudnn_fused_ms" in r:
-                    r[f"kiln_{cfg}_vs_cudnn_fused"] = round(r["cudnn_fused_ms"] / kc["ms"], 3)
+                put(r, f"kiln_{cfg}", run_kiln(binary, conv + ["--static", "--config=" + cfg]), flops, anchors)
             if not a.no_mma_baseline:
-                km = run_kiln(binary, ["conv", n, C, K, H, H, R, s, p, "relu", "--mma"])
-                if "error" in km:
-                    r["kiln_mma_error"] = km["error"]
-                else:
-                    r["kiln_mma_kernel"] = km["kernel"]
-                    r["kiln_mma_TFLOP/s"] = round(flops / km["ms"] / 1e9, 1)
-                    if "cudnn_fused_ms" in r:
-                        r["kiln_mma_vs_cudnn_fused"] = round(r["cudnn_fused_ms"] / km["ms"], 3)
-            if "error" in k:
-                r["kiln_error"] = k["error"]
-            else:
-                r["kiln_kernel"] = k["kernel"]
-                r["kiln_ms"] = round(k["ms"], 4)
-                r["kiln_TFLOP/s"] = round(flops / k["ms"] / 1e9, 1)
-                if "cudnn_fused_ms" in r:
-                    r["kiln_vs_cudnn_fused"] = round(r["cudnn_fused_ms"] / k["ms"], 3)
-                r["kiln_vs_eager"] = round(r["eager_ms"] / k["ms"], 3)
+                put(r, "kiln_mma", run_kiln(binary, conv + ["--mma"]), flops, anchors)
             rec(r)
 
     if not a.skip_matmul:
@@ -162,35 +144,15 @@ def main():
         r["cublas_matmul_only_ms"] = round(ms, 4)
         del A, B, bias
         torch.cuda.empty_cache()
-        k = run_kiln(binary, ["matmul", M, N, Kd, "gelu_tanh", "bf16"])
+        mm = ["matmul", M, N, Kd, "gelu_tanh", "bf16"]
+        anchors = ("cublas_epilogue",)
+        put(r, "kiln", run_kiln(binary, mm), flops, anchors)
         if not a.no_static:
-            ks = run_kiln(binary, ["matmul", M, N, Kd, "gelu_tanh", "bf16", "--static"])
-            if "error" in ks:
-                r["kiln_static_error"] = ks["error"]
-            else:
-                r["kiln_static_kernel"] = ks["kernel"]
-                r["kiln_static_vs_cublas_epilogue"] = round(r["cublas_epilogue_ms"] / ks["ms"], 3)
+            put(r, "kiln_static", run_kiln(binary, mm + ["--static"]), flops, anchors)
         if a.autotune:
-            kt = run_kiln(binary, ["matmul", M, N, Kd, "gelu_tanh", "bf16", "--static", "--autotune"])
-            if "error" in kt:
-                r["kiln_tuned_error"] = kt["error"]
-            else:
-                r["kiln_tuned_kernel"] = kt["kernel"]
-                r["kiln_tuned_vs_cublas_epilogue"] = round(r["cublas_epilogue_ms"] / kt["ms"], 3)
+            put(r, "kiln_tuned", run_kiln(binary, mm + ["--static", "--autotune"]), flops, anchors)
         if not a.no_mma_baseline:
-            km = run_kiln(binary, ["matmul", M, N, Kd, "gelu_tanh", "bf16", "--mma"])
-            if "error" in km:
-                r["kiln_mma_error"] = km["error"]
-            else:
-                r["kiln_mma_kernel"] = km["kernel"]
-                r["kiln_mma_TFLOP/s"] = round(flops / km["ms"] / 1e9, 1)
-        if "error" in k:
-            r["kiln_error"] = k["error"]
-        else:
-            r["kiln_kernel"] = k["kernel"]
-            r["kiln_ms"] = round(k["ms"], 4)
-            r["kiln_TFLOP/s"] = round(flops / k["ms"] / 1e9, 1)
-            r["kiln_vs_cublas_epilogue"] = round(r["cublas_epilogue_ms"] / k["ms"], 3)
+            put(r, "kiln_mma", run_kiln(binary, mm + ["--mma"]), flops, anchors)
         rec(r)
 
 
