@@ -16,6 +16,7 @@
 #include "codegen/contraction_common.hpp"
 #include "codegen/emit.hpp"
 #include "codegen/nvrtc.hpp"
+#include "engine/graph_key.hpp"
 #include "heuristics/device_info.hpp"
 #include "kiln/engine.hpp"
 #include "kiln/error.hpp"
@@ -539,4 +540,30 @@ TEST(ContractionGpu, EngineUnfoldableBatchnormRunsInTheEpilogue) {
     EXPECT_NE(cg.kernels()[0].name.find("batchnorm_relu"), std::string::npos)
         << cg.kernels()[0].name;
   }
+}
+
+// Autotuning may pick any candidate the heuristics list: every one of them, for a conv and a
+// matmul of concrete shape (so split-K candidates are listed too), matches the reference.
+TEST(ContractionGpu, EveryAutotuneCandidateMatchesTheReference) {
+  REQUIRE_GPU();
+  cuda::make_current();
+  int sm = cuda::query_device_info().sm;
+  auto each_candidate = [&](const Graph& g, const std::map<std::string, HostTensor>& in, DType dt) {
+    contraction::Problem p = contraction::describe(g, contraction_group(g));
+    std::vector<ContractionConfig> cands =
+        contraction_candidates(contraction::problem_info(p, sm, true), 64);
+    EXPECT_GE(cands.size(), sm == 90 ? 6u : 1u);
+    for (const ContractionConfig& cfg : cands) {
+      SCOPED_TRACE(cfg.str());
+      check_kernel(g, in, dt, &cfg);
+    }
+  };
+  ConvCase c{DType::F16, 8,      64,     14, 14,           64,   3,     3,
+             {1, 1},     {1, 1}, {1, 1}, 1,  Layout::NHWC, true, "relu"};
+  Graph conv = specialize_graph(conv_graph(c), {{"N", 8}});
+  each_candidate(conv, conv_inputs(conv, c, 13), c.dt);
+  MatmulCase m{DType::BF16, {"M", 2048}, {2048, 256}, false,
+               false,       true,        "gelu_tanh", {{"M", 1024}}};
+  Graph mm = specialize_graph(matmul_graph(m), m.binds);
+  each_candidate(mm, matmul_inputs(mm, m), m.dt);
 }
