@@ -3,19 +3,13 @@
 
 #include "engine/env.hpp"
 #include "kiln/error.hpp"
+#include "tests/user_error.hpp"
 
 using namespace kiln;
 
 namespace {
 std::string user_error(const std::map<std::string, std::string>& vars) {
-  try {
-    parse_env(vars);
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), ErrorKind::User) << e.what();
-    return e.what();
-  }
-  ADD_FAILURE() << "expected a user error";
-  return "";
+  return test::user_error([&] { parse_env(vars); });
 }
 }  // namespace
 

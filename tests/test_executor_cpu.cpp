@@ -14,22 +14,14 @@
 #include "runtime/cuda_driver.hpp"
 #include "runtime/executor.hpp"
 #include "tests/engine_test_fixture.hpp"
+#include "tests/user_error.hpp"
 
 using namespace kiln;
 namespace fs = std::filesystem;
 
 namespace {
 
-std::string user_error(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), ErrorKind::User) << e.what();
-    return e.what();
-  }
-  ADD_FAILURE() << "expected a user error";
-  return "";
-}
+using test::user_error;
 
 Graph small_graph() {
   Graph g("small");

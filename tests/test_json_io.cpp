@@ -12,25 +12,14 @@
 #include "engine/op_table.hpp"
 #include "kiln/error.hpp"
 #include "kiln/io.hpp"
+#include "tests/user_error.hpp"
 
 using namespace kiln;
 namespace fs = std::filesystem;
 
 namespace {
 
-std::string user_error(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), ErrorKind::User) << e.what();
-    return e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "expected kiln::Error, got std::exception: " << e.what();
-    return "";
-  }
-  ADD_FAILURE() << "expected a user error";
-  return "";
-}
+using test::user_error;
 
 fs::path temp_dir(const std::string& tag) {
   fs::path d = fs::temp_directory_path() / fmt::format("kiln_json_io_{}_{}", tag, getpid());

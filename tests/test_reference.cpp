@@ -16,6 +16,7 @@
 #include "kiln/error.hpp"
 #include "kiln/reference.hpp"
 #include "runtime/thread_pool.hpp"
+#include "tests/user_error.hpp"
 
 using namespace kiln;
 
@@ -74,16 +75,7 @@ Vals round_all(Vals v, DType t) {
   return v;
 }
 
-std::string user_error(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), ErrorKind::User) << e.what();
-    return e.what();
-  }
-  ADD_FAILURE() << "expected a user error";
-  return "";
-}
+using test::user_error;
 
 // ---------------------------------------------------------------- naive implementations
 struct ConvCase {

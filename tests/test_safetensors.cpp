@@ -12,6 +12,7 @@
 #include "engine/json_io.hpp"
 #include "kiln/error.hpp"
 #include "kiln/io.hpp"
+#include "tests/user_error.hpp"
 
 using namespace kiln;
 namespace fs = std::filesystem;
@@ -43,19 +44,7 @@ class Safetensors : public ::testing::Test {
   fs::path dir_;
 };
 
-std::string user_error(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), ErrorKind::User) << e.what();
-    return e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "expected kiln::Error, got std::exception: " << e.what();
-    return "";
-  }
-  ADD_FAILURE() << "expected a user error";
-  return "";
-}
+using test::user_error;
 
 std::vector<double> ramp(int64_t n, double scale) {
   std::vector<double> v;

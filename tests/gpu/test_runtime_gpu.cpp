@@ -13,6 +13,7 @@
 #include "kiln/reference.hpp"
 #include "runtime/executor.hpp"
 #include "tests/gpu/gpu_test_util.hpp"
+#include "tests/user_error.hpp"
 
 using namespace kiln;
 using namespace kiln::gputest;
@@ -33,16 +34,7 @@ extern "C" __global__ void plus_c(float* y, const float* t, const float* c, long
 }
 )";
 
-std::string user_error(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), ErrorKind::User) << e.what();
-    return e.what();
-  }
-  ADD_FAILURE() << "expected a user error";
-  return "";
-}
+using test::user_error;
 
 // y = x * 2 + 1 over a symbolic N, as two hand-written kernels: t = x*2 (t lives in the arena),
 // y = t + one[0] (one is an uploaded constant).
