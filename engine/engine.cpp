@@ -145,7 +145,8 @@ class EngineImpl {
       }
     }
     s.sm = parse_arch(s.info.arch);
-    s.schedule = parse_schedule_overrides(opts.schedule.empty() ? e.schedule : opts.schedule);
+    s.schedule =
+        opts.schedule.empty() ? e.schedule_overrides : parse_schedule_overrides(opts.schedule);
     s.cache = std::make_shared<KernelCache>(
         KernelCacheOptions{opts.cache_dir, opts.disk_cache && !e.disable_disk_cache});
     if (!e.disable_autotune) {

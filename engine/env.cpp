@@ -7,7 +7,6 @@
 #include <vector>
 
 #include "engine/check.hpp"
-#include "heuristics/schedule.hpp"
 
 extern char** environ;
 
@@ -93,7 +92,7 @@ EnvConfig parse_env(const std::map<std::string, std::string>& vars) {
       cfg.nvtx = v == "1";
     } else if (name == "KILN_SCHEDULE") {
       try {
-        parse_schedule_overrides(value);
+        cfg.schedule_overrides = parse_schedule_overrides(value);
       } catch (const Error& e) {
         KILN_FAIL("environment variable KILN_SCHEDULE={}: {}", value, e.what());
       }

@@ -12,6 +12,8 @@
 #include <map>
 #include <string>
 
+#include "heuristics/schedule.hpp"
+
 namespace kiln {
 
 struct EnvConfig {
@@ -28,8 +30,9 @@ struct EnvConfig {
   std::string cache_dir;
   // KILN_NVTX=1
   bool nvtx = false;
-  // KILN_SCHEDULE (validated when parsed; empty when unset)
+  // KILN_SCHEDULE as given (empty when unset) and parsed
   std::string schedule;
+  ScheduleOverrides schedule_overrides;
 };
 
 // Parses a set of environment variables (name -> value). Variables not starting with "KILN_" are

@@ -11,7 +11,6 @@
 #include "engine/passes_contraction.hpp"
 #include "engine/plan.hpp"
 #include "heuristics/device_info.hpp"
-#include "heuristics/schedule.hpp"
 #include "kiln/io.hpp"
 #include "runtime/cuda_driver.hpp"
 #include "tools/cli_common.hpp"
@@ -177,7 +176,7 @@ int run_explain(const std::vector<std::string>& argv) {
   CodegenOptions co;
   co.sm = dev.sm;
   co.arch_specific = dev.sm == 90;
-  co.schedule = parse_schedule_overrides(env().schedule);
+  co.schedule = env().schedule_overrides;
   std::vector<KernelSpec> ks = generate_kernels(*pg, p, co);
   FlopRates rates = flop_rates(dev);
 

@@ -17,7 +17,6 @@
 #include "engine/passes_contraction.hpp"
 #include "engine/plan.hpp"
 #include "heuristics/device_info.hpp"
-#include "heuristics/schedule.hpp"
 #include "kiln/io.hpp"
 #include "runtime/event_timer.hpp"
 #include "tools/cli_common.hpp"
@@ -50,7 +49,7 @@ int run_plan(const std::vector<std::string>& argv) {
   CodegenOptions co;
   co.sm = parse_arch(a.get("--arch", "sm_90"), nullptr, "--arch");
   co.arch_specific = co.sm == 90;  // what the Engine builds: sm_90a wgmma kernels on sm_90
-  co.schedule = parse_schedule_overrides(env().schedule);
+  co.schedule = env().schedule_overrides;
   std::vector<KernelSpec> ks = generate_kernels(g, p, co);
   fmt::print("\n{} kernel{} for {} node{}:\n", ks.size(), ks.size() == 1 ? "" : "s",
              g.nodes().size(), g.nodes().size() == 1 ? "" : "s");
@@ -73,7 +72,7 @@ int run_emit(const std::vector<std::string>& argv) {
   CodegenOptions co;
   co.sm = parse_arch(arch, nullptr, "--arch");
   co.arch_specific = co.sm == 90;  // what the Engine builds: sm_90a wgmma kernels on sm_90
-  co.schedule = parse_schedule_overrides(env().schedule);
+  co.schedule = env().schedule_overrides;
   std::shared_ptr<const Graph> gp = load_for_codegen(a);
   const Graph& g = *gp;
   std::vector<KernelSpec> ks = generate_kernels(g, plan_fusion(g, plan_options(a)), co);
