@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "codegen/hash.hpp"
 #include "codegen/nvrtc.hpp"
@@ -272,6 +273,33 @@ int64_t KernelCache::clear() {
   for (const fs::path& p : victims)
     if (fs::remove(p, ec) && p.extension() == kSuffix) ++removed;
   return removed;
+}
+
+std::vector<CachedKernel> compile_kernels(KernelCache& cache, const std::vector<KernelSpec>& specs,
+                                          const std::string& arch, size_t threads,
+                                          std::vector<std::exception_ptr>* errors) {
+  std::vector<CachedKernel> out(specs.size());
+  errors->assign(specs.size(), nullptr);
+  std::atomic<size_t> next{0};
+  auto worker = [&] {
+    for (size_t i = next.fetch_add(1); i < specs.size(); i = next.fetch_add(1)) {
+      try {
+        out[i] =
+            cache.get(specs[i].source, specs[i].name, specs[i].arch.empty() ? arch : specs[i].arch);
+      } catch (...) {
+        (*errors)[i] = std::current_exception();
+      }
+    }
+  };
+  threads = std::min(threads, specs.size());
+  if (threads <= 1) {
+    worker();
+  } else {
+    std::vector<std::thread> pool;
+    for (size_t t = 0; t < threads; ++t) pool.emplace_back(worker);
+    for (std::thread& t : pool) t.join();
+  }
+  return out;
 }
 
 }  // namespace kiln

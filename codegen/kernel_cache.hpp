@@ -8,12 +8,15 @@
 #pragma once
 
 #include <cstdint>
+#include <exception>
 #include <future>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
+
+#include "codegen/kernel_spec.hpp"
 
 namespace kiln {
 
@@ -93,5 +96,12 @@ std::vector<char> encode_cache_entry(const std::string& key, const std::vector<c
 // False (with the reason) when the bytes are not a valid entry for `key`.
 bool decode_cache_entry(const std::vector<char>& bytes, const std::string& key,
                         std::vector<char>* payload, std::string* why);
+
+// Compiles every spec through `cache` on up to `threads` threads (NVRTC runs in parallel; the
+// cache compiles each distinct source once), each for its own arch (KernelSpec::arch) or `arch`.
+// errors[i] holds kernel i's failure (null when it compiled).
+std::vector<CachedKernel> compile_kernels(KernelCache& cache, const std::vector<KernelSpec>& specs,
+                                          const std::string& arch, size_t threads,
+                                          std::vector<std::exception_ptr>* errors);
 
 }  // namespace kiln

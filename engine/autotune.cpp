@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <atomic>
 #include <exception>
 #include <thread>
 
@@ -32,25 +31,21 @@ std::vector<AutotuneResult> autotune_contractions(const Graph& g, const Plan& pl
       out.push_back(r);
       continue;
     }
-    // Compile every candidate at once (the cache dedups and parallelizes nothing by itself).
+    // Compile every candidate at once (the cache compiles each distinct source once).
     const size_t n = site.kernels.size();
-    std::vector<CachedKernel> cubins(n);
+    std::vector<std::exception_ptr> compile_errors;
+    std::vector<CachedKernel> cubins =
+        compile_kernels(cache, site.kernels, arch,
+                        std::max(1u, std::thread::hardware_concurrency()), &compile_errors);
     std::vector<std::string> errors(n);
-    std::atomic<size_t> next{0};
-    auto worker = [&] {
-      for (size_t i = next.fetch_add(1); i < n; i = next.fetch_add(1)) {
-        const KernelSpec& k = site.kernels[i];
-        try {
-          cubins[i] = cache.get(k.source, k.name, k.arch.empty() ? arch : k.arch);
-        } catch (const std::exception& e) {
-          errors[i] = e.what();
-        }
+    for (size_t i = 0; i < n; ++i) {
+      if (!compile_errors[i]) continue;
+      try {
+        std::rethrow_exception(compile_errors[i]);
+      } catch (const std::exception& e) {
+        errors[i] = e.what();
       }
-    };
-    std::vector<std::thread> pool;
-    size_t threads = std::min<size_t>(n, std::max(1u, std::thread::hardware_concurrency()));
-    for (size_t t = 0; t < threads; ++t) pool.emplace_back(worker);
-    for (std::thread& t : pool) t.join();
+    }
 
     Bindings b(site.bindings.begin(), site.bindings.end());
     size_t best = n;

@@ -222,32 +222,14 @@ std::shared_ptr<GraphCore> build_core(const std::shared_ptr<EngineState>& stp,
                 s.group, s.name, s.entry);
 
   // NVRTC compiles in parallel (the cache compiles each distinct source once).
+  std::vector<std::exception_ptr> errors;
+  std::vector<CachedKernel> cubins =
+      compile_kernels(*e.cache, specs, e.info.arch,
+                      parallel ? std::max(1u, std::thread::hardware_concurrency()) : 1, &errors);
+  for (const std::exception_ptr& err : errors)
+    if (err) std::rethrow_exception(err);
   std::vector<ExecutorKernel> kernels(specs.size());
-  std::atomic<size_t> next{0};
-  std::mutex err_mu;
-  std::exception_ptr first_error;
-  auto worker = [&] {
-    for (size_t i = next.fetch_add(1); i < specs.size(); i = next.fetch_add(1)) {
-      try {
-        kernels[i].cached = e.cache->get(specs[i].source, specs[i].name,
-                                         specs[i].arch.empty() ? e.info.arch : specs[i].arch);
-      } catch (...) {
-        std::lock_guard<std::mutex> lock(err_mu);
-        if (!first_error) first_error = std::current_exception();
-      }
-    }
-  };
-  size_t nthreads =
-      parallel ? std::min<size_t>(specs.size(), std::max(1u, std::thread::hardware_concurrency()))
-               : 1;
-  if (nthreads <= 1) {
-    worker();
-  } else {
-    std::vector<std::thread> pool;
-    for (size_t t = 0; t < nthreads; ++t) pool.emplace_back(worker);
-    for (std::thread& t : pool) t.join();
-  }
-  if (first_error) std::rethrow_exception(first_error);
+  for (size_t i = 0; i < specs.size(); ++i) kernels[i].cached = std::move(cubins[i]);
 
   for (size_t i = 0; i < specs.size(); ++i) {
     KernelInfo info;
