@@ -128,13 +128,23 @@ bool has_batchnorm_after_contraction(const Graph& g) {
 
 std::shared_ptr<const Graph> apply_engine_passes(std::shared_ptr<const Graph> g, bool fusion,
                                                  std::string* note) {
-  if (!fusion || !has_batchnorm_after_contraction(*g)) return g;
+  const bool bn = has_batchnorm_after_contraction(*g);
+  if (!fusion || (!bn && !has_paddable_conv(*g))) return g;
   auto copy = std::make_shared<Graph>(*g);
-  int folded = fold_batchnorm(*copy);
-  if (folded == 0) return g;
-  if (note)
-    *note = fmt::format("{} batchnorm{} folded into the conv/matmul weights before planning",
-                        folded, folded == 1 ? "" : "s");
+  std::string what;
+  if (int folded = bn ? fold_batchnorm(*copy) : 0; folded > 0)
+    what = fmt::format("{} batchnorm{} folded into the conv/matmul weights", folded,
+                       folded == 1 ? "" : "s");
+  std::vector<std::string> padded;
+  if (pad_conv_channels(*copy, &padded) > 0) {
+    std::string convs;
+    for (const std::string& p : padded) convs += (convs.empty() ? "" : ", ") + p;
+    what +=
+        fmt::format("{}input channels zero-padded to a multiple of 8 (16-byte vector loads): {}",
+                    what.empty() ? "" : "; ", convs);
+  }
+  if (what.empty()) return g;
+  if (note) *note = what + " before planning";
   return copy;
 }
 

@@ -269,6 +269,9 @@ Tensor Graph::reshape(Tensor x, std::vector<Dim> shape) {
 Tensor Graph::transpose(Tensor x, std::vector<int64_t> perm) {
   return add_node1("transpose", {x}, {{"perm", std::move(perm)}});
 }
+Tensor Graph::pad(Tensor x, std::vector<int64_t> pads, double value) {
+  return add_node1("pad", {x}, {{"pads", std::move(pads)}, {"value", value}});
+}
 
 int Graph::find(const std::string& name) const {
   auto it = by_name_.find(name);

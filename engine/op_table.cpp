@@ -349,6 +349,27 @@ std::vector<TensorDesc> infer_transpose(const InferArgs& a) {
   return {like(in(a, 0), out, Layout::NCHW)};
 }
 
+// pads = [before_0, ..., before_{r-1}, after_0, ..., after_{r-1}] (ONNX's order, and conv's
+// [top, left, bottom, right]); every dim grows by its two amounts.
+std::vector<TensorDesc> infer_pad(const InferArgs& a) {
+  require_rank(a, 0, 1, 8, "a tensor");
+  const Shape& x = in(a, 0).shape;
+  const Ints& pads = a.node.attr_ints("pads");
+  const size_t r = x.size();
+  KILN_CHECK(pads.size() == 2 * r,
+             "{}.pads: expected 2 x rank = {} integers [before_0..before_{}, after_0..after_{}] "
+             "for input '{}' {}, found {} values",
+             a.where, 2 * r, r - 1, r - 1, in_name(a, 0), shape_str(x), pads.size());
+  for (size_t i = 0; i < pads.size(); ++i)
+    KILN_CHECK(pads[i] >= 0 && pads[i] <= std::numeric_limits<int32_t>::max(),
+               "{}.pads[{}]: expected an integer in 0..2147483647 (pad never crops), found {}",
+               a.where, i, pads[i]);
+  Shape out = x;
+  for (size_t d = 0; d < r; ++d)
+    if (pads[d] + pads[r + d] > 0) out[d] = x[d] + Dim(pads[d] + pads[r + d]);
+  return {like(in(a, 0), out, out_layout(in(a, 0)))};
+}
+
 // ---------------------------------------------------------------- pointwise math
 double gelu_ref(double x, bool tanh_approx) {
   if (tanh_approx) {
@@ -559,6 +580,13 @@ std::vector<OpInfo> build_table() {
        1,
        {req_ints("perm")},
        infer_transpose},
+      {OpKind::Pad,
+       "pad",
+       OpCategory::Movement,
+       1,
+       1,
+       {req_ints("pads"), f_attr("value", 0.0)},
+       infer_pad},
   };
   // Index by kind; every kind must have exactly one row.
   std::vector<OpInfo> by_kind(static_cast<size_t>(OpKind::Count), t[0]);

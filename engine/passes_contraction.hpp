@@ -1,8 +1,10 @@
 // Graph passes around contractions (conv2d / matmul).
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "kiln/graph.hpp"
 
@@ -21,9 +23,27 @@ int fold_batchnorm(Graph& g);
 // Cheap test: some batchnorm reads a conv2d / matmul output (fold_batchnorm may change `g`).
 bool has_batchnorm_after_contraction(const Graph& g);
 
+// Channel padding for the vectorized implicit-GEMM conv: its loads are 16-byte chunks of 8
+// consecutive f16/bf16 channels, so a conv whose input has C % 8 != 0 channels (the RGB stem:
+// C = 3) would load them one by one. A conv2d qualifies when x is f16/bf16 NHWC, groups is 1,
+// C % 8 != 0, C < kMaxPaddedConvChannels (the small channel counts of input stems), the filter is
+// a constant and it is not 1x1 (measured on the H200, docs/PERFORMANCE.md: R x S > 1 convs gain
+// 1.03-2x even counting the pad's pass over x, a 1x1 conv loses it). Its filter becomes a
+// constant [K, Cp, R, S] (Cp = C rounded up to 8) whose extra channels are 0, and it reads x
+// through a new `pad` node ("<conv>_pad_c<Cp>", output "<x>_c<Cp>") that appends Cp - C zero
+// channels: every sum gains only 0 * 0 terms, so the conv computes the same values. A tensor
+// feeding several such convs is padded once. Returns the number of convs rewritten, and in
+// `padded` (optional) one "conv1 (3 -> 8)" per conv; the unpadded filters are pruned.
+constexpr int64_t kMaxPaddedConvChannels = 64;
+int pad_conv_channels(Graph& g, std::vector<std::string>* padded = nullptr);
+
+// Cheap test: pad_conv_channels would change `g`.
+bool has_paddable_conv(const Graph& g);
+
 // The graph passes Engine::compile runs before planning, and `kiln plan|emit|explain` with it
-// so that they show what the Engine builds: with fusion on, batchnorm folding. `g` is returned
-// unchanged (no copy) when no pass applies. `note` (optional) says what changed.
+// so that they show what the Engine builds: with fusion on, batchnorm folding, then channel
+// padding. `g` is returned unchanged (no copy) when no pass applies. `note` (optional) says what
+// changed.
 std::shared_ptr<const Graph> apply_engine_passes(std::shared_ptr<const Graph> g, bool fusion,
                                                  std::string* note = nullptr);
 

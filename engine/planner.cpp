@@ -7,7 +7,9 @@
 //    as an epilogue (their other operands may broadcast).
 //  - Remaining elementwise nodes fuse vertically (connected DAGs with one iteration shape) and
 //    horizontally (siblings reading a common input with the same shape).
-//  - Movement ops are materialized by Copy groups.
+//  - Movement ops are materialized by Copy groups. A copy reads each input element at most once,
+//    so private elementwise producers of its input (their results used nowhere else) fuse in as
+//    a prologue, computed on the fly where the copy reads them.
 //  - Inference batchnorm (category Normalization, but no statistics) is a per-channel affine and
 //    counts as elementwise.
 // Every tentative fusion is checked to keep the group graph acyclic; a tensor produced inside a
@@ -101,10 +103,14 @@ class Planner {
           if (anchor_kind(nodes[i]) != GroupKind::Contraction) claim_prologue(gid, i);
           claim_epilogue(gid, i);
         }
-      // 2. Remaining elementwise nodes: vertical, then horizontal fusion.
+      // 2. Movement ops with their prologues (after the anchors: an anchor's epilogue comes free).
+      for (int i = 0; i < nn; ++i)
+        if (live_[i] && group_of_[i] < 0 && cat(nodes[i]) == OpCategory::Movement)
+          claim_prologue(new_group(i, GroupKind::Copy, -1), i);
+      // 3. Remaining elementwise nodes: vertical, then horizontal fusion.
       for (int i = 0; i < nn; ++i)
         if (live_[i] && group_of_[i] < 0 && elementwise(nodes[i])) place_pointwise(i);
-      // 3. Movement.
+      // 4. Anything left (nothing today: every node is an anchor, elementwise or movement).
       for (int i = 0; i < nn; ++i)
         if (live_[i] && group_of_[i] < 0) new_group(i, kind_of(i), -1);
     }
@@ -211,7 +217,8 @@ class Planner {
     return false;
   }
 
-  // Elementwise producers of the anchor's main input (and their producers) with that shape.
+  // Elementwise producers of the anchor's (or movement op's) main input, and their producers,
+  // with that shape.
   void claim_prologue(int gid, int anchor) {
     const Node& a = g_.nodes()[anchor];
     const Shape& shape = g_.tensor(a.inputs[0]).desc.shape;
@@ -223,9 +230,9 @@ class Planner {
       if (p < 0 || group_of_[p] >= 0 || !live_[p]) continue;
       const Node& pn = g_.nodes()[p];
       if (!elementwise(pn) || out_shape(p) != shape) continue;
-      // A window visits its input elements zero or several times: it cannot write a prologue
-      // intermediate as an extra output, so only private intermediates fuse in.
-      if (groups_[gid].kind == GroupKind::Window) {
+      // A window visits its input elements zero or several times, a copy in its output's order:
+      // neither writes a prologue intermediate as an extra output, so only private ones fuse in.
+      if (groups_[gid].kind == GroupKind::Window || groups_[gid].kind == GroupKind::Copy) {
         bool private_use = !is_output_.count(pn.outputs[0]);
         for (int c : consumers_[pn.outputs[0]]) private_use &= !live_[c] || group_of_[c] == gid;
         if (!private_use) continue;
@@ -370,9 +377,19 @@ class Planner {
     if (cat(cn) == OpCategory::Contraction)
       return fmt::format("{}: {} is a contraction anchor, {} cannot be its prologue", edge, cn.name,
                          pn.name);
-    if (cat(pn) == OpCategory::Movement || cat(cn) == OpCategory::Movement)
+    if (cat(pn) == OpCategory::Movement)
       return fmt::format("{}: {} is a movement op, materialized by its own copy kernel", edge,
-                         cat(pn) == OpCategory::Movement ? pn.name : cn.name);
+                         pn.name);
+    if (cat(cn) == OpCategory::Movement) {
+      std::string why = "it is not elementwise";
+      if (elementwise(pn))
+        why = cycle_rejects_.count(p) ? "fusing it would create a cycle"
+              : groups_[group_of_[p]].kind != GroupKind::Pointwise
+                  ? "it is already fused into its producer's kernel"
+                  : "its result is also used elsewhere";
+      return fmt::format("{}: {} is a movement op (copy kernel); {} is not its prologue: {}", edge,
+                         cn.name, pn.name, why);
+    }
     if (is_anchor(pn) && is_anchor(cn))
       return fmt::format("{}: both are anchors ({}, {}); one anchor per kernel", edge,
                          category_name(cat(pn)), category_name(cat(cn)));

@@ -112,6 +112,31 @@ void transpose(const NodeArgs& a) {
       std::max<int64_t>(1, 4096 / inner));
 }
 
+void pad(const NodeArgs& a) {
+  const Dims& is = a.in_shapes[0];
+  const Dims& os = a.out_shape;
+  const std::vector<int64_t>& pads = a.node.attr_ints("pads");
+  const size_t r = is.size();
+  KILN_ASSERT(r >= 1 && pads.size() == 2 * r, "{}: pad of rank {} with {} pads", a.where, r,
+              pads.size());
+  std::fill(a.out, a.out + numel(os), a.node.attr_float("value"));
+  // Each input row (the last dim) lands contiguously in the output, shifted by the befores.
+  const Dims ost = row_major_strides(os);
+  const int64_t inner = is[r - 1];
+  const int64_t rows = numel(is) / inner;
+  parallel_for(
+      rows, a.threads,
+      [&](int64_t row) {
+        int64_t off = pads[r - 1], q = row;
+        for (int d = static_cast<int>(r) - 2; d >= 0; --d) {
+          off += (q % is[d] + pads[d]) * ost[d];
+          q /= is[d];
+        }
+        std::copy(a.in[0] + row * inner, a.in[0] + (row + 1) * inner, a.out + off);
+      },
+      std::max<int64_t>(1, 4096 / inner));
+}
+
 void reduce(const NodeArgs& a) {
   const Dims& is = a.in_shapes[0];
   const int r = static_cast<int>(is.size());
@@ -261,6 +286,8 @@ void run_node(const Node& node, const std::string& where, ref::NodeArgs& args) {
       return ref::reshape(args);
     case OpKind::Transpose:
       return ref::transpose(args);
+    case OpKind::Pad:
+      return ref::pad(args);
     default:
       break;
   }

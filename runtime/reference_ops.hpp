@@ -58,6 +58,7 @@ void pointwise(const NodeArgs& a);
 // Movement and reductions (reference.cpp).
 void reshape(const NodeArgs& a);
 void transpose(const NodeArgs& a);
+void pad(const NodeArgs& a);
 void reduce(const NodeArgs& a);
 // Contractions and windows (reference_conv.cpp).
 void conv2d(const NodeArgs& a);

@@ -94,6 +94,12 @@ const std::map<std::string, std::vector<std::string>>& expectations() {
       {"broadcast_huge.json",
        {"nodes[1] (abc).outputs[0] ([16777216, 16777216, 16777216]): more than"}},
       {"empty_outputs.json", {"outputs: expected at least one output, found an empty list"}},
+      {"pad_wrong_count.json",
+       {"nodes[0] (p).pads: expected 2 x rank = 8 integers", "for input 'x' [N, 3, 16, 16]",
+        "found 2 values"}},
+      {"pad_negative.json",
+       {"nodes[0] (crop).pads[3]: expected an integer in 0..2147483647 (pad never crops), found "
+        "-1"}},
   };
   return t;
 }

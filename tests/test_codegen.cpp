@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <functional>
@@ -475,6 +476,56 @@ TEST(Codegen, CopiesTransposeReshape) {
     b.add(g);
   }
   b.compile();
+}
+
+// Pad (and the other copies) with and without a fused prologue, on the 16-byte vector path
+// (the output's innermost memory dim a multiple of the vector width) and the scalar one.
+TEST(Codegen, CopiesPadAndPrologues) {
+  Batch b;
+  for (DType dt : kDtypes) {
+    Graph g("pad");
+    Tensor x = g.input("x", dt, {"N", 3, 5, 7}, Layout::NHWC);
+    g.output(g.pad(x, {0, 0, 0, 0, 0, 5, 0, 0}));        // channels 3 -> 8: vectors
+    g.output(g.pad(x, {1, 2, 0, 3, 0, 11, 1, 2}, 0.5));  // every dim: vectors of 16
+    Tensor y = g.input("y", dt, {"N", 3, 5, 7});         // NCHW, W 7 -> 10: scalar
+    g.output(g.pad(y, {0, 0, 1, 2, 0, 0, 3, 1}, -INFINITY));
+    Tensor f = g.input("f", DType::F32, {"N", 3, 5, 7}, Layout::NHWC);
+    Tensor h = g.add_node1("cast", {f}, {{"dtype", std::string(dtype_name(dt))}});
+    g.output(g.pad(g.relu(h), {0, 0, 0, 0, 0, 5, 0, 0}));  // prologue, vectors
+    g.output(g.pad(g.exp(y), {0, 0, 1, 2, 0, 0, 3, 1}));   // prologue, scalar
+    Tensor t = g.input("t", dt, {"N", 6, 5, 8});
+    g.output(g.transpose(g.neg(t), {0, 2, 1, 3}));  // transpose, vectors
+    g.output(g.reshape(g.sigmoid(g.input("r", dt, {"N", 6, 5, 8}, Layout::NHWC)), {"N", -1}));
+    b.add(g);
+    b.add(g, /*fusion=*/false);
+  }
+  b.compile();
+  EXPECT_GT(b.kernels(), 40);
+}
+
+// The stem's pad: one thread per NHWC pixel loads its 3 channels and stores 8 as one 16-byte
+// vector; the 5 zero lanes are constants.
+TEST(Codegen, PadKernelForTheStem) {
+  Graph g("stem_pad");
+  Tensor x = g.input("x", DType::F16, {"N", 3, 224, 224}, Layout::NHWC);
+  g.output(g.add_node1("pad", {x}, {{"pads", std::vector<int64_t>{0, 0, 0, 0, 0, 5, 0, 0}}},
+                       "conv1_pad_c8"));
+  auto ks = generate_kernels(g, plan_fusion(g));
+  ASSERT_EQ(ks.size(), 1u);
+  const KernelSpec& k = ks[0];
+  EXPECT_EQ(k.name, "copy_f16_pad");
+  const std::string body = k.source.substr(k.source.find("extern \"C\""));
+  EXPECT_NE(body.find("kiln_stv(t"), std::string::npos) << body;
+  size_t loads = 0;
+  for (size_t at = 0; (at = body.find("kiln_ld(", at)) != std::string::npos; ++at) ++loads;
+  EXPECT_EQ(loads, 3u) << body;
+  EXPECT_EQ(body.find("if ("), body.find("if (i >= ")) << body;  // no per-lane branches
+  Bindings bind{{"N", 3}};
+  EXPECT_EQ(k.grid[0].eval(bind), (3 * 224 * 224 + 255) / 256);
+  EXPECT_EQ(k.block[0], 256);
+  EXPECT_EQ(k.bytes_moved.eval(bind), 3 * 224 * 224 * (3 + 8) * 2);
+  EXPECT_EQ(k.flops.eval(bind), 0);
+  EXPECT_NO_THROW(nvrtc_compile(k.source, k.name, "sm_80"));
 }
 
 TEST(Codegen, MultiOutputAndRepeatedPatternsGetUniqueNames) {

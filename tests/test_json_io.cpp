@@ -102,6 +102,8 @@ Graph all_ops_graph() {
   outs.push_back(g.reshape(x, {"N", -1}));
   outs.push_back(g.reshape(x, {0, 8, 36}));
   outs.push_back(g.transpose(x, {0, 2, 3, 1}));
+  outs.push_back(g.pad(x, {0, 1, 0, 2, 0, 7, 1, 0}, -1.5));
+  outs.push_back(g.pad(m, {0, 0, 1, 0, 0, 0}));  // value 0 by default
   // f16 / bf16 constants and a strided input.
   Tensor h = g.input("h", desc(DType::F16, {4, 6}));
   Tensor hc = data_const(g, "hc", DType::F16, {4, 6}, 0.1);
@@ -189,6 +191,8 @@ TEST(JsonIo, RoundTripEveryOp) {
   EXPECT_NE(s1.find("\"shape\": [\"N\", -1]"), std::string::npos);
   EXPECT_NE(s1.find("\"seed\": 18446744073709551615"), std::string::npos);
   EXPECT_NE(s1.find("\"strides\": [1, 3]"), std::string::npos);
+  EXPECT_NE(s1.find("\"pads\": [0, 1, 0, 2, 0, 7, 1, 0]"), std::string::npos);
+  EXPECT_NE(s1.find("\"value\": -1.5"), std::string::npos);
 }
 
 TEST(JsonIo, InlineDataRoundTripsExactly) {

@@ -141,6 +141,9 @@ class Graph {
   Tensor global_avgpool(Tensor x);
   Tensor reshape(Tensor x, std::vector<Dim> shape);
   Tensor transpose(Tensor x, std::vector<int64_t> perm);
+  // Pads every dim d with pads[d] elements before and pads[rank + d] after, filled with `value`
+  // (pads = [before_0, ..., before_{r-1}, after_0, ..., after_{r-1}]); the layout is kept.
+  Tensor pad(Tensor x, std::vector<int64_t> pads, double value = 0.0);
 
   // ---- inspection ----
   const std::vector<TensorInfo>& tensors() const {

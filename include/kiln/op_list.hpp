@@ -55,7 +55,8 @@
   X(Avgpool2d, avgpool2d)          \
   X(GlobalAvgpool, global_avgpool) \
   X(Reshape, reshape)              \
-  X(Transpose, transpose)
+  X(Transpose, transpose)          \
+  X(Pad, pad)
 
 #define KILN_ALL_OPS(X) KILN_UNARY_OPS(X) KILN_BINARY_OPS(X) KILN_STRUCTURED_OPS(X)
 // clang-format on
@@ -76,7 +77,7 @@ enum class OpCategory : uint8_t {
   Normalization,  // row/group statistics then elementwise: norms, softmax
   Contraction,    // conv2d, matmul
   Window,         // pooling: a reduction over a sliding window
-  Movement,       // reshape, transpose
+  Movement,       // reshape, transpose, pad
 };
 
 const char* op_name(OpKind k);

@@ -247,6 +247,10 @@ std::vector<ConvCase> conv_cases() {
       {DType::F16, 2, 16, 13, 10, 24, 3, 3, {2, 2}, {0, 1, 1, 0}, {1, 1}, 1, H, true, "add_relu"},
       {DType::BF16, 2, 16, 12, 12, 32, 3, 3, {1, 1}, {2, 2}, {2, 2}, 1, H, true, "silu"},
       {DType::F16, 2, 5, 9, 9, 7, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, H, true, "relu"},
+      // Through the Engine these three take the channel-padded input (C -> 8, 8, 24).
+      {DType::BF16, 2, 3, 30, 29, 32, 7, 7, {2, 2}, {3, 3}, {1, 1}, 1, H, false, "relu"},
+      {DType::F16, 2, 1, 9, 9, 16, 3, 3, {1, 1}, {0, 0}, {1, 1}, 1, H, true, ""},
+      {DType::F16, 2, 20, 12, 12, 40, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, H, true, "silu"},
       {DType::F16, 2, 32, 10, 10, 64, 3, 3, {1, 1}, {1, 1}, {1, 1}, 4, H, true, "relu"},
       {DType::F16, 2, 32, 10, 10, 32, 3, 3, {2, 2}, {1, 1}, {1, 1}, 32, H, true, "relu"},
       {DType::F16, 2, 16, 10, 10, 32, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, C, true, "relu"},

@@ -286,6 +286,28 @@ std::vector<Case> make_cases() {
     };
     cases.push_back(c);
   }
+  // ---- pad: NHWC channels 3 -> 8 (one 16-byte vector per pixel), every dim with a fill value,
+  // a scalar-path NCHW pad, and prologues (a cast from f32, an elementwise op) computed in the copy
+  for (DType dt : kDtypes)
+    for (bool fusion : {true, false}) {
+      Case c;
+      c.name = fmt::format("pad_{}{}", dtype_name(dt), fusion ? "" : "_unfused");
+      c.fusion = fusion;
+      c.inputs = {{"x", {{3, 3, 5, 7}}}, {"y", {{2, 3, 5, 7}}}, {"f", {{3, 3, 5, 7}}}};
+      c.build = [dt] {
+        auto g = std::make_shared<Graph>("pad");
+        Tensor x = g->input("x", dt, {"N", 3, 5, 7}, Layout::NHWC);
+        g->output(g->pad(x, {0, 0, 0, 0, 0, 5, 0, 0}));
+        g->output(g->pad(x, {1, 2, 0, 3, 0, 11, 1, 2}, 0.5));
+        Tensor y = g->input("y", dt, {2, 3, 5, 7});
+        g->output(g->pad(g->exp(y), {0, 0, 1, 2, 0, 0, 3, 1}, -1.0));
+        Tensor f = g->input("f", DType::F32, {"N", 3, 5, 7}, Layout::NHWC);
+        Tensor h = g->add_node1("cast", {f}, {{"dtype", std::string(dtype_name(dt))}});
+        g->output(g->pad(g->relu(h), {0, 0, 0, 0, 0, 5, 0, 0}));
+        return g;
+      };
+      cases.push_back(c);
+    }
   // ---- fusion patterns: a transformer-ish residual chain with multi-output groups
   for (DType dt : kDtypes) {
     Case c;
