@@ -41,8 +41,8 @@ std::string k_offset(Writer& w, const StridedOperand& o, const std::string& kk,
 }
 
 void emit_strided_chunk(Writer& w, const StridedOperand& o, int bk, int threads, int cpr,
-                        const std::string& origin, const char* off_fn) {
-  w.line("const int id = threadIdx.x + p * {};", threads);
+                        const std::string& origin, const char* off_fn, const std::string& tid) {
+  w.line("const int id = {} + p * {};", tid, threads);
   w.line("const int cr = id / {}, cc = id % {};", cpr, cpr);
   // Logical chunk origin: (mn, k) of its first element; the chunk runs along the contiguous dim.
   if (o.kmajor) {
@@ -84,8 +84,10 @@ void emit_strided_chunk(Writer& w, const StridedOperand& o, int bk, int threads,
 
 // Emits `auto load_<name> = [&](unsigned short* s, int kt) {...};` for a strided operand whose
 // tile is `rows` (BM or BN) x BK, with the block origin `origin` on the mn side.
+// `threads` loader threads, this one `tid` (an expression) among them.
 void emit_strided_loader(Writer& w, const StridedOperand& o, const std::string& name, int rows,
-                         int bk, int threads, const std::string& origin, const char* off_fn) {
+                         int bk, int threads, const std::string& origin, const char* off_fn,
+                         const std::string& tid) {
   // Chunks: K-major tile: rows x (bk/8); MN-major tile: bk x (rows/8).
   int cpr = o.kmajor ? bk / 8 : rows / 8;
   int nrow = o.kmajor ? rows : bk;
@@ -96,7 +98,7 @@ void emit_strided_loader(Writer& w, const StridedOperand& o, const std::string& 
   w.open("auto load_{} = [&](unsigned short* s, int kt) {{", name);
   w.line("#pragma unroll");
   w.open("for (int p = 0; p < {}; ++p) {{", passes);
-  emit_strided_chunk(w, o, bk, threads, cpr, origin, off_fn);
+  emit_strided_chunk(w, o, bk, threads, cpr, origin, off_fn, tid);
   w.close();
   w.close("};");
 }
@@ -169,6 +171,13 @@ KernelSpec emit_mma(const Problem& p, const ContractionConfig& cfg_in, int sm) {
   const bool wg = cfg.kind == ContractionConfig::Kind::Wgmma;
   KILN_ASSERT(!wg || (cfg.bk == 64 && wgmma_supported(p)), "{}: wgmma config {} not applicable",
               p.where, cfg.str());
+  // Warp-specialized wgmma: the loaders run on the producer warpgroup's 128 threads only.
+  const bool warp_spec = wg && cfg.ws;
+  KILN_ASSERT(!warp_spec || splits == 1, "{}: warp-specialized config {} with split-K", p.where,
+              cfg.str());
+  const int lthreads = warp_spec ? 128 : threads;
+  const std::string ltid_conv = warp_spec ? "ltid" : "tid";
+  const std::string ltid_strided = warp_spec ? "ltid" : "threadIdx.x";
 
   Writer w;
   std::vector<std::string> coords;
@@ -269,7 +278,12 @@ KernelSpec emit_mma(const Problem& p, const ContractionConfig& cfg_in, int sm) {
   std::string m_code = a.dim(gm), n_code = a.dim(gn);
 
   // ---- kernel
-  if (wg) {
+  if (warp_spec) {
+    const bool sync_stores = !(p.is_conv ? conv_a_vec : aop.vec) || !bop.vec;
+    w.raw(wgmma_function(cfg.bn, bf16, b_kmajor));
+    w.line("typedef KcWgmmaWs<{}, {}, {}, {}, {}> G;", cfg.bm, cfg.bn, cfg.stages,
+           b_kmajor ? "true" : "false", sync_stores ? "true" : "false");
+  } else if (wg) {
     w.raw(wgmma_function(cfg.bn, bf16, b_kmajor));
     w.line("typedef KcWgmma<{}, {}, {}, {}> G;", cfg.bm, cfg.bn, cfg.stages,
            b_kmajor ? "true" : "false");
@@ -286,6 +300,7 @@ KernelSpec emit_mma(const Problem& p, const ContractionConfig& cfg_in, int sm) {
     b.line("const long long m0 = (long long)blockIdx.x * {};", cfg.bm);
     b.line("const long long n0 = (long long)blockIdx.y * {};", cfg.bn);
     b.line("const int tid = threadIdx.x;");
+    if (warp_spec) b.line("const int ltid = G::producer_tid();");
     if (!p.is_conv && !p.mm.batch.empty()) {
       b.line("long long bz = blockIdx.z;");
       for (size_t i = p.mm.batch.size(); i-- > 0;) {
@@ -296,15 +311,15 @@ KernelSpec emit_mma(const Problem& p, const ContractionConfig& cfg_in, int sm) {
     if (p.is_conv) {
       const ConvProblem& c = p.conv;
       int cpr = cfg.bk / 8;
-      int passes = cfg.bm * cpr / threads;
-      KILN_ASSERT(cfg.bm * cpr % threads == 0, "A tile does not split over threads");
+      int passes = cfg.bm * cpr / lthreads;
+      KILN_ASSERT(cfg.bm * cpr % lthreads == 0, "A tile does not split over threads");
       std::string oh = a.dim(c.oh), ow = a.dim(c.ow), h = a.dim(c.h), wdim = a.dim(c.w);
       b.line("long long a_base[{}];", passes);
       b.line("int a_ih[{}], a_iw[{}];", passes, passes);
       b.line("#pragma unroll");
       {
         auto l = b.block("for (int p = 0; p < {}; ++p) {{", passes);
-        b.line("const long long m = m0 + (tid + p * {}) / {};", threads, cpr);
+        b.line("const long long m = m0 + ({} + p * {}) / {};", ltid_conv, lthreads, cpr);
         b.open("if (m < {}) {{", m_code);
         b.line("long long q = m;");
         b.line("const int ow = (int)(q % {}); q /= {};", ow, ow);
@@ -322,7 +337,7 @@ KernelSpec emit_mma(const Problem& p, const ContractionConfig& cfg_in, int sm) {
       b.open("auto load_a = [&](unsigned short* s, int kt) {{");
       b.line("#pragma unroll");
       b.open("for (int p = 0; p < {}; ++p) {{", passes);
-      b.line("const int id = tid + p * {};", threads);
+      b.line("const int id = {} + p * {};", ltid_conv, lthreads);
       b.line("const int lm = id / {}, lk = (id % {}) * 8;", cpr, cpr);
       b.line("const unsigned dst = kc_smem_u32(s + G::a_off(lm, lk));");
       b.line("const int k = kt * {} + lk;", cfg.bk);
@@ -359,9 +374,9 @@ KernelSpec emit_mma(const Problem& p, const ContractionConfig& cfg_in, int sm) {
       b.close();
       b.close("};");
     } else {
-      emit_strided_loader(b, aop, "a", cfg.bm, cfg.bk, threads, "m0", "a_off");
+      emit_strided_loader(b, aop, "a", cfg.bm, cfg.bk, lthreads, "m0", "a_off", ltid_strided);
     }
-    emit_strided_loader(b, bop, "b", cfg.bn, cfg.bk, threads, "n0", "b_off");
+    emit_strided_loader(b, bop, "b", cfg.bn, cfg.bk, lthreads, "n0", "b_off", ltid_strided);
     b.line("float acc[G::MI][G::NI][4];");
     b.line("const int ktiles = (int)(({} + {}) / {});", kred, cfg.bk - 1, cfg.bk);
     if (splits > 1) {
@@ -376,7 +391,12 @@ KernelSpec emit_mma(const Problem& p, const ContractionConfig& cfg_in, int sm) {
           "auto mma = [](unsigned long long da, unsigned long long db, float (&c)[1][G::NI][4]) "
           "{{ kc_wgmma_n{}(da, db, c); }};",
           cfg.bn);
-      b.line("G::mainloop(G::aligned(kc_smem), load_a, load_b, mma, kt0, kt1, acc);");
+      if (warp_spec) {
+        b.line(
+            "if (!G::mainloop(G::aligned(kc_smem), load_a, load_b, mma, kt0, kt1, acc)) return;");
+      } else {
+        b.line("G::mainloop(G::aligned(kc_smem), load_a, load_b, mma, kt0, kt1, acc);");
+      }
     } else {
       b.line("G::mainloop(kc_smem, load_a, load_b, kt0, kt1, acc);");
     }

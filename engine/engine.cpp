@@ -340,7 +340,11 @@ const Graph& CompiledGraph::graph() const {
   return *checked(impl_).graph;
 }
 
-const std::vector<KernelInfo>& CompiledGraph::kernels() const {
+const std::vector<KernelInfo>& CompiledGraph::kernels() const& {
+  return checked(impl_).infos;
+}
+
+std::vector<KernelInfo> CompiledGraph::kernels() && {
   return checked(impl_).infos;
 }
 

@@ -15,6 +15,7 @@ std::string ContractionConfig::str() const {
   std::string s =
       fmt::format("{}{}x{}x{}_s{}", kind == Kind::Wgmma ? "wg" : "t", bm, bn, bk, stages);
   if (split_k > 1) s += fmt::format("_sk{}", split_k);
+  if (ws) s += "_ws";
   return s;
 }
 
@@ -183,7 +184,7 @@ ContractionConfig choose_mma_config(const ContractionProblemInfo& p) {
 
 bool operator==(const ContractionConfig& a, const ContractionConfig& b) {
   return a.kind == b.kind && a.bm == b.bm && a.bn == b.bn && a.bk == b.bk && a.wm == b.wm &&
-         a.wn == b.wn && a.stages == b.stages && a.split_k == b.split_k;
+         a.wn == b.wn && a.stages == b.stages && a.split_k == b.split_k && a.ws == b.ws;
 }
 
 std::vector<ContractionConfig> contraction_candidates(const ContractionProblemInfo& p, size_t max) {
@@ -199,6 +200,14 @@ std::vector<ContractionConfig> contraction_candidates(const ContractionProblemIn
     const int64_t ktiles = (p.k + 63) / 64;
     // Every tile at its usual depth, then split-K variants (concrete single-GEMM M), then one
     // stage less / more: ordered so that a small `max` keeps the likeliest winners.
+    // Warp-specialized variants first (every stage holds a tile in flight, so one more stage
+    // where it fits), then every tile at its usual depth.
+    for (const WgCandidate& cand : kWgCandidates) {
+      if (cand.bm > 128) continue;  // at most two consumer warpgroups (registers)
+      ContractionConfig c = wgmma_config(cand, cand.stages, 1);
+      c.ws = true;
+      add(c);
+    }
     for (const WgCandidate& cand : kWgCandidates) add(wgmma_config(cand, cand.stages, 1));
     if (!p.m_is_estimate && p.batch == 1)
       for (int split : {2, 4, 8})

@@ -35,15 +35,20 @@ struct ContractionConfig {
   int wm = 0, wn = 0;          // warp tile
   int stages = 0;
   int split_k = 1;
+  // Wgmma only: a producer warpgroup issues the loads, the BM / 64 consumer warpgroups only
+  // wait on mbarriers and run wgmma (no CTA barrier in the mainloop). Not with split-K.
+  bool ws = false;
   int threads() const {
-    if (kind == Kind::Wgmma) return bm / 64 * 128;
+    if (kind == Kind::Wgmma) return bm / 64 * 128 + (ws ? 128 : 0);
     return kind == Kind::Mma ? (bm / wm) * (bn / wn) * 32 : 256;
   }
   int smem_bytes() const {
-    if (kind == Kind::Wgmma) return (bm + bn) * bk * 2 * stages + 1024;  // + 1024-B alignment
+    if (kind == Kind::Wgmma)  // + 1024-B alignment (+ the stage mbarriers)
+      return (bm + bn) * bk * 2 * stages + 1024 + (ws ? 16 * stages : 0);
     return kind == Kind::Mma ? (bm + bn) * bk * 2 * stages : 0;
   }
-  std::string str() const;  // "t128x128x32_s4" / "wg128x256x64_s4" / "simt" / "direct"
+  // "t128x128x32_s4" / "wg128x256x64_s4" / "wg128x256x64_s4_ws" / "simt" / "direct"
+  std::string str() const;
 };
 
 ContractionConfig choose_contraction_config(const ContractionProblemInfo& p);
@@ -57,7 +62,7 @@ ContractionConfig choose_wgmma_config(const ContractionProblemInfo& p);
 // tiles), each fitting shared memory, no duplicates, at most `max`. Direct / SIMT problems have
 // one candidate (nothing to tune).
 std::vector<ContractionConfig> contraction_candidates(const ContractionProblemInfo& p,
-                                                      size_t max = 12);
+                                                      size_t max = 16);
 bool operator==(const ContractionConfig& a, const ContractionConfig& b);
 
 }  // namespace kiln

@@ -48,7 +48,9 @@ bool plausible(const ContractionConfig& c) {
   auto tile = [](int v) { return v == 64 || v == 128 || v == 256; };
   return tile(c.bm) && tile(c.bn) && (c.bk == 32 || c.bk == 64) && c.wm > 0 && c.wn > 0 &&
          c.bm % c.wm == 0 && c.bn % c.wn == 0 && c.stages >= 2 && c.stages <= 8 && c.split_k >= 1 &&
-         c.split_k <= 16;
+         c.split_k <= 16 &&
+         (!c.ws || (c.kind == ContractionConfig::Kind::Wgmma && c.split_k == 1 && c.stages >= 3 &&
+                    c.bm <= 128));
 }
 
 }  // namespace
@@ -106,6 +108,7 @@ std::string TuningTable::to_json() const {
                       {"wn", c.wn},
                       {"stages", c.stages},
                       {"split_k", c.split_k},
+                      {"ws", c.ws},
                       {"name", c.str()},
                       {"ms", e.ms},
                       {"rule_ms", e.rule_ms},
@@ -136,6 +139,7 @@ bool TuningTable::parse(const std::string& text, std::map<std::string, TuningEnt
       c.wn = v.at("wn").get<int>();
       c.stages = v.at("stages").get<int>();
       c.split_k = v.at("split_k").get<int>();
+      c.ws = v.value("ws", false);
       e.ms = v.value("ms", 0.0);
       e.rule_ms = v.value("rule_ms", 0.0);
       e.candidates = v.value("candidates", 0);

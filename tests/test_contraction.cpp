@@ -625,22 +625,28 @@ TEST(Contraction, EveryWgmmaTileCompiles) {
     contraction::Problem p = contraction::describe(g, grp);
     ASSERT_TRUE(contraction::wgmma_supported(p));
     for (auto [bm, bn, st] : tiles) {
-      ContractionConfig c;
-      c.kind = ContractionConfig::Kind::Wgmma;
-      c.bm = bm;
-      c.bn = bn;
-      c.bk = 64;
-      c.wm = 64;
-      c.wn = bn;
-      c.stages = st;
-      KernelSpec k = contraction::emit_with_config(p, c, 90);
-      SCOPED_TRACE(k.name);
-      EXPECT_EQ(k.block[0], bm / 64 * 128);
-      try {
-        NvrtcResult r = nvrtc_compile(k.source, k.name, "sm_90a", {"--ptxas-options=-v"});
-        EXPECT_NE(r.log.find("0 bytes spill stores"), std::string::npos) << r.log;
-      } catch (const Error& e) {
-        ADD_FAILURE() << e.what();
+      for (bool ws : {false, true}) {  // ws: plus a producer warpgroup (at most 2 consumers)
+        if (ws && bm > 128) continue;
+        ContractionConfig c;
+        c.kind = ContractionConfig::Kind::Wgmma;
+        c.bm = bm;
+        c.bn = bn;
+        c.bk = 64;
+        c.wm = 64;
+        c.wn = bn;
+        c.stages = st;
+        c.ws = ws;
+        KernelSpec k = contraction::emit_with_config(p, c, 90);
+        SCOPED_TRACE(k.name);
+        EXPECT_EQ(k.block[0], bm / 64 * 128 + (ws ? 128 : 0));
+        EXPECT_EQ(k.name.find("_ws") != std::string::npos, ws);
+        EXPECT_EQ(k.source.find("KcWgmmaWs<") != std::string::npos, ws);
+        try {
+          NvrtcResult r = nvrtc_compile(k.source, k.name, "sm_90a", {"--ptxas-options=-v"});
+          EXPECT_NE(r.log.find("0 bytes spill stores"), std::string::npos) << r.log;
+        } catch (const Error& e) {
+          ADD_FAILURE() << e.what();
+        }
       }
     }
   }

@@ -88,13 +88,14 @@ for step in "$@"; do
       ncu_opts="--clock-control none --launch-skip 25 --launch-count 1 --section SpeedOfLight \
         --section MemoryWorkloadAnalysis --section WarpStateStats --section SchedulerStats \
         --section Occupancy --section LaunchStats"
-      timeout 150 ncu $ncu_opts -o "$OUT/ncu_conv_res3" $B/bench_contraction conv 32 128 128 28 28 3 1 1 \
-        > "$OUT/ncu_conv_res3.txt" 2>&1
-      echo "ncu conv res3: exit $?"; grep -aE "Duration|Throughput|Pipe|Warp Cycles|Stall|Achieved Occ|Registers" \
-        "$OUT/ncu_conv_res3.txt" | head -30
+      # PROFILE_CONFIG=--config=wg128x128x64_s5_ws profiles that tile instead of the rules' one.
+      timeout 150 ncu $ncu_opts --page details $B/bench_contraction conv 32 128 128 28 28 3 1 1 \
+        ${PROFILE_CONFIG:-} > "$OUT/ncu_conv_res3.txt" 2>&1
+      echo "ncu conv res3: exit $?"; grep -aE "Duration|Throughput|Pipe|Warp Cycles|Stall|Achieved Occ|Registers|Eligible|Issued" \
+        "$OUT/ncu_conv_res3.txt" | head -40
       python3 -c "import sys; sys.path.insert(0, 'bench'); import bench_memory as b, json; \
 json.dump(b.make_cases()['groupnorm_silu']['graph'], open('/tmp/gn.json', 'w'))"
-      timeout 150 ncu $ncu_opts -k regex:channelnorm -o "$OUT/ncu_groupnorm" $B/kiln bench /tmp/gn.json \
+      timeout 150 ncu $ncu_opts -k regex:channelnorm --page details $B/kiln bench /tmp/gn.json \
         --iters 5 --warmup 2 > "$OUT/ncu_groupnorm.txt" 2>&1
       echo "ncu groupnorm: exit $?"; grep -aE "Duration|Throughput|Warp Cycles|Stall|Achieved Occ" \
         "$OUT/ncu_groupnorm.txt" | head -20 ;;

@@ -128,3 +128,132 @@ struct KcWgmma {
       for (int e = 0; e < 4; ++e) kc_reg_fence(acc[0][ni][e]);
   }
 };
+
+// ---- Warp-specialized variant: the last warpgroup is a producer that only issues the cp.async
+// loads; the BM / 64 consumer warpgroups only wait and issue wgmma. Stage handoff through
+// mbarriers in shared memory (after the stage buffers): full[s] completes when the producer's
+// 128 threads' copies of stage s have landed (cp.async.mbarrier.arrive.noinc), empty[s] when
+// every consumer warp's wgmma reading stage s has retired. No CTA barrier in the loop, so a slow
+// load stalls only the stage it fills, and the address math of the im2col gather runs on warps
+// that never hold accumulators.
+__device__ __forceinline__ void kc_mbar_init(unsigned bar, unsigned count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void kc_mbar_arrive(unsigned bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+// Arrives on `bar` once all of this thread's earlier cp.async copies have completed.
+__device__ __forceinline__ void kc_mbar_arrive_cp_async(unsigned bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
+}
+// Waits until the phase with parity `parity` of `bar` has completed.
+__device__ __forceinline__ void kc_mbar_wait(unsigned bar, unsigned parity) {
+  asm volatile(
+      "{\n.reg .pred done;\nKC_MBAR_WAIT:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra KC_MBAR_WAIT;\n}\n" ::"r"(bar),
+      "r"(parity)
+      : "memory");
+}
+
+// SYNC_STORES: some loader writes shared memory with plain stores (the scalar gather of an
+// unaligned operand): each producer thread also arrives normally (release) after them.
+template <int BM, int BN, int STAGES, bool B_KM, bool SYNC_STORES>
+struct KcWgmmaWs {
+  typedef KcWgmma<BM, BN, STAGES, B_KM> Tile;  // the same shared tiles and descriptors
+  static constexpr int BK = 64;
+  static constexpr int CONSUMERS = BM / 64;
+  static constexpr int PRODUCER_THREADS = 128;
+  static constexpr int THREADS = CONSUMERS * 128 + PRODUCER_THREADS;
+  static constexpr int MI = 1, NI = BN / 8;
+  static constexpr int A_ELEMS = Tile::A_ELEMS, STAGE_ELEMS = Tile::STAGE_ELEMS;
+  static constexpr int SMEM_BYTES = STAGE_ELEMS * STAGES * 2 + 1024 + 2 * STAGES * 8;
+  static_assert(STAGES >= 3, "warp-specialized pipeline depth");
+  static_assert(CONSUMERS <= 2,
+                "one or two consumer warpgroups (640 threads leave too few registers)");
+  // Two consumers with a 64 x 256 accumulator tile each (128 registers of it) and 384 threads
+  // (168 registers each at launch): the producer hands registers to the consumers.
+  static constexpr bool REBALANCE = CONSUMERS == 2 && BN == 256;
+  static constexpr int PRODUCER_REGS = 152, CONSUMER_REGS = 176;
+
+  __device__ static __forceinline__ int a_off(int m, int k) { return Tile::a_off(m, k); }
+  __device__ static __forceinline__ int b_off(int n, int k) { return Tile::b_off(n, k); }
+  __device__ static __forceinline__ unsigned short* aligned(unsigned short* smem) {
+    return Tile::aligned(smem);
+  }
+  // The thread's index among the producer's threads (negative in consumers).
+  __device__ static __forceinline__ int producer_tid() {
+    return (int)threadIdx.x - CONSUMERS * 128;
+  }
+
+  // Returns false in the producer warpgroup (its accumulators are not results): the caller
+  // returns before the epilogue.
+  template <class LA, class LB, class MMA>
+  __device__ static __forceinline__ bool mainloop(unsigned short* smem, LA& load_a, LB& load_b,
+                                                  MMA& mma, int kt0, int kt1,
+                                                  float (&acc)[1][NI][4]) {
+    const unsigned base = kc_smem_u32(smem);
+    const unsigned bars = base + STAGE_ELEMS * STAGES * 2;  // full[s] at +8 s, empty[s] after
+    if (threadIdx.x == 0) {
+      for (int s = 0; s < STAGES; ++s) {
+        kc_mbar_init(bars + 8 * s, PRODUCER_THREADS * (SYNC_STORES ? 2 : 1));
+        kc_mbar_init(bars + 8 * (STAGES + s), CONSUMERS * 4);
+      }
+    }
+    __syncthreads();
+    const int wg = threadIdx.x >> 7;
+    const int nt = kt1 - kt0;
+    if (wg == CONSUMERS) {
+      if (REBALANCE) asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(PRODUCER_REGS));
+      for (int t = 0; t < nt; ++t) {
+        const int s = t % STAGES;
+        if (t >= STAGES) kc_mbar_wait(bars + 8 * (STAGES + s), ((t / STAGES) - 1) & 1);
+        load_a(smem + s * STAGE_ELEMS, kt0 + t);
+        load_b(smem + s * STAGE_ELEMS + A_ELEMS, kt0 + t);
+        kc_mbar_arrive_cp_async(bars + 8 * s);
+        if (SYNC_STORES) kc_mbar_arrive(bars + 8 * s);
+      }
+      kc_cp_async_wait<0>();
+      return false;
+    }
+    if (REBALANCE) asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(CONSUMER_REGS));
+#pragma unroll
+    for (int ni = 0; ni < NI; ++ni)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[0][ni][e] = 0.f;
+    const bool lane0 = (threadIdx.x & 31) == 0;
+    for (int t = 0; t < nt; ++t) {
+      const int s = t % STAGES;
+      kc_mbar_wait(bars + 8 * s, (t / STAGES) & 1);
+      kc_fence_proxy_async();  // the producer's generic-proxy writes, before wgmma reads them
+      const unsigned sa = base + s * STAGE_ELEMS * 2 + wg * 64 * BK * 2;
+      const unsigned sb = base + s * STAGE_ELEMS * 2 + A_ELEMS * 2;
+#pragma unroll
+      for (int ni = 0; ni < NI; ++ni)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) kc_reg_fence(acc[0][ni][e]);
+      kc_wg_fence();
+#pragma unroll
+      for (int kk = 0; kk < BK / 16; ++kk) {
+        const unsigned long long da = kc_wg_desc(sa + kk * 32, 16, 1024);
+        const unsigned long long db =
+            B_KM ? kc_wg_desc(sb + kk * 32, 16, 1024) : kc_wg_desc(sb + kk * 2048, BK * 128, 1024);
+        mma(da, db, acc);
+      }
+      kc_wg_commit();
+#pragma unroll
+      for (int ni = 0; ni < NI; ++ni)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) kc_reg_fence(acc[0][ni][e]);
+      // Tile t - 1's wgmma has retired: its stage goes back to the producer.
+      kc_wg_wait<1>();
+      if (t > 0 && lane0) kc_mbar_arrive(bars + 8 * (STAGES + (t - 1) % STAGES));
+    }
+    kc_wg_wait<0>();
+#pragma unroll
+    for (int ni = 0; ni < NI; ++ni)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) kc_reg_fence(acc[0][ni][e]);
+    return true;
+  }
+};

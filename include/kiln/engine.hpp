@@ -92,7 +92,9 @@ class CompiledGraph {
   CompiledGraph& operator=(CompiledGraph&&) noexcept;
 
   const Graph& graph() const;
-  const std::vector<KernelInfo>& kernels() const;
+  // On a temporary (`engine.compile(g).kernels()`) a copy: a reference would dangle.
+  const std::vector<KernelInfo>& kernels() const&;
+  std::vector<KernelInfo> kernels() &&;
   // Concrete output shapes for these bindings (bind() from the input shapes first).
   std::map<std::string, std::vector<int64_t>> output_shapes(const Bindings& b) const;
   // Bytes of device workspace needed for these bindings (the intermediate arena).
