@@ -274,6 +274,14 @@ PreparedInputs prepare_inputs(const std::string& cmd, const Graph& g, const Inpu
     p.tensors[t.name] = HostTensor::from_f64(t.desc.dtype, shape, v, layout);
     p.origin[t.name] = fmt::format("random normal(0, 1), seed {}", o.seed);
   }
+  // Safetensors files hold logical row-major data; every input leaves here in its declared
+  // layout, because the GPU session copies the bytes as they are (an NHWC input read from a file
+  // was uploaded row-major: a silently scrambled image).
+  for (auto& [name, h] : p.tensors) {
+    const TensorInfo& t = g.tensor(g.find(name));
+    Layout layout = t.desc.layout == Layout::Strided ? Layout::NCHW : t.desc.layout;
+    if (h.strides != layout_strides(h.shape, layout, {})) h = h.relayout(layout);
+  }
   return p;
 }
 

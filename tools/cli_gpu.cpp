@@ -37,6 +37,10 @@ DeviceSession::DeviceSession(const Graph& g, const std::map<std::string, HostTen
     auto it = inputs.find(t.name);
     KILN_CHECK(it != inputs.end(), "input '{}' was not supplied", t.name);
     const HostTensor& h = it->second;
+    const Layout layout = t.desc.layout == Layout::Strided ? Layout::NCHW : t.desc.layout;
+    KILN_ASSERT(h.strides == layout_strides(h.shape, layout, {}),
+                "input '{}' reached the GPU session not in its declared layout {}", t.name,
+                layout_name(layout));
     buffers_.emplace_back(h.data.size());
     cuda::memcpy_htod(buffers_.back().ptr(), h.data.data(), h.data.size());
     inputs_[t.name] = DeviceTensor{buffers_.back().ptr(), h.shape};
