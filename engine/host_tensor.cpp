@@ -21,9 +21,10 @@ uint16_t f32_to_f16_bits(float f) {
     std::memcpy(&a, &ax, 4);
     return static_cast<uint16_t>(sign | static_cast<uint32_t>(std::nearbyint(a * 16777216.0f)));
   }
+  // Round to nearest even at bit 13 without a data-dependent branch (a carry out of the mantissa
+  // moves into the exponent, which is the right result).
+  ax += 0xfffu + ((ax >> 13) & 1u);
   uint32_t h = (ax >> 13) - ((127u - 15u) << 10);
-  uint32_t rem = ax & 0x1fffu;
-  if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) ++h;
   return static_cast<uint16_t>(sign | h);
 }
 
@@ -126,32 +127,94 @@ bool HostTensor::is_row_major() const {
 }
 
 namespace {
-// Calls f(logical_index, storage_offset) for every element in row-major logical order.
+// Calls f(offset_a, offset_b) for every element in row-major logical order of `shape`, with its
+// storage offsets under two stride vectors (one odometer, no per-element index vector).
 template <class F>
-void for_each_offset(const HostTensor& t, F&& f) {
-  int64_t n = t.numel();
-  int r = t.rank();
+void for_each_offset2(const std::vector<int64_t>& shape, const std::vector<int64_t>& sa,
+                      const std::vector<int64_t>& sb, F&& f) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  if (n == 0) return;
+  const int r = static_cast<int>(shape.size());
+  // The innermost dim runs as a tight loop; the odometer steps the outer ones.
+  const int64_t inner = r ? shape[r - 1] : 1, ia = r ? sa[r - 1] : 0, ib = r ? sb[r - 1] : 0;
   std::vector<int64_t> idx(r, 0);
-  int64_t off = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    f(i, off);
-    for (int d = r - 1; d >= 0; --d) {
-      if (++idx[d] < t.shape[d]) {
-        off += t.strides[d];
+  int64_t oa = 0, ob = 0;
+  for (int64_t i = 0; i < n; i += inner) {
+    for (int64_t j = 0; j < inner; ++j) f(oa + j * ia, ob + j * ib);
+    for (int d = r - 2; d >= 0; --d) {
+      if (++idx[d] < shape[d]) {
+        oa += sa[d];
+        ob += sb[d];
         break;
       }
-      off -= t.strides[d] * (t.shape[d] - 1);
+      oa -= sa[d] * (shape[d] - 1);
+      ob -= sb[d] * (shape[d] - 1);
       idx[d] = 0;
     }
   }
+}
+
+// Typed element access: the dtype switch stays outside the element loops (weights run to tens of
+// millions of elements on every Engine build: batchnorm folding, constant upload).
+template <class F>
+void with_dtype(DType t, F&& f) {
+  switch (t) {
+    case DType::F32:
+      f(
+          [](const std::byte* p) {
+            float v;
+            std::memcpy(&v, p, 4);
+            return static_cast<double>(v);
+          },
+          [](std::byte* p, double v) {
+            float x = static_cast<float>(v);
+            std::memcpy(p, &x, 4);
+          });
+      return;
+    case DType::F16:
+      f(
+          [](const std::byte* p) {
+            uint16_t h;
+            std::memcpy(&h, p, 2);
+            return static_cast<double>(f16_bits_to_f32(h));
+          },
+          [](std::byte* p, double v) {
+            uint16_t h = f32_to_f16_bits(static_cast<float>(v));
+            std::memcpy(p, &h, 2);
+          });
+      return;
+    case DType::BF16:
+      f(
+          [](const std::byte* p) {
+            uint16_t h;
+            std::memcpy(&h, p, 2);
+            return static_cast<double>(bf16_bits_to_f32(h));
+          },
+          [](std::byte* p, double v) {
+            uint16_t h = f32_to_bf16_bits(static_cast<float>(v));
+            std::memcpy(p, &h, 2);
+          });
+      return;
+  }
+}
+
+std::vector<int64_t> row_major_strides(const std::vector<int64_t>& shape) {
+  return layout_strides(shape, Layout::NCHW);
 }
 }  // namespace
 
 std::vector<double> HostTensor::to_f64() const {
   std::vector<double> v(static_cast<size_t>(numel()));
-  size_t es = dtype_size(dtype);
-  for_each_offset(*this, [&](int64_t i, int64_t off) {
-    v[i] = load_element(dtype, data.data() + off * static_cast<int64_t>(es));
+  const int64_t es = static_cast<int64_t>(dtype_size(dtype));
+  const std::byte* base = data.data();
+  with_dtype(dtype, [&](auto load, auto) {
+    if (is_row_major()) {
+      for (size_t i = 0; i < v.size(); ++i) v[i] = load(base + static_cast<int64_t>(i) * es);
+      return;
+    }
+    for_each_offset2(shape, row_major_strides(shape), strides,
+                     [&](int64_t i, int64_t off) { v[i] = load(base + off * es); });
   });
   return v;
 }
@@ -161,9 +224,15 @@ HostTensor HostTensor::from_f64(DType dtype, std::vector<int64_t> shape,
   HostTensor t = zeros(dtype, std::move(shape), layout);
   KILN_ASSERT(static_cast<int64_t>(v.size()) == t.numel(), "from_f64: {} values for {} elements",
               v.size(), t.numel());
-  size_t es = dtype_size(dtype);
-  for_each_offset(t, [&](int64_t i, int64_t off) {
-    store_element(dtype, t.data.data() + off * static_cast<int64_t>(es), v[i]);
+  const int64_t es = static_cast<int64_t>(dtype_size(dtype));
+  std::byte* base = t.data.data();
+  with_dtype(dtype, [&](auto, auto store) {
+    if (t.is_row_major()) {
+      for (size_t i = 0; i < v.size(); ++i) store(base + static_cast<int64_t>(i) * es, v[i]);
+      return;
+    }
+    for_each_offset2(t.shape, row_major_strides(t.shape), t.strides,
+                     [&](int64_t i, int64_t off) { store(base + off * es, v[i]); });
   });
   return t;
 }
@@ -174,13 +243,24 @@ HostTensor HostTensor::relayout(Layout layout) const {
       data.size() == static_cast<size_t>(numel()) * dtype_size(dtype))
     return *this;
   HostTensor t = zeros(dtype, shape, layout);
-  size_t es = dtype_size(dtype);
-  std::vector<int64_t> src_off(static_cast<size_t>(numel()));
-  for_each_offset(*this, [&](int64_t i, int64_t off) { src_off[i] = off; });
-  for_each_offset(t, [&](int64_t i, int64_t off) {
-    std::memcpy(t.data.data() + off * static_cast<int64_t>(es),
-                data.data() + src_off[i] * static_cast<int64_t>(es), es);
-  });
+  const int64_t es = static_cast<int64_t>(dtype_size(dtype));
+  const std::byte* src = data.data();
+  std::byte* dst = t.data.data();
+  auto copy = [&](auto word) {
+    using W = decltype(word);
+    for_each_offset2(shape, strides, t.strides, [&](int64_t a, int64_t b) {
+      W x;
+      std::memcpy(&x, src + a * es, sizeof(W));
+      std::memcpy(dst + b * es, &x, sizeof(W));
+    });
+  };
+  if (es == 2)
+    copy(uint16_t{});
+  else if (es == 4)
+    copy(uint32_t{});
+  else
+    for_each_offset2(shape, strides, t.strides,
+                     [&](int64_t a, int64_t b) { std::memcpy(dst + b * es, src + a * es, es); });
   return t;
 }
 

@@ -68,7 +68,8 @@ int run_import(const std::vector<std::string>& argv) {
                       {{"--out", true, false},
                        {"--layout", true, false},
                        {"--dtype", true, false},
-                       {"--name", true, false}},
+                       {"--name", true, false},
+                       {"--force", false, false}},
                       1, 1);
   if (!a.has("--out") || a.get("--out").empty())
     usage_error("import", "--out DIR is required (the directory for NAME.json and its weights)");
@@ -106,6 +107,7 @@ int run_import(const std::vector<std::string>& argv) {
     cmd.push_back("--name");
     cmd.push_back(a.get("--name"));
   }
+  if (a.has("--force")) cmd.push_back("--force");
   std::vector<char*> cargv;
   for (std::string& s : cmd) cargv.push_back(s.data());
   cargv.push_back(nullptr);
@@ -130,7 +132,7 @@ int run_import(const std::vector<std::string>& argv) {
 KILN_CLI_COMMAND(
     onnx_import, "import", "convert an ONNX model to a kiln graph file and weights",
     "usage: kiln import MODEL.onnx --out DIR [--layout NCHW|NHWC] [--dtype f32|f16|bf16]\n"
-    "                               [--name NAME]\n"
+    "                               [--name NAME] [--force]\n"
     "\n"
     "Writes DIR/NAME.json (a kiln graph file) and DIR/NAME.safetensors (the model's weights).\n"
     "Runs tools/onnx2kiln.py with python3, which needs the Python packages onnx and numpy\n"
@@ -141,6 +143,9 @@ KILN_CLI_COMMAND(
     "  --dtype D       store float inputs and weights as f32, f16 or bf16 (default: as in the\n"
     "                  model)\n"
     "  --name NAME     graph name and file stem (default: the model's graph name or file stem)\n"
+    "  --force         convert even when DIR already holds this conversion: same model bytes,\n"
+    "                  options and converter, outputs untouched (then 'up to date' is printed\n"
+    "                  and nothing is rewritten)\n"
     "\n"
     "Dynamic ONNX dims become kiln symbols (bind them with 'kiln run --shape' or from the\n"
     "inputs). Unsupported ops are listed all at once, by op type and node name (exit 2).\n",

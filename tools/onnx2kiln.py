@@ -1445,6 +1445,58 @@ def convert_file(model_path, out_dir, name=None, layout="NCHW", dtype=None):
     return gpath, wpath, conv
 
 
+# ------------------------------------------------------------------------------------ reuse
+
+# A stamp in the output directory per (model path, options): the model's content hash, the
+# options, this converter's own hash and the outputs it wrote (size, mtime). When all still match,
+# the conversion is skipped: a deployment's warm start does not re-convert the same model
+# (like ccache: content, not timestamps, decides about the input; outputs must be untouched).
+def _stamp_path(model_path, out_dir, name, layout, dtype):
+    import hashlib
+    ident = json.dumps([os.path.abspath(model_path), name, layout, dtype])
+    return os.path.join(out_dir, ".onnx2kiln-" + hashlib.sha1(ident.encode()).hexdigest()[:16] + ".json")
+
+
+def _stamp_key(model_path, name, layout, dtype):
+    import hashlib
+    h = hashlib.sha1()
+    with open(model_path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 22), b""):
+            h.update(chunk)
+    with open(os.path.abspath(__file__), "rb") as f:
+        me = hashlib.sha1(f.read()).hexdigest()
+    return {"model_sha1": h.hexdigest(), "name": name, "layout": layout, "dtype": dtype,
+            "converter_sha1": me}
+
+
+def _file_facts(path):
+    st = os.stat(path)
+    return [st.st_size, st.st_mtime_ns]
+
+
+def _up_to_date(stamp_path, key):
+    """The stamp's printed summary when the stamp matches and its outputs are untouched."""
+    try:
+        with open(stamp_path) as f:
+            stamp = json.load(f)
+        if stamp.get("key") != key:
+            return None
+        for path, facts in stamp.get("outputs", {}).items():
+            if _file_facts(path) != facts:
+                return None
+        return stamp.get("summary", [])
+    except (OSError, ValueError, TypeError, AttributeError):
+        return None
+
+
+def _write_stamp(stamp_path, key, outputs, summary):
+    tmp = f"{stamp_path}.tmp.{os.getpid()}"
+    with open(tmp, "w") as f:
+        json.dump({"key": key, "outputs": {p: _file_facts(p) for p in outputs},
+                   "summary": summary}, f, indent=1)
+    os.replace(tmp, stamp_path)
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(prog="onnx2kiln", description=__doc__.split("\n\n")[0])
     p.add_argument("model", help="the ONNX model file")
@@ -1454,10 +1506,24 @@ def main(argv=None):
                    help="memory layout of 4-D inputs and conv filters (default NCHW)")
     p.add_argument("--dtype", choices=["f32", "f16", "bf16"],
                    help="store float inputs and weights in this dtype (default: as in the model)")
+    p.add_argument("--force", action="store_true",
+                   help="convert even when DIR holds this model's untouched conversion")
     try:
         args = p.parse_args(argv)
     except SystemExit as e:
         return 2 if e.code else 0
+    stamp, key = None, None
+    if os.path.isfile(args.model):
+        stamp = _stamp_path(args.model, args.out, args.name, args.layout, args.dtype)
+        key = _stamp_key(args.model, args.name, args.layout, args.dtype)
+        summary = None if args.force else _up_to_date(stamp, key)
+        if summary is not None:
+            print(f"up to date: {args.out} holds this conversion of {args.model} (same model "
+                  "bytes, options and converter; outputs untouched): nothing to do (--force "
+                  "converts again)")
+            for line in summary:
+                print(line)
+            return 0
     try:
         gpath, wpath, conv = convert_file(args.model, args.out, args.name, args.layout,
                                           args.dtype)
@@ -1467,10 +1533,17 @@ def main(argv=None):
     for w in conv.warnings:
         print(f"onnx2kiln: warning: {w}", file=sys.stderr)
     ins = ", ".join(f"{k} {v['dtype']} {v['shape']}" for k, v in conv.inputs.items())
-    print(f"wrote {gpath} ({len(conv.nodes)} nodes; inputs: {ins}; outputs: "
-          f"{', '.join(conv.outputs)})")
+    summary = [f"wrote {gpath} ({len(conv.nodes)} nodes; inputs: {ins}; outputs: "
+               f"{', '.join(conv.outputs)})"]
     if wpath:
-        print(f"wrote {wpath} ({len(conv.weights)} tensors)")
+        summary.append(f"wrote {wpath} ({len(conv.weights)} tensors)")
+    for line in summary:
+        print(line)
+    if stamp is not None:
+        try:
+            _write_stamp(stamp, key, [x for x in (gpath, wpath) if x], summary)
+        except OSError as e:  # a stamp that cannot be written only costs the next import
+            print(f"onnx2kiln: warning: cannot write {stamp}: {e}", file=sys.stderr)
     return 0
 
 

@@ -659,3 +659,28 @@ def test_embedding_gather_is_refused_clearly(tmp_path):
     m = model(nodes, [vi("x", [4, 3])], [vi("e", None)], [init("i", np.array([1, 2], np.int64))])
     _, r = convert(tmp_path, m, name="g2", expect_rc=2)
     assert "gather_rows" in r.stderr and "'x'" in r.stderr and "run time" in r.stderr
+
+
+def test_unchanged_model_is_not_converted_again(tmp_path):
+    nodes = [helper.make_node("Relu", ["x"], ["y"], name="relu1")]
+    m = model(nodes, [vi("x", [2, 3])], [vi("y", [2, 3])])
+    graph, r = convert(tmp_path, m, name="r")
+    assert "wrote" in r.stdout and "up to date" not in r.stdout
+    # Same model bytes, options and converter, outputs untouched: nothing is rewritten.
+    before = graph.stat().st_mtime_ns
+    _, r = convert(tmp_path, m, name="r")
+    assert "up to date" in r.stdout and "wrote" in r.stdout, r.stdout  # the summary is repeated
+    assert graph.stat().st_mtime_ns == before
+    # Other options, --force, an edited output or a changed model: converted again.
+    _, r = convert(tmp_path, m, "--layout", "NHWC", name="r")
+    assert "up to date" not in r.stdout
+    _, r = convert(tmp_path, m, "--layout", "NHWC", "--force", name="r")
+    assert "up to date" not in r.stdout
+    with open(graph, "a") as f:
+        f.write(" ")
+    _, r = convert(tmp_path, m, name="r")
+    assert "up to date" not in r.stdout
+    nodes = [helper.make_node("Sigmoid", ["x"], ["y"], name="sig1")]
+    _, r = convert(tmp_path, model(nodes, [vi("x", [2, 3])], [vi("y", [2, 3])]), name="r")
+    assert "up to date" not in r.stdout
+    assert json.loads(graph.read_text())["nodes"][0]["op"] == "sigmoid"
