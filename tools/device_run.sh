@@ -120,6 +120,9 @@ json.dump(b.make_cases()['groupnorm_silu']['graph'], open('/tmp/gn.json', 'w'))"
         python3 tools/export_torchvision.py --compare /tmp/m/$m.expected.safetensors \
           /tmp/m/$m.got.safetensors --tol 1e-3 2>&1 | tail -3
       done ;;
+    models)  # the encoder stack and the UNet down block vs PyTorch eager (+ CUDA graph), f16
+      timeout ${MODELS_TIMEOUT:-300} python3 bench/bench_models.py --kiln $B/kiln --out "$OUT" \
+        ${MODELS_ARGS:-} 2>&1 | tee "$OUT/bench_models.log" | tail -30 ;;
     resnet50)  # the whole ResNet-50 (ONNX -> kiln f16 NHWC, +/- CUDA graph) vs PyTorch eager, eager + CUDA
                # graph and torch.compile at N=1,32,128; time to first result; kiln vs torch outputs.
                # RESNET50_ARGS adds options (--no-compile, --batches 1,32, ...); JSON + plot land in $OUT.
