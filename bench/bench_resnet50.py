@@ -200,6 +200,9 @@ def kiln_first_result(kiln, onnx_path, graph_dir, cache_dir, timeout):
     stats = [l.strip() for l in out.splitlines() if l.startswith("stats:")]
     if stats:
         rec["kiln_run"]["stats"] = stats[0]
+    build = [l.strip() for l in out.splitlines() if l.startswith("build:")]
+    if build:  # where the Engine build went: passes, codegen, kernel cache, module loads
+        rec["kiln_run"]["build"] = build[0]
     if not run["ok"]:
         rec["error"] = "kiln run: " + run.get("error", "failed")
         rec["stderr_tail"] = run.get("stderr_tail", "")
@@ -860,7 +863,8 @@ def run_all(args, res, out_dir, work):
                 else:
                     k = rec["kiln_run"]
                     print(f"{key}: import {rec['import_s']:.2f} s + run {rec['run_s']:.2f} s "
-                          f"({k.get('nvrtc', '?')} nvrtc, compile {k.get('compile_ms', '?')} ms)", flush=True)
+                          f"({k.get('nvrtc', '?')} nvrtc, compile {k.get('compile_ms', '?')} ms; "
+                          f"{k.get('build', 'no build line')})", flush=True)
                 if graph and "f16" not in graphs:
                     graphs["f16"] = graph
                 res.save()

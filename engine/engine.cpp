@@ -54,7 +54,16 @@ struct EngineState {
   std::atomic<int64_t> graph_cache_hits{0};
   std::atomic<int64_t> specializations{0};
   std::atomic<int64_t> specialized_runs{0};
+  // EngineStats' build breakdown, in microseconds (atomic adds from concurrent builds).
+  std::atomic<int64_t> passes_us{0}, codegen_us{0}, cache_us{0}, load_us{0};
 };
+
+// Adds the microseconds since `t0` to `acc` and restarts `t0`.
+void lap(std::chrono::steady_clock::time_point* t0, std::atomic<int64_t>* acc) {
+  auto now = std::chrono::steady_clock::now();
+  acc->fetch_add(std::chrono::duration_cast<std::chrono::microseconds>(now - *t0).count());
+  *t0 = now;
+}
 
 // One planned, generated and compiled graph. Immutable after build_core() except for the
 // specialization table; shared by every CompiledGraph compile() returned for the same key.
@@ -179,7 +188,9 @@ std::shared_ptr<GraphCore> build_core(const std::shared_ptr<EngineState>& stp,
   core->st = stp;
   // Inference batchnorm after a conv/matmul with constant weights folds into them: no batchnorm
   // math in the epilogue. Inputs and outputs keep their names; the reference runs the original.
+  auto t0 = std::chrono::steady_clock::now();
   core->graph = apply_engine_passes(std::move(gp), fusion);
+  lap(&t0, &e.passes_us);
   const Graph& graph = *core->graph;
   KILN_CHECK(!graph.outputs().empty(), "graph '{}': no outputs to compute", graph.name());
 
@@ -221,11 +232,13 @@ std::shared_ptr<GraphCore> build_core(const std::shared_ptr<EngineState>& stp,
                 "codegen returned an incomplete kernel for group {} (name '{}', entry '{}')",
                 s.group, s.name, s.entry);
 
+  lap(&t0, &e.codegen_us);
   // NVRTC compiles in parallel (the cache compiles each distinct source once).
   std::vector<std::exception_ptr> errors;
   std::vector<CachedKernel> cubins =
       compile_kernels(*e.cache, specs, e.info.arch,
                       parallel ? std::max(1u, std::thread::hardware_concurrency()) : 1, &errors);
+  lap(&t0, &e.cache_us);
   for (const std::exception_ptr& err : errors)
     if (err) std::rethrow_exception(err);
   std::vector<ExecutorKernel> kernels(specs.size());
@@ -251,8 +264,10 @@ std::shared_ptr<GraphCore> build_core(const std::shared_ptr<EngineState>& stp,
     reason = "EngineOptions.load_kernels is false";
   else if (!e.device)
     reason = "no CUDA device: " + e.no_device;
+  t0 = std::chrono::steady_clock::now();
   core->exec = std::make_shared<const Executor>(core->graph, std::move(kernels),
                                                 reason.empty() ? e.modules : nullptr, reason);
+  lap(&t0, &e.load_us);
   return core;
 }
 
@@ -427,6 +442,10 @@ EngineStats Engine::stats() const {
   s.specialized_runs = e.specialized_runs.load();
   s.autotune_measured = e.autotune_measured.load();
   s.autotune_reused = e.autotune_reused.load();
+  s.passes_ms = e.passes_us.load() / 1e3;
+  s.codegen_ms = e.codegen_us.load() / 1e3;
+  s.cache_ms = e.cache_us.load() / 1e3;
+  s.load_ms = e.load_us.load() / 1e3;
   return s;
 }
 

@@ -51,6 +51,10 @@ TEST_F(EngineCpu, CompileOnlyThenDiskCacheInFreshEngine) {
     EXPECT_EQ(s.plans, 1);
     EXPECT_EQ(s.nvrtc_compiles + s.memory_cache_hits, static_cast<int64_t>(nk));
     EXPECT_GT(s.nvrtc_ms, 0);
+    // The build breakdown: every phase ran; NVRTC happened inside the kernel-cache phase.
+    EXPECT_GT(s.passes_ms + s.codegen_ms, 0);
+    EXPECT_GE(s.cache_ms, s.nvrtc_ms * 0.5);  // parallel compiles may overlap
+    EXPECT_GE(s.load_ms, 0);
     for (const KernelInfo& k : cg.kernels()) {
       EXPECT_FALSE(k.name.empty());
       EXPECT_FALSE(k.nodes.empty()) << k.name;

@@ -189,10 +189,16 @@ int run_bench(const std::vector<std::string>& argv) {
   j["total_ms"] = total_ms;
   j["compile_ms"] = s.compile_ms();
   EngineStats st = s.engine().stats();
-  j["stats"] = {
-      {"nvrtc_compiles", st.nvrtc_compiles},       {"memory_cache_hits", st.memory_cache_hits},
-      {"disk_cache_hits", st.disk_cache_hits},     {"nvrtc_ms", st.nvrtc_ms},
-      {"autotune_measured", st.autotune_measured}, {"autotune_reused", st.autotune_reused}};
+  j["stats"] = {{"nvrtc_compiles", st.nvrtc_compiles},
+                {"memory_cache_hits", st.memory_cache_hits},
+                {"disk_cache_hits", st.disk_cache_hits},
+                {"nvrtc_ms", st.nvrtc_ms},
+                {"autotune_measured", st.autotune_measured},
+                {"autotune_reused", st.autotune_reused},
+                {"passes_ms", st.passes_ms},
+                {"codegen_ms", st.codegen_ms},
+                {"cache_ms", st.cache_ms},
+                {"load_ms", st.load_ms}};
   fmt::print("graph {}  ({} kernels, {} compile {:.0f} ms: {} nvrtc / {} disk / {} memory)\n",
              a.positional[0], ks.size(), s.engine().arch(), s.compile_ms(), st.nvrtc_compiles,
              st.disk_cache_hits, st.memory_cache_hits);

@@ -189,6 +189,11 @@ int run_run(const std::vector<std::string>& argv) {
           stats->plans, stats->nvrtc_compiles, stats->memory_cache_hits, stats->disk_cache_hits,
           stats->graph_cache_hits, stats->nvrtc_ms, stats->specializations,
           stats->autotune_measured, stats->autotune_reused);
+    if (stats)
+      fmt::print(
+          "build: passes {:.1f} ms, plan + codegen {:.1f} ms, kernel cache {:.1f} ms, executor "
+          "(module loads + constants) {:.1f} ms\n",
+          stats->passes_ms, stats->codegen_ms, stats->cache_ms, stats->load_ms);
     else
       fmt::print("stats: none (the CPU reference compiles no kernels)\n");
   }

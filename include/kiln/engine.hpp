@@ -60,6 +60,11 @@ struct EngineStats {
   int64_t specialized_runs = 0;   // runs that used a specialized variant
   int64_t autotune_measured = 0;  // contraction shape classes timed by autotuning
   int64_t autotune_reused = 0;    // ... found in the tuning file instead
+  // Where building graphs took its wall time (summed over builds, specializations included):
+  // graph passes (batchnorm folding, channel padding), planning + code generation (autotuning
+  // included), the kernel cache (NVRTC or disk reads), and the executor (module loads, constant
+  // upload).
+  double passes_ms = 0, codegen_ms = 0, cache_ms = 0, load_ms = 0;
 };
 
 // A device buffer of the caller: pointer plus concrete logical shape (its layout is the one the
