@@ -4,7 +4,8 @@
 //   bench_contraction matmul M N K [act] [dtype]            matmul + bias + act (default bf16)
 //   --mma (anywhere): the mma.sync kernel where the sm_90a wgmma one would be chosen
 //   --static (anywhere): batch dim static (a shape-specialized graph): tiles from the concrete M
-//   --config=wgBMxBNx64_sS[_ws] (anywhere): force that sm_90a wgmma tile (_ws: warp-specialized)
+//   --config=wgBMxBNx64_sS[_ws|_tma] (anywhere): that sm_90a wgmma tile (_ws: warp-specialized,
+//   _tma: warp-specialized with TMA loads)
 //   --autotune (anywhere): every candidate config timed at this shape, the fastest reported
 //
 // act: relu (default for conv), gelu_tanh (default for matmul), none. Prints one JSON line: the
@@ -39,7 +40,8 @@ int usage() {
       "--mma: the mma.sync kernel instead of the sm_90a wgmma one\n"
       "--static: the batch size (conv N / matmul M) is a static dim, as in a\n"
       "  shape-specialized graph: tiles are chosen from the concrete M\n"
-      "--config=wgBMxBNx64_sS[_ws]: force that sm_90a wgmma tile (_ws: warp-specialized)\n"
+      "--config=wgBMxBNx64_sS[_ws|_tma]: force that sm_90a wgmma tile (_ws: warp-specialized,\n"
+      "  _tma: warp-specialized with TMA loads)\n"
       "--autotune: time every candidate config (what EngineOptions::autotune measures) at\n"
       "  this shape and report the fastest (the candidates' times go to stderr)\n");
   return 2;
@@ -79,7 +81,8 @@ int main(int argc, char** argv) {
       forced.wm = 64;
       forced.wn = bn;
       forced.stages = st;
-      forced.ws = std::strstr(argv[i] + 9, "_ws") != nullptr;
+      forced.tma = std::strstr(argv[i] + 9, "_tma") != nullptr;
+      forced.ws = forced.tma || std::strstr(argv[i] + 9, "_ws") != nullptr;
     } else {
       av.push_back(argv[i]);
     }

@@ -151,6 +151,8 @@ def main():
             put(r, "kiln_static", run_kiln(binary, mm + ["--static"]), flops, anchors)
         if a.autotune:
             put(r, "kiln_tuned", run_kiln(binary, mm + ["--static", "--autotune"]), flops, anchors)
+        for cfg in [c for c in a.configs.split(",") if c]:
+            put(r, f"kiln_{cfg}", run_kiln(binary, mm + ["--static", "--config=" + cfg]), flops, anchors)
         if not a.no_mma_baseline:
             put(r, "kiln_mma", run_kiln(binary, mm + ["--mma"]), flops, anchors)
         rec(r)

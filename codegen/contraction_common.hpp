@@ -51,6 +51,9 @@ class ArgList {
   // A pointer to executor-owned scratch: `amount` bytes of f32 workspace (counters false) or
   // `amount` zero-initialized self-resetting 32-bit counters (counters true).
   std::string scratch(bool counters, const Dim& amount);
+  // A TMA descriptor over tensor `id` (see KernelArg::Kind::TensorMap).
+  std::string tensor_map(int id, const Dim& rows, const Dim& cols, const Dim& row_stride,
+                         int box_rows, int box_cols);
   std::string params() const;  // "const float* __restrict__ t3, long long s0, ..."
   const std::vector<KernelArg>& args() const { return args_; }
 
@@ -105,6 +108,8 @@ bool mma_supported(const Problem& p);
 KernelSpec emit_mma(const Problem& p, const ContractionConfig& cfg, int sm);
 // The sm_90a wgmma variant of emit_mma (cfg.kind == Wgmma) applies: mma_supported and A K-major.
 bool wgmma_supported(const Problem& p);
+// The operands can be loaded with TMA (ContractionConfig::tma): see emit_conv_mma.cpp.
+bool tma_supported(const Problem& p);
 // The kernel for an explicit config (tests and benchmarks force variants with it).
 KernelSpec emit_with_config(const Problem& p, const ContractionConfig& cfg, int sm);
 // The tiled SIMT kernel (codegen/emit_conv_simt.cpp): exact f32 math, any dtype and layout;

@@ -131,6 +131,22 @@ std::string ArgList::scratch(bool counters, const Dim& amount) {
   return name;
 }
 
+std::string ArgList::tensor_map(int id, const Dim& rows, const Dim& cols, const Dim& row_stride,
+                                int box_rows, int box_cols) {
+  std::string name = fmt::format("kc_tmap{}", args_.size());
+  KernelArg a;
+  a.kind = KernelArg::Kind::TensorMap;
+  a.tensor = id;
+  a.map_rows = rows;
+  a.map_cols = cols;
+  a.map_row_stride = row_stride;
+  a.box_rows = box_rows;
+  a.box_cols = box_cols;
+  args_.push_back(a);
+  decls_.push_back("const __grid_constant__ KcTmaDesc " + name);
+  return name;
+}
+
 std::string ArgList::params() const {
   std::string s;
   for (size_t i = 0; i < decls_.size(); ++i) s += (i ? ", " : "") + decls_[i];

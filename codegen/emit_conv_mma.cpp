@@ -122,6 +122,25 @@ bool wgmma_supported(const Problem& p) {
   return p.is_conv || !p.mm.ta;
 }
 
+bool tma_supported(const Problem& p) {
+  if (!wgmma_supported(p) || (p.dtype != DType::F16 && p.dtype != DType::BF16)) return false;
+  const Graph& g = *p.graph;
+  const TensorDesc& xd = g.tensor(p.x).desc;
+  const TensorDesc& wd = g.tensor(p.w).desc;
+  if (p.is_conv) {  // a 1x1 stride-1 conv over dense NHWC is a GEMM of [N*H*W, C] x [K, C]^T
+    const ConvProblem& c = p.conv;
+    return c.r == 1 && c.s == 1 && c.stride_h == 1 && c.stride_w == 1 && c.pad_t == 0 &&
+           c.pad_l == 0 && c.groups == 1 && c.c % 8 == 0 && xd.layout == Layout::NHWC &&
+           wd.layout == Layout::NHWC && c.oh == c.h && c.ow == c.w;
+  }
+  // An unbatched matmul of dense row-major operands, A not transposed; rows 16-byte aligned.
+  const MatmulProblem& m = p.mm;
+  if (m.ta || xd.shape.size() != 2 || wd.shape.size() != 2) return false;
+  if (xd.layout != Layout::NCHW || wd.layout != Layout::NCHW) return false;
+  if (!m.k.is_static() || m.k.value() % 8 != 0) return false;
+  return m.tb || (m.n.is_static() && m.n.value() % 8 == 0);
+}
+
 namespace {
 
 // `void kc_wgmma_n<N>(desc_a, desc_b, acc)`: one wgmma.mma_async m64nNk16 (scale-d = 1).
@@ -175,6 +194,11 @@ KernelSpec emit_mma(const Problem& p, const ContractionConfig& cfg_in, int sm) {
   const bool warp_spec = wg && cfg.ws;
   KILN_ASSERT(!warp_spec || splits == 1, "{}: warp-specialized config {} with split-K", p.where,
               cfg.str());
+  KILN_CHECK(!cfg.tma || (warp_spec && tma_supported(p)),
+             "{}: config {} needs TMA-loadable operands (an unbatched matmul with A not "
+             "transposed and 16-byte aligned rows, or a 1x1 stride-1 NHWC conv with C a multiple "
+             "of 8)",
+             p.where, cfg.str());
   const int lthreads = warp_spec ? 128 : threads;
   const std::string ltid_conv = warp_spec ? "ltid" : "tid";
   const std::string ltid_strided = warp_spec ? "ltid" : "threadIdx.x";
@@ -278,7 +302,11 @@ KernelSpec emit_mma(const Problem& p, const ContractionConfig& cfg_in, int sm) {
   std::string m_code = a.dim(gm), n_code = a.dim(gn);
 
   // ---- kernel
-  if (warp_spec) {
+  if (warp_spec && cfg.tma) {
+    w.raw(wgmma_function(cfg.bn, bf16, b_kmajor));
+    w.line("typedef KcWgmmaWs<{}, {}, {}, {}, false, true> G;", cfg.bm, cfg.bn, cfg.stages,
+           b_kmajor ? "true" : "false");
+  } else if (warp_spec) {
     const bool sync_stores = !(p.is_conv ? conv_a_vec : aop.vec) || !bop.vec;
     w.raw(wgmma_function(cfg.bn, bf16, b_kmajor));
     w.line("typedef KcWgmmaWs<{}, {}, {}, {}, {}> G;", cfg.bm, cfg.bn, cfg.stages,
@@ -308,7 +336,30 @@ KernelSpec emit_mma(const Problem& p, const ContractionConfig& cfg_in, int sm) {
         b.line("const long long b{} = bz % {}; bz /= {};", i, d, d);
       }
     }
-    if (p.is_conv) {
+    if (cfg.tma) {
+      // One producer thread loads each stage with TMA boxes (128-byte swizzle: the layout the
+      // wgmma descriptors read); rows and k past the ends arrive as zeros.
+      const Dim kdim = p.is_conv ? Dim(p.conv.c) : p.mm.k;
+      const std::string ma = a.tensor_map(p.x, gm, kdim, kdim, cfg.bm, 64);
+      b.open("auto load_a = [&](unsigned short* s, int kt, unsigned bar) {{");
+      b.line("kc_tma_load_2d(kc_smem_u32(s), &{}, kt * 64, (int)m0, bar);", ma);
+      b.close("};");
+      if (b_kmajor) {  // conv filter [K, C] / transposed B [N, K]: one box of BN rows
+        const std::string mb = a.tensor_map(p.w, gn, kdim, kdim, cfg.bn, 64);
+        b.open("auto load_b = [&](unsigned short* s, int kt, unsigned bar) {{");
+        b.line("kc_tma_load_2d(kc_smem_u32(s), &{}, kt * 64, (int)n0, bar);", mb);
+        b.close("};");
+      } else {  // B [K, N]: one 64 x 64 box per 64-column slab
+        const std::string mb = a.tensor_map(p.w, kdim, gn, gn, 64, 64);
+        b.open("auto load_b = [&](unsigned short* s, int kt, unsigned bar) {{");
+        b.line("#pragma unroll");
+        b.line("for (int j = 0; j < {}; ++j)", cfg.bn / 64);
+        b.line(
+            "  kc_tma_load_2d(kc_smem_u32(s + j * 64 * 64), &{}, (int)n0 + j * 64, kt * 64, bar);",
+            mb);
+        b.close("};");
+      }
+    } else if (p.is_conv) {
       const ConvProblem& c = p.conv;
       int cpr = cfg.bk / 8;
       int passes = cfg.bm * cpr / lthreads;
@@ -376,7 +427,8 @@ KernelSpec emit_mma(const Problem& p, const ContractionConfig& cfg_in, int sm) {
     } else {
       emit_strided_loader(b, aop, "a", cfg.bm, cfg.bk, lthreads, "m0", "a_off", ltid_strided);
     }
-    emit_strided_loader(b, bop, "b", cfg.bn, cfg.bk, lthreads, "n0", "b_off", ltid_strided);
+    if (!cfg.tma)
+      emit_strided_loader(b, bop, "b", cfg.bn, cfg.bk, lthreads, "n0", "b_off", ltid_strided);
     b.line("float acc[G::MI][G::NI][4];");
     b.line("const int ktiles = (int)(({} + {}) / {});", kred, cfg.bk - 1, cfg.bk);
     if (splits > 1) {

@@ -15,7 +15,10 @@ std::string ContractionConfig::str() const {
   std::string s =
       fmt::format("{}{}x{}x{}_s{}", kind == Kind::Wgmma ? "wg" : "t", bm, bn, bk, stages);
   if (split_k > 1) s += fmt::format("_sk{}", split_k);
-  if (ws) s += "_ws";
+  if (tma)
+    s += "_tma";
+  else if (ws)
+    s += "_ws";
   return s;
 }
 
@@ -184,7 +187,8 @@ ContractionConfig choose_mma_config(const ContractionProblemInfo& p) {
 
 bool operator==(const ContractionConfig& a, const ContractionConfig& b) {
   return a.kind == b.kind && a.bm == b.bm && a.bn == b.bn && a.bk == b.bk && a.wm == b.wm &&
-         a.wn == b.wn && a.stages == b.stages && a.split_k == b.split_k && a.ws == b.ws;
+         a.wn == b.wn && a.stages == b.stages && a.split_k == b.split_k && a.ws == b.ws &&
+         a.tma == b.tma;
 }
 
 std::vector<ContractionConfig> contraction_candidates(const ContractionProblemInfo& p, size_t max) {

@@ -38,6 +38,9 @@ struct ContractionConfig {
   // Wgmma only: a producer warpgroup issues the loads, the BM / 64 consumer warpgroups only
   // wait on mbarriers and run wgmma (no CTA barrier in the mainloop). Not with split-K.
   bool ws = false;
+  // With ws: the producer is one thread issuing TMA box loads (plain GEMM operands only: an
+  // unbatched matmul with A not transposed, or a 1x1 stride-1 conv; 16-byte aligned rows).
+  bool tma = false;
   int threads() const {
     if (kind == Kind::Wgmma) return bm / 64 * 128 + (ws ? 128 : 0);
     return kind == Kind::Mma ? (bm / wm) * (bn / wn) * 32 : 256;
@@ -47,7 +50,7 @@ struct ContractionConfig {
       return (bm + bn) * bk * 2 * stages + 1024 + (ws ? 16 * stages : 0);
     return kind == Kind::Mma ? (bm + bn) * bk * 2 * stages : 0;
   }
-  // "t128x128x32_s4" / "wg128x256x64_s4" / "wg128x256x64_s4_ws" / "simt" / "direct"
+  // "t128x128x32_s4" / "wg128x256x64_s4" / "wg128x256x64_s4_ws" / "..._tma" / "simt" / "direct"
   std::string str() const;
 };
 

@@ -50,7 +50,8 @@ bool plausible(const ContractionConfig& c) {
          c.bm % c.wm == 0 && c.bn % c.wn == 0 && c.stages >= 2 && c.stages <= 8 && c.split_k >= 1 &&
          c.split_k <= 16 &&
          (!c.ws || (c.kind == ContractionConfig::Kind::Wgmma && c.split_k == 1 && c.stages >= 3 &&
-                    c.bm <= 128));
+                    c.bm <= 128)) &&
+         (!c.tma || c.ws);
 }
 
 }  // namespace
@@ -109,6 +110,7 @@ std::string TuningTable::to_json() const {
                       {"stages", c.stages},
                       {"split_k", c.split_k},
                       {"ws", c.ws},
+                      {"tma", c.tma},
                       {"name", c.str()},
                       {"ms", e.ms},
                       {"rule_ms", e.rule_ms},
@@ -140,6 +142,7 @@ bool TuningTable::parse(const std::string& text, std::map<std::string, TuningEnt
       c.stages = v.at("stages").get<int>();
       c.split_k = v.at("split_k").get<int>();
       c.ws = v.value("ws", false);
+      c.tma = v.value("tma", false);
       e.ms = v.value("ms", 0.0);
       e.rule_ms = v.value("rule_ms", 0.0);
       e.candidates = v.value("candidates", 0);

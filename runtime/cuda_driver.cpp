@@ -43,9 +43,14 @@ namespace {
   X(cuStreamEndCapture)        \
   X(cuGraphInstantiateWithFlags) X(cuGraphLaunch) X(cuGraphExecDestroy) X(cuGraphDestroy)
 
+// Optional entry points: a driver without them still runs everything else (TMA needs a CUDA 12
+// driver; kernels that use it say so when the entry point is missing).
+#define KILN_CU_OPTIONAL_FUNCS(X) X(cuTensorMapEncodeTiled)
+
 struct Api {
 #define KILN_X(name) decltype(&::name) name = nullptr;
   KILN_CU_FUNCS(KILN_X)
+  KILN_CU_OPTIONAL_FUNCS(KILN_X)
 #undef KILN_X
 };
 
@@ -115,6 +120,10 @@ void load(State* s) {
     return;                                                                              \
   }
   KILN_CU_FUNCS(KILN_X)
+#undef KILN_X
+#define KILN_X(name) \
+  s->api.name = reinterpret_cast<decltype(s->api.name)>(resolve(#name, KILN_STR(name)));
+  KILN_CU_OPTIONAL_FUNCS(KILN_X)
 #undef KILN_X
   CUresult r = s->api.cuInit(0);
   if (r != CUDA_SUCCESS) {
@@ -271,6 +280,32 @@ void launch(void* function, const uint32_t grid[3], const uint32_t block[3], uin
                          block[1], block[2], smem, as_stream(stream), params, nullptr),
         fmt::format("cuLaunchKernel({}, grid [{},{},{}], block [{},{},{}], smem {})", what, grid[0],
                     grid[1], grid[2], block[0], block[1], block[2], smem));
+}
+
+void encode_tensor_map_2d(void* out, DType dtype, uint64_t ptr, uint64_t rows, uint64_t cols,
+                          uint64_t row_stride_elems, uint32_t box_rows, uint32_t box_cols) {
+  const Api& a = ctx_api();
+  static_assert(sizeof(CUtensorMap) == 128, "CUtensorMap is 128 bytes");
+  KILN_CHECK(a.cuTensorMapEncodeTiled != nullptr,
+             "this CUDA driver (version {}) has no cuTensorMapEncodeTiled: kernels with TMA loads "
+             "need a CUDA 12 or newer driver",
+             state().version);
+  KILN_ASSERT(reinterpret_cast<uintptr_t>(out) % 64 == 0, "tensor map storage not 64-B aligned");
+  const uint64_t es = dtype_size(dtype);
+  CUtensorMapDataType t = dtype == DType::F16    ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
+                          : dtype == DType::BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+                                                 : CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
+  cuuint64_t dims[2] = {cols, rows};  // innermost first
+  cuuint64_t strides[1] = {row_stride_elems * es};
+  cuuint32_t box[2] = {box_cols, box_rows};
+  cuuint32_t estr[2] = {1, 1};
+  check(a.cuTensorMapEncodeTiled(
+            reinterpret_cast<CUtensorMap*>(out), t, 2, reinterpret_cast<void*>(ptr), dims, strides,
+            box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+            CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
+        fmt::format("cuTensorMapEncodeTiled({} x {} {}, row stride {} elements, box {} x {}, "
+                    "address 0x{:x})",
+                    rows, cols, dtype_name(dtype), row_stride_elems, box_rows, box_cols, ptr));
 }
 
 uint64_t mem_alloc(size_t bytes) {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "heuristics/device_info.hpp"
+#include "kiln/types.hpp"
 
 namespace kiln::cuda {
 
@@ -39,6 +40,12 @@ void func_set_max_dynamic_smem(void* function, int bytes);
 // cuLaunchKernel; `params` points at each argument's storage. `what` names it in errors.
 void launch(void* function, const uint32_t grid[3], const uint32_t block[3], uint32_t smem,
             void* stream, void** params, const std::string& what);
+
+// cuTensorMapEncodeTiled for a row-major 2-D view (`rows` x `cols` elements, rows
+// `row_stride_elems` apart), boxes of `box_rows` x `box_cols`, 128-byte swizzle, out-of-bounds
+// elements read as zero. `out`: 128 bytes, 64-byte aligned (a CUtensorMap).
+void encode_tensor_map_2d(void* out, DType dtype, uint64_t ptr, uint64_t rows, uint64_t cols,
+                          uint64_t row_stride_elems, uint32_t box_rows, uint32_t box_cols);
 
 // ---- memory
 uint64_t mem_alloc(size_t bytes);

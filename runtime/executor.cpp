@@ -291,6 +291,11 @@ Executor::Prepared Executor::prepare(const std::map<std::string, DeviceTensor>& 
         l.args.push_back(scratch_ptr);
       } else if (a.kind == KernelArg::Kind::Counters) {
         l.args.push_back(counters_ptr);
+      } else if (a.kind == KernelArg::Kind::TensorMap) {
+        l.map_of_arg.resize(l.args.size() + 1, -1);
+        l.map_of_arg.back() = static_cast<int32_t>(l.maps.size());
+        l.maps.emplace_back();  // encoded below, once the grid is known not to be empty
+        l.args.push_back(0);
       } else {
         auto it = ptr.find(a.tensor);
         KILN_ASSERT(it != ptr.end(), "kernel {} argument tensor {} has no device memory",
@@ -314,6 +319,21 @@ Executor::Prepared Executor::prepare(const std::map<std::string, DeviceTensor>& 
                   k.spec.block[i]);
       l.block[i] = static_cast<uint32_t>(k.spec.block[i]);
     }
+    if (!l.empty) {
+      for (size_t i = 0; i < l.map_of_arg.size(); ++i) {
+        if (l.map_of_arg[i] < 0) continue;
+        const KernelArg& a = k.spec.args[i];
+        auto it = ptr.find(a.tensor);
+        KILN_ASSERT(it != ptr.end(), "kernel {} tensor map over tensor {} has no device memory",
+                    k.spec.name, a.tensor);
+        cuda::encode_tensor_map_2d(
+            l.maps[static_cast<size_t>(l.map_of_arg[i])].v, graph_->tensor(a.tensor).desc.dtype,
+            it->second, static_cast<uint64_t>(a.map_rows.eval(b)),
+            static_cast<uint64_t>(a.map_cols.eval(b)),
+            static_cast<uint64_t>(a.map_row_stride.eval(b)), static_cast<uint32_t>(a.box_rows),
+            static_cast<uint32_t>(a.box_cols));
+      }
+    }
     p.launches.push_back(std::move(l));
   }
   return p;
@@ -333,7 +353,10 @@ void Executor::launch(Launch& l, void* stream) const {
     big.resize(l.args.size());
     params = big.data();
   }
-  for (size_t i = 0; i < l.args.size(); ++i) params[i] = &l.args[i];
+  for (size_t i = 0; i < l.args.size(); ++i)
+    params[i] = i < l.map_of_arg.size() && l.map_of_arg[i] >= 0
+                    ? static_cast<void*>(l.maps[static_cast<size_t>(l.map_of_arg[i])].v)
+                    : static_cast<void*>(&l.args[i]);
   cuda::launch(l.kernel->function, l.grid, l.block, static_cast<uint32_t>(s.smem_bytes), stream,
                params, s.name);
 }

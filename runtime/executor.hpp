@@ -92,6 +92,12 @@ class Executor {
     uint32_t block[3] = {1, 1, 1};
     std::vector<uint64_t> args;  // device pointers and long longs, 8 bytes each
     bool empty = false;          // a zero-sized grid: nothing to do
+    // TMA descriptors (KernelArg::Kind::TensorMap): arg i is maps[map_of_arg[i]] when >= 0.
+    struct alignas(64) TmaDesc {
+      uint64_t v[16];
+    };
+    std::vector<TmaDesc> maps;
+    std::vector<int32_t> map_of_arg;
   };
   struct Copy {
     uint64_t dst = 0, src = 0;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 #include <random>
 
 #include "engine/check.hpp"
@@ -45,8 +46,14 @@ double time_kernel_alone(const KernelSpec& k, const std::vector<char>& cubin, co
   std::vector<long long> ints(k.args.size());
   std::vector<void*> params(k.args.size());
   uint64_t seed = 0x6b696c6e;
+  struct alignas(64) TmaDesc {
+    uint64_t v[16];
+  };
+  std::vector<TmaDesc> maps(k.args.size());
+  std::map<int, uint64_t> tensor_ptr;
   for (size_t i = 0; i < k.args.size(); ++i) {
     const KernelArg& a = k.args[i];
+    if (a.kind == KernelArg::Kind::TensorMap) continue;  // after the tensors (below)
     if (a.kind == KernelArg::Kind::Int) {
       ints[i] = a.value.eval(b);
       params[i] = &ints[i];
@@ -68,6 +75,20 @@ double time_kernel_alone(const KernelSpec& k, const std::vector<char>& cubin, co
       memset_d8(bufs.back().ptr(), 0, bufs.back().bytes());  // counters start (and end) at zero
     ptrs[i] = bufs.back().ptr();
     params[i] = &ptrs[i];
+    if (a.kind == KernelArg::Kind::Tensor) tensor_ptr[a.tensor] = ptrs[i];
+  }
+  for (size_t i = 0; i < k.args.size(); ++i) {
+    const KernelArg& a = k.args[i];
+    if (a.kind != KernelArg::Kind::TensorMap) continue;
+    auto it = tensor_ptr.find(a.tensor);
+    KILN_ASSERT(it != tensor_ptr.end(), "kernel {}: tensor map over tensor {} without its pointer",
+                k.name, a.tensor);
+    encode_tensor_map_2d(maps[i].v, g.tensor(a.tensor).desc.dtype, it->second,
+                         static_cast<uint64_t>(a.map_rows.eval(b)),
+                         static_cast<uint64_t>(a.map_cols.eval(b)),
+                         static_cast<uint64_t>(a.map_row_stride.eval(b)),
+                         static_cast<uint32_t>(a.box_rows), static_cast<uint32_t>(a.box_cols));
+    params[i] = maps[i].v;
   }
   uint32_t grid[3], block[3];
   for (int i = 0; i < 3; ++i) {

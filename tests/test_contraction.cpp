@@ -652,6 +652,75 @@ TEST(Contraction, EveryWgmmaTileCompiles) {
   }
 }
 
+// TMA loads (ContractionConfig::tma): the plain-GEMM operands take them, every wgmma tile with at
+// most two consumer warpgroups compiles for sm_90a without spills and passes both operands as
+// tensor maps; anything else (a 3x3 conv: im2col) is refused with a user error.
+TEST(Contraction, TmaKernelsCompileForSm90a) {
+  std::vector<Graph> gs;
+  gs.push_back(bench_conv_graph(256, 64, 56, 1, 1, 0));  // 1x1 conv: [N*H*W, C] x [K, C]^T
+  gs.push_back(bench_matmul_graph(false, true));         // B [N, K]: K-major boxes
+  gs.push_back(bench_matmul_graph(false, false));        // B [K, N]: 64 x 64 slab boxes
+  const std::vector<std::array<int, 3>> tiles = {
+      {128, 256, 4}, {128, 128, 5}, {128, 64, 4}, {64, 128, 4}, {64, 64, 4}};
+  for (const Graph& g : gs) {
+    FusionGroup grp = make_group(g);
+    contraction::Problem p = contraction::describe(g, grp);
+    ASSERT_TRUE(contraction::tma_supported(p)) << g.name();
+    for (auto [bm, bn, st] : tiles) {
+      ContractionConfig c;
+      c.kind = ContractionConfig::Kind::Wgmma;
+      c.bm = bm;
+      c.bn = bn;
+      c.bk = 64;
+      c.wm = 64;
+      c.wn = bn;
+      c.stages = st;
+      c.ws = c.tma = true;
+      KernelSpec k = contraction::emit_with_config(p, c, 90);
+      SCOPED_TRACE(k.name);
+      EXPECT_NE(k.name.find("_tma"), std::string::npos);
+      EXPECT_EQ(k.block[0], bm / 64 * 128 + 128);
+      EXPECT_NE(k.source.find("cp.async.bulk.tensor.2d"), std::string::npos);
+      EXPECT_EQ(k.source.find("kc_cp_async16(dst"), std::string::npos);  // no cp.async loader
+      int maps = 0;
+      for (const KernelArg& a : k.args) {
+        if (a.kind != KernelArg::Kind::TensorMap) continue;
+        ++maps;
+        EXPECT_TRUE(a.box_cols == 64 && a.box_rows >= 64 && a.box_rows <= 256);
+        // The kernel also takes the tensor itself (memory planning sees the read).
+        EXPECT_TRUE(std::any_of(k.args.begin(), k.args.end(), [&](const KernelArg& t) {
+          return t.kind == KernelArg::Kind::Tensor && t.tensor == a.tensor;
+        }));
+      }
+      EXPECT_EQ(maps, 2);
+      try {
+        NvrtcResult r = nvrtc_compile(k.source, k.name, "sm_90a", {"--ptxas-options=-v"});
+        EXPECT_NE(r.log.find("0 bytes spill stores"), std::string::npos) << r.log;
+      } catch (const Error& e) {
+        ADD_FAILURE() << e.what();
+      }
+    }
+  }
+  Graph g3 = bench_conv_graph(64, 64, 56, 3, 1, 1);
+  contraction::Problem p3 = contraction::describe(g3, make_group(g3));
+  EXPECT_FALSE(contraction::tma_supported(p3));
+  ContractionConfig c;
+  c.kind = ContractionConfig::Kind::Wgmma;
+  c.bm = c.wm = 128;
+  c.bn = c.wn = 128;
+  c.bk = 64;
+  c.stages = 4;
+  c.ws = c.tma = true;
+  c.wm = 64;
+  try {
+    contraction::emit_with_config(p3, c, 90);
+    ADD_FAILURE() << "a TMA config for a 3x3 conv was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::User);
+    EXPECT_NE(std::string(e.what()).find("TMA"), std::string::npos) << e.what();
+  }
+}
+
 // The tile follows the concrete M where the graph is static (or shape-specialized): res3 3x3 128
 // at N=128 (M = 100352) takes a big tile, while the symbolic graph's estimate (N = 32) keeps the
 // small one; 256x128 (four warpgroups) fits the shared memory and runs 512 threads.

@@ -156,9 +156,31 @@ __device__ __forceinline__ void kc_mbar_wait(unsigned bar, unsigned parity) {
       : "memory");
 }
 
+// TMA (sm_90): a 128-byte CUtensorMap passed as a __grid_constant__ kernel parameter, and a 2-D
+// tiled load of one box into shared memory that completes a transaction count on an mbarrier.
+struct __align__(64) KcTmaDesc {
+  unsigned long long v[16];
+};
+__device__ __forceinline__ void kc_mbar_arrive_expect_tx(unsigned bar, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes)
+               : "memory");
+}
+// Box at (c0 = innermost coordinate, c1) of `map` into shared memory at `dst`.
+__device__ __forceinline__ void kc_tma_load_2d(unsigned dst, const KcTmaDesc* map, int c0, int c1,
+                                               unsigned bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, "
+      "{%2, %3}], [%4];\n" ::"r"(dst),
+      "l"(reinterpret_cast<unsigned long long>(map)), "r"(c0), "r"(c1), "r"(bar)
+      : "memory");
+}
+
 // SYNC_STORES: some loader writes shared memory with plain stores (the scalar gather of an
 // unaligned operand): each producer thread also arrives normally (release) after them.
-template <int BM, int BN, int STAGES, bool B_KM, bool SYNC_STORES>
+// TMA: the loaders issue TMA box loads (`load(stage, kt, full_bar)`), from one producer thread
+// that first arms the stage's barrier with the stage's byte count; otherwise every producer
+// thread issues cp.async copies (`load(stage, kt)`).
+template <int BM, int BN, int STAGES, bool B_KM, bool SYNC_STORES, bool TMA = false>
 struct KcWgmmaWs {
   typedef KcWgmma<BM, BN, STAGES, B_KM> Tile;  // the same shared tiles and descriptors
   static constexpr int BK = 64;
@@ -196,7 +218,7 @@ struct KcWgmmaWs {
     const unsigned bars = base + STAGE_ELEMS * STAGES * 2;  // full[s] at +8 s, empty[s] after
     if (threadIdx.x == 0) {
       for (int s = 0; s < STAGES; ++s) {
-        kc_mbar_init(bars + 8 * s, PRODUCER_THREADS * (SYNC_STORES ? 2 : 1));
+        kc_mbar_init(bars + 8 * s, TMA ? 1 : PRODUCER_THREADS * (SYNC_STORES ? 2 : 1));
         kc_mbar_init(bars + 8 * (STAGES + s), CONSUMERS * 4);
       }
     }
@@ -205,15 +227,27 @@ struct KcWgmmaWs {
     const int nt = kt1 - kt0;
     if (wg == CONSUMERS) {
       if (REBALANCE) asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(PRODUCER_REGS));
-      for (int t = 0; t < nt; ++t) {
-        const int s = t % STAGES;
-        if (t >= STAGES) kc_mbar_wait(bars + 8 * (STAGES + s), ((t / STAGES) - 1) & 1);
-        load_a(smem + s * STAGE_ELEMS, kt0 + t);
-        load_b(smem + s * STAGE_ELEMS + A_ELEMS, kt0 + t);
-        kc_mbar_arrive_cp_async(bars + 8 * s);
-        if (SYNC_STORES) kc_mbar_arrive(bars + 8 * s);
+      if constexpr (TMA) {
+        if (producer_tid() == 0) {
+          for (int t = 0; t < nt; ++t) {
+            const int s = t % STAGES;
+            if (t >= STAGES) kc_mbar_wait(bars + 8 * (STAGES + s), ((t / STAGES) - 1) & 1);
+            kc_mbar_arrive_expect_tx(bars + 8 * s, STAGE_ELEMS * 2);
+            load_a(smem + s * STAGE_ELEMS, kt0 + t, bars + 8 * s);
+            load_b(smem + s * STAGE_ELEMS + A_ELEMS, kt0 + t, bars + 8 * s);
+          }
+        }
+      } else {
+        for (int t = 0; t < nt; ++t) {
+          const int s = t % STAGES;
+          if (t >= STAGES) kc_mbar_wait(bars + 8 * (STAGES + s), ((t / STAGES) - 1) & 1);
+          load_a(smem + s * STAGE_ELEMS, kt0 + t);
+          load_b(smem + s * STAGE_ELEMS + A_ELEMS, kt0 + t);
+          kc_mbar_arrive_cp_async(bars + 8 * s);
+          if (SYNC_STORES) kc_mbar_arrive(bars + 8 * s);
+        }
+        kc_cp_async_wait<0>();
       }
-      kc_cp_async_wait<0>();
       return false;
     }
     if (REBALANCE) asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(CONSUMER_REGS));

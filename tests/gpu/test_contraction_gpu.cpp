@@ -258,6 +258,8 @@ std::vector<ConvCase> conv_cases() {
       {DType::F32, 2, 3, 11, 11, 8, 5, 5, {2, 2}, {2, 2}, {1, 1}, 1, C, false, ""},
       // Big enough for many CTAs, partial tiles in M and N.
       {DType::F16, 3, 64, 28, 28, 200, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, H, true, "relu"},
+      // 1x1: TMA operands with a k tail (C = 40 < one 64-wide k tile) and partial M / N tiles.
+      {DType::F16, 2, 40, 9, 9, 24, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, H, true, "relu"},
   };
 }
 
@@ -422,6 +424,25 @@ std::vector<ContractionConfig> forced_configs(const Graph& g, int sm) {
     c.wn = bn;
     c.stages = st;
     out.push_back(c);
+  }
+  // Warp-specialized (producer warpgroup, mbarriers): cp.async loads, and TMA loads where the
+  // operands allow them.
+  for (auto [bm, bn, st] : std::vector<std::array<int, 3>>{
+           {128, 256, 4}, {128, 128, 5}, {128, 64, 4}, {64, 128, 4}, {64, 64, 4}}) {
+    ContractionConfig c;
+    c.kind = ContractionConfig::Kind::Wgmma;
+    c.bm = bm;
+    c.bn = bn;
+    c.bk = 64;
+    c.wm = 64;
+    c.wn = bn;
+    c.stages = st;
+    c.ws = true;
+    out.push_back(c);
+    if (contraction::tma_supported(p)) {
+      c.tma = true;
+      out.push_back(c);
+    }
   }
   // Split-K (partials in scratch, last CTA of a tile reduces): wgmma tiles and the mma.sync
   // fallback, including splits with no k tiles when K is small.
