@@ -899,7 +899,8 @@ class Converter:
         return True
 
     def op_Pad(self, n, at):
-        """Zero padding of H and W whose only use is a 2-D Conv: folded into the conv's padding."""
+        """Zero padding of H and W whose only use is a 2-D Conv folds into the conv's padding; any
+        other constant padding (no cropping, static padded dims) becomes kiln's `pad` op."""
         mode = at.get("mode", b"constant")
         mode = mode.decode() if isinstance(mode, bytes) else mode
         xt = self.act(n, n.input[0])
@@ -924,11 +925,34 @@ class Converter:
             cat = self.attrs(conv)
             auto = cat.get("auto_pad", b"NOTSET")
             ok = (auto.decode() if isinstance(auto, bytes) else auto) in ("NOTSET", "")
-        if not ok:
-            self.fail(n, "Pad is supported only as constant zero padding of dims 2 and 3 of a 4-D "
-                         "tensor whose only use is a Conv (folded into the conv's padding)")
-        self.extra_pads[id(conv)] = [pads[2], pads[3], pads[6], pads[7]]
-        self.tmap[n.output[0]] = xt
+        if ok:
+            self.extra_pads[id(conv)] = [pads[2], pads[3], pads[6], pads[7]]
+            self.tmap[n.output[0]] = xt
+            return
+        # Otherwise kiln's own `pad` op: constant mode, no cropping, padded dims static.
+        if mode != "constant":
+            self.fail(n, f"Pad mode '{mode}' is not supported (only 'constant')")
+        if len(pads) != 2 * r or any(p < 0 for p in pads):
+            self.fail(n, f"Pad with pads {pads}: negative pads (cropping) are not supported")
+        s = self.shp(xt)
+        if s is None:
+            self.fail(n, "Pad needs a known input shape")
+        out_shape = []
+        for i, d in enumerate(s):
+            if pads[i] == 0 and pads[r + i] == 0:
+                out_shape.append(d)
+            elif isinstance(d, int):
+                out_shape.append(d + pads[i] + pads[r + i])
+            else:
+                self.fail(n, f"Pad of dim {i} ({d}) is not supported: a symbolic dim can not grow")
+        if math.isinf(value):
+            jvalue = "inf" if value > 0 else "-inf"
+        elif math.isnan(value):
+            self.fail(n, "Pad with a NaN value is not supported")
+        else:
+            jvalue = value
+        self.emit(n, "pad", [xt], {"pads": [int(p) for p in pads], "value": jvalue},
+                  out=n.output[0], shape=out_shape)
 
     # ---------------------------------------------------------------- per op
     def no_extra_outputs(self, n, keep=1):

@@ -630,6 +630,34 @@ def test_pad_folds_into_conv(tmp_path):
     assert "pad_alone" in r.stderr and "Pad" in r.stderr
 
 
+def test_pad_op(tmp_path):
+    # Constant padding that does not fold into a conv becomes kiln's pad op: channel padding with
+    # a value, a symbolic batch left alone, and -inf padding before a max pool.
+    nodes = [helper.make_node("Pad", ["x", "pads", "v"], ["p"], name="pad_c", mode="constant"),
+             helper.make_node("Relu", ["p"], ["y"], name="relu")]
+    m = model(nodes, [vi("x", ["N", 3, 5, 4])], [vi("y", None)],
+              [init("pads", np.array([0, 0, 1, 0, 0, 5, 0, 2], np.int64)),
+               init("v", np.array(0.5, np.float32))], opset=13)
+    g = check(tmp_path, m, {"x": rand(2, 3, 5, 4)})
+    assert ops_of(g) == ["pad", "relu"]
+    assert g["nodes"][0]["pads"] == [0, 0, 1, 0, 0, 5, 0, 2] and g["nodes"][0]["value"] == 0.5
+    nodes = [helper.make_node("Pad", ["x", "pads", "v"], ["p"], name="pad_inf", mode="constant"),
+             helper.make_node("MaxPool", ["p"], ["y"], name="pool", kernel_shape=[3, 3],
+                              strides=[2, 2])]
+    m = model(nodes, [vi("x", [1, 2, 7, 6])], [vi("y", None)],
+              [init("pads", np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64)),
+               init("v", np.array(-np.inf, np.float32))], opset=13)
+    g = check(tmp_path, m, {"x": rand(1, 2, 7, 6)}, name="mp")
+    assert ops_of(g) == ["pad", "maxpool2d"] and g["nodes"][0]["value"] == "-inf"
+    # A symbolic dim cannot grow; cropping is refused.
+    for pads, what in (([1, 0, 0, 0, 0, 0, 0, 0], "symbolic"), ([0, 0, -1, 0, 0, 0, 0, 0], "crop")):
+        bad = [helper.make_node("Pad", ["x", "pads"], ["y"], name="pad_bad", mode="constant")]
+        m = model(bad, [vi("x", ["N", 3, 5, 4])], [vi("y", None)],
+                  [init("pads", np.array(pads, np.int64))], opset=13)
+        _, r = convert(tmp_path, m, name="bad_" + what, expect_rc=2)
+        assert "pad_bad" in r.stderr and ("symbolic" in r.stderr or "crop" in r.stderr), r.stderr
+
+
 def test_passthrough_and_repeated_outputs(tmp_path):
     # An input returned as is (through Identity) and one tensor returned twice.
     nodes = [helper.make_node("Identity", ["x"], ["same"], name="ident"),
