@@ -221,6 +221,7 @@ struct KcWgmmaWs {
         kc_mbar_init(bars + 8 * s, TMA ? 1 : PRODUCER_THREADS * (SYNC_STORES ? 2 : 1));
         kc_mbar_init(bars + 8 * (STAGES + s), CONSUMERS * 4);
       }
+      kc_fence_proxy_async();  // the initialized barriers, visible to the TMA unit (async proxy)
     }
     __syncthreads();
     const int wg = threadIdx.x >> 7;
