@@ -51,9 +51,14 @@ class ArgList {
   // A pointer to executor-owned scratch: `amount` bytes of f32 workspace (counters false) or
   // `amount` zero-initialized self-resetting 32-bit counters (counters true).
   std::string scratch(bool counters, const Dim& amount);
-  // A TMA descriptor over tensor `id` (see KernelArg::Kind::TensorMap).
-  std::string tensor_map(int id, const Dim& rows, const Dim& cols, const Dim& row_stride,
-                         int box_rows, int box_cols);
+  // A TMA descriptor over tensor `id` (see KernelArg::Kind::TensorMap; innermost dim first).
+  std::string tensor_map(int id, std::vector<Dim> dims, std::vector<Dim> strides,
+                         std::vector<int> box, std::vector<int> elem_strides);
+  // The row-major 2-D case: `rows` x `cols`, rows `row_stride` apart, boxes box_rows x box_cols.
+  std::string tensor_map_2d(int id, const Dim& rows, const Dim& cols, const Dim& row_stride,
+                            int box_rows, int box_cols) {
+    return tensor_map(id, {cols, rows}, {row_stride}, {box_cols, box_rows}, {1, 1});
+  }
   std::string params() const;  // "const float* __restrict__ t3, long long s0, ..."
   const std::vector<KernelArg>& args() const { return args_; }
 

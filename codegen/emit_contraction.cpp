@@ -131,17 +131,19 @@ std::string ArgList::scratch(bool counters, const Dim& amount) {
   return name;
 }
 
-std::string ArgList::tensor_map(int id, const Dim& rows, const Dim& cols, const Dim& row_stride,
-                                int box_rows, int box_cols) {
+std::string ArgList::tensor_map(int id, std::vector<Dim> dims, std::vector<Dim> strides,
+                                std::vector<int> box, std::vector<int> elem_strides) {
+  KILN_ASSERT(dims.size() >= 1 && dims.size() <= 5 && strides.size() + 1 == dims.size() &&
+                  box.size() == dims.size() && elem_strides.size() == dims.size(),
+              "tensor map of rank {}", dims.size());
   std::string name = fmt::format("kc_tmap{}", args_.size());
   KernelArg a;
   a.kind = KernelArg::Kind::TensorMap;
   a.tensor = id;
-  a.map_rows = rows;
-  a.map_cols = cols;
-  a.map_row_stride = row_stride;
-  a.box_rows = box_rows;
-  a.box_cols = box_cols;
+  a.map_dims = std::move(dims);
+  a.map_strides = std::move(strides);
+  a.map_box = std::move(box);
+  a.map_elem_strides = std::move(elem_strides);
   args_.push_back(a);
   decls_.push_back("const __grid_constant__ KcTmaDesc " + name);
   return name;

@@ -340,17 +340,17 @@ KernelSpec emit_mma(const Problem& p, const ContractionConfig& cfg_in, int sm) {
       // One producer thread loads each stage with TMA boxes (128-byte swizzle: the layout the
       // wgmma descriptors read); rows and k past the ends arrive as zeros.
       const Dim kdim = p.is_conv ? Dim(p.conv.c) : p.mm.k;
-      const std::string ma = a.tensor_map(p.x, gm, kdim, kdim, cfg.bm, 64);
+      const std::string ma = a.tensor_map_2d(p.x, gm, kdim, kdim, cfg.bm, 64);
       b.open("auto load_a = [&](unsigned short* s, int kt, unsigned bar) {{");
       b.line("kc_tma_load_2d(kc_smem_u32(s), &{}, kt * 64, (int)m0, bar);", ma);
       b.close("};");
       if (b_kmajor) {  // conv filter [K, C] / transposed B [N, K]: one box of BN rows
-        const std::string mb = a.tensor_map(p.w, gn, kdim, kdim, cfg.bn, 64);
+        const std::string mb = a.tensor_map_2d(p.w, gn, kdim, kdim, cfg.bn, 64);
         b.open("auto load_b = [&](unsigned short* s, int kt, unsigned bar) {{");
         b.line("kc_tma_load_2d(kc_smem_u32(s), &{}, kt * 64, (int)n0, bar);", mb);
         b.close("};");
       } else {  // B [K, N]: one 64 x 64 box per 64-column slab
-        const std::string mb = a.tensor_map(p.w, kdim, gn, gn, 64, 64);
+        const std::string mb = a.tensor_map_2d(p.w, kdim, gn, gn, 64, 64);
         b.open("auto load_b = [&](unsigned short* s, int kt, unsigned bar) {{");
         b.line("#pragma unroll");
         b.line("for (int j = 0; j < {}; ++j)", cfg.bn / 64);

@@ -21,16 +21,16 @@ struct KernelArg {
   // Scratch: a device pointer to `value` bytes of executor-owned scratch (contents undefined).
   // Counters: a device pointer to `value` 32-bit counters that are zero at launch; the kernel
   // must leave them zero when it finishes (self-resetting), the executor zeroes them only once.
-  // TensorMap: a 128-byte CUtensorMap (sm_90 TMA) over tensor `tensor` viewed as a row-major 2-D
-  // array of `map_rows` x `map_cols` elements, `map_row_stride` elements apart, read in boxes
-  // of `box_rows` x `box_cols` with 128-byte swizzle; encoded at launch from the tensor's
-  // pointer (the kernel also takes that tensor as a Tensor argument). The kernel declares it
-  // `const __grid_constant__ KcTmaDesc`.
+  // TensorMap: a 128-byte CUtensorMap (sm_90 TMA) over tensor `tensor`: dims `map_dims`
+  // (innermost first), byte-less element strides of dims 1.. `map_strides`, boxes of `map_box`
+  // elements with traversal strides `map_elem_strides`, 128-byte swizzle, out-of-bounds elements
+  // read as zero; encoded at launch from the tensor's pointer (the kernel also takes that tensor
+  // as a Tensor argument). The kernel declares it `const __grid_constant__ KcTmaDesc`.
   enum class Kind { Tensor, Int, Scratch, Counters, TensorMap } kind = Kind::Tensor;
   int tensor = -1;  // Tensor / TensorMap: graph tensor id
   Dim value;        // Int: passed as long long, evaluated from the bindings at launch
-  Dim map_rows, map_cols, map_row_stride;
-  int box_rows = 0, box_cols = 0;
+  std::vector<Dim> map_dims, map_strides;
+  std::vector<int> map_box, map_elem_strides;
 };
 
 struct KernelSpec {

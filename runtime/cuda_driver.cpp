@@ -282,8 +282,9 @@ void launch(void* function, const uint32_t grid[3], const uint32_t block[3], uin
                     grid[1], grid[2], block[0], block[1], block[2], smem));
 }
 
-void encode_tensor_map_2d(void* out, DType dtype, uint64_t ptr, uint64_t rows, uint64_t cols,
-                          uint64_t row_stride_elems, uint32_t box_rows, uint32_t box_cols) {
+void encode_tensor_map(void* out, DType dtype, uint64_t ptr, const std::vector<uint64_t>& dims,
+                       const std::vector<uint64_t>& strides_bytes, const std::vector<uint32_t>& box,
+                       const std::vector<uint32_t>& elem_strides) {
   const Api& a = ctx_api();
   static_assert(sizeof(CUtensorMap) == 128, "CUtensorMap is 128 bytes");
   KILN_CHECK(a.cuTensorMapEncodeTiled != nullptr,
@@ -291,21 +292,30 @@ void encode_tensor_map_2d(void* out, DType dtype, uint64_t ptr, uint64_t rows, u
              "need a CUDA 12 or newer driver",
              state().version);
   KILN_ASSERT(reinterpret_cast<uintptr_t>(out) % 64 == 0, "tensor map storage not 64-B aligned");
-  const uint64_t es = dtype_size(dtype);
+  const size_t r = dims.size();
+  KILN_ASSERT(r >= 1 && r <= 5 && strides_bytes.size() + 1 == r && box.size() == r &&
+                  elem_strides.size() == r,
+              "tensor map of rank {}", r);
   CUtensorMapDataType t = dtype == DType::F16    ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
                           : dtype == DType::BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
                                                  : CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
-  cuuint64_t dims[2] = {cols, rows};  // innermost first
-  cuuint64_t strides[1] = {row_stride_elems * es};
-  cuuint32_t box[2] = {box_cols, box_rows};
-  cuuint32_t estr[2] = {1, 1};
-  check(a.cuTensorMapEncodeTiled(
-            reinterpret_cast<CUtensorMap*>(out), t, 2, reinterpret_cast<void*>(ptr), dims, strides,
-            box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-            CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
-        fmt::format("cuTensorMapEncodeTiled({} x {} {}, row stride {} elements, box {} x {}, "
-                    "address 0x{:x})",
-                    rows, cols, dtype_name(dtype), row_stride_elems, box_rows, box_cols, ptr));
+  cuuint64_t d[5], st[4];
+  cuuint32_t bx[5], es[5];
+  std::string shape;
+  for (size_t i = 0; i < r; ++i) {
+    d[i] = dims[i];
+    bx[i] = box[i];
+    es[i] = elem_strides[i];
+    if (i + 1 < r) st[i] = strides_bytes[i];
+    shape += fmt::format("{}{}", i ? " x " : "", dims[i]);
+  }
+  check(a.cuTensorMapEncodeTiled(reinterpret_cast<CUtensorMap*>(out), t,
+                                 static_cast<cuuint32_t>(r), reinterpret_cast<void*>(ptr), d, st,
+                                 bx, es, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                 CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
+        fmt::format("cuTensorMapEncodeTiled({} {} (innermost first), address 0x{:x})", shape,
+                    dtype_name(dtype), ptr));
 }
 
 uint64_t mem_alloc(size_t bytes) {

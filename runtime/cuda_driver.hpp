@@ -41,11 +41,12 @@ void func_set_max_dynamic_smem(void* function, int bytes);
 void launch(void* function, const uint32_t grid[3], const uint32_t block[3], uint32_t smem,
             void* stream, void** params, const std::string& what);
 
-// cuTensorMapEncodeTiled for a row-major 2-D view (`rows` x `cols` elements, rows
-// `row_stride_elems` apart), boxes of `box_rows` x `box_cols`, 128-byte swizzle, out-of-bounds
-// elements read as zero. `out`: 128 bytes, 64-byte aligned (a CUtensorMap).
-void encode_tensor_map_2d(void* out, DType dtype, uint64_t ptr, uint64_t rows, uint64_t cols,
-                          uint64_t row_stride_elems, uint32_t box_rows, uint32_t box_cols);
+// cuTensorMapEncodeTiled: `dims` innermost first, byte strides of dims 1.. in `strides_bytes`,
+// boxes of `box` elements walked with `elem_strides`, 128-byte swizzle, out-of-bounds elements
+// read as zero. `out`: 128 bytes, 64-byte aligned (a CUtensorMap).
+void encode_tensor_map(void* out, DType dtype, uint64_t ptr, const std::vector<uint64_t>& dims,
+                       const std::vector<uint64_t>& strides_bytes, const std::vector<uint32_t>& box,
+                       const std::vector<uint32_t>& elem_strides);
 
 // ---- memory
 uint64_t mem_alloc(size_t bytes);

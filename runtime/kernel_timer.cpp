@@ -9,6 +9,7 @@
 #include "kiln/host_tensor.hpp"
 #include "runtime/cuda_driver.hpp"
 #include "runtime/event_timer.hpp"
+#include "runtime/tensor_map.hpp"
 
 namespace kiln::cuda {
 
@@ -83,11 +84,7 @@ double time_kernel_alone(const KernelSpec& k, const std::vector<char>& cubin, co
     auto it = tensor_ptr.find(a.tensor);
     KILN_ASSERT(it != tensor_ptr.end(), "kernel {}: tensor map over tensor {} without its pointer",
                 k.name, a.tensor);
-    encode_tensor_map_2d(maps[i].v, g.tensor(a.tensor).desc.dtype, it->second,
-                         static_cast<uint64_t>(a.map_rows.eval(b)),
-                         static_cast<uint64_t>(a.map_cols.eval(b)),
-                         static_cast<uint64_t>(a.map_row_stride.eval(b)),
-                         static_cast<uint32_t>(a.box_rows), static_cast<uint32_t>(a.box_cols));
+    encode_kernel_tensor_map(maps[i].v, a, g.tensor(a.tensor).desc.dtype, it->second, b);
     params[i] = maps[i].v;
   }
   uint32_t grid[3], block[3];

@@ -686,7 +686,8 @@ TEST(Contraction, TmaKernelsCompileForSm90a) {
       for (const KernelArg& a : k.args) {
         if (a.kind != KernelArg::Kind::TensorMap) continue;
         ++maps;
-        EXPECT_TRUE(a.box_cols == 64 && a.box_rows >= 64 && a.box_rows <= 256);
+        ASSERT_EQ(a.map_box.size(), 2u);
+        EXPECT_TRUE(a.map_box[0] == 64 && a.map_box[1] >= 64 && a.map_box[1] <= 256);
         // The kernel also takes the tensor itself (memory planning sees the read).
         EXPECT_TRUE(std::any_of(k.args.begin(), k.args.end(), [&](const KernelArg& t) {
           return t.kind == KernelArg::Kind::Tensor && t.tensor == a.tensor;

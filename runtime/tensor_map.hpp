@@ -1,0 +1,25 @@
+// Encodes a kernel's KernelArg::Kind::TensorMap argument for concrete bindings and the tensor's
+// device pointer (the executor and the kernel timer launch the same kernels).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "codegen/kernel_spec.hpp"
+#include "runtime/cuda_driver.hpp"
+
+namespace kiln::cuda {
+
+inline void encode_kernel_tensor_map(void* out, const KernelArg& a, DType dtype, uint64_t ptr,
+                                     const Bindings& b) {
+  const uint64_t es = static_cast<uint64_t>(dtype_size(dtype));
+  std::vector<uint64_t> dims, strides;
+  std::vector<uint32_t> box, estr;
+  for (const Dim& d : a.map_dims) dims.push_back(static_cast<uint64_t>(d.eval(b)));
+  for (const Dim& d : a.map_strides) strides.push_back(static_cast<uint64_t>(d.eval(b)) * es);
+  for (int v : a.map_box) box.push_back(static_cast<uint32_t>(v));
+  for (int v : a.map_elem_strides) estr.push_back(static_cast<uint32_t>(v));
+  encode_tensor_map(out, dtype, ptr, dims, strides, box, estr);
+}
+
+}  // namespace kiln::cuda
