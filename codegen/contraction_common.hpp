@@ -115,6 +115,8 @@ KernelSpec emit_mma(const Problem& p, const ContractionConfig& cfg, int sm);
 bool wgmma_supported(const Problem& p);
 // The operands can be loaded with TMA (ContractionConfig::tma): see emit_conv_mma.cpp.
 bool tma_supported(const Problem& p);
+// A conv the spatially tiled TMA kernel takes (4-D boxes of the NHWC input per filter tap).
+bool tma_spatial_supported(const Problem& p);
 // The kernel for an explicit config (tests and benchmarks force variants with it).
 KernelSpec emit_with_config(const Problem& p, const ContractionConfig& cfg, int sm);
 // The tiled SIMT kernel (codegen/emit_conv_simt.cpp): exact f32 math, any dtype and layout;

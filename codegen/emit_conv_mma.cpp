@@ -141,7 +141,23 @@ bool tma_supported(const Problem& p) {
   return m.tb || (m.n.is_static() && m.n.value() % 8 == 0);
 }
 
+bool tma_spatial_supported(const Problem& p) {
+  if (!p.is_conv || !wgmma_supported(p) || (p.dtype != DType::F16 && p.dtype != DType::BF16))
+    return false;
+  const Graph& g = *p.graph;
+  const ConvProblem& c = p.conv;
+  return c.groups == 1 && c.c % 64 == 0 && c.stride_h <= 8 && c.stride_w <= 8 && c.h.is_static() &&
+         c.w.is_static() && c.oh.is_static() && c.ow.is_static() &&
+         g.tensor(p.x).desc.layout == Layout::NHWC && g.tensor(p.w).desc.layout == Layout::NHWC;
+}
+
 namespace {
+
+// The output-pixel block of a spatially tiled conv CTA (BM = bh x bw pixels of one image).
+std::pair<int, int> spatial_tile(const ConvProblem& c, int bm) {
+  if (bm == 64) return {8, 8};
+  return c.ow.value() >= 12 ? std::pair<int, int>{8, 16} : std::pair<int, int>{16, 8};
+}
 
 // `void kc_wgmma_n<N>(desc_a, desc_b, acc)`: one wgmma.mma_async m64nNk16 (scale-d = 1).
 std::string wgmma_function(int n, bool bf16, bool b_kmajor) {
@@ -194,11 +210,16 @@ KernelSpec emit_mma(const Problem& p, const ContractionConfig& cfg_in, int sm) {
   const bool warp_spec = wg && cfg.ws;
   KILN_ASSERT(!warp_spec || splits == 1, "{}: warp-specialized config {} with split-K", p.where,
               cfg.str());
-  KILN_CHECK(!cfg.tma || (warp_spec && tma_supported(p)),
+  // TMA: plain-GEMM operands (2-D boxes), else a conv tiled by blocks of output pixels whose
+  // input windows are 4-D boxes of the NHWC input, one per filter tap (zero-filled padding).
+  const bool spatial = cfg.tma && !tma_supported(p) && tma_spatial_supported(p);
+  KILN_CHECK(!cfg.tma || (warp_spec && cfg.bm <= 128 && (tma_supported(p) || spatial)),
              "{}: config {} needs TMA-loadable operands (an unbatched matmul with A not "
-             "transposed and 16-byte aligned rows, or a 1x1 stride-1 NHWC conv with C a multiple "
-             "of 8)",
+             "transposed and 16-byte aligned rows, or an NHWC conv with static spatial dims and "
+             "C a multiple of 64, or a 1x1 stride-1 one with C a multiple of 8)",
              p.where, cfg.str());
+  const std::pair<int, int> sp_tile =
+      spatial ? spatial_tile(p.conv, cfg.bm) : std::pair<int, int>{0, 0};
   const int lthreads = warp_spec ? 128 : threads;
   const std::string ltid_conv = warp_spec ? "ltid" : "tid";
   const std::string ltid_strided = warp_spec ? "ltid" : "threadIdx.x";
@@ -329,6 +350,15 @@ KernelSpec emit_mma(const Problem& p, const ContractionConfig& cfg_in, int sm) {
     b.line("const long long n0 = (long long)blockIdx.y * {};", cfg.bn);
     b.line("const int tid = threadIdx.x;");
     if (warp_spec) b.line("const int ltid = G::producer_tid();");
+    if (spatial) {  // blockIdx.x -> (image, block row, block column) of output pixels
+      const ConvProblem& c = p.conv;
+      const int64_t tw = (c.ow.value() + sp_tile.second - 1) / sp_tile.second;
+      const int64_t th = (c.oh.value() + sp_tile.first - 1) / sp_tile.first;
+      b.line("const long long sp_ow0 = (long long)(blockIdx.x % {}) * {};", tw, sp_tile.second);
+      b.line("const long long sp_oh0 = (long long)(blockIdx.x / {} % {}) * {};", tw, th,
+             sp_tile.first);
+      b.line("const long long sp_n = (long long)(blockIdx.x / {});", tw * th);
+    }
     if (!p.is_conv && !p.mm.batch.empty()) {
       b.line("long long bz = blockIdx.z;");
       for (size_t i = p.mm.batch.size(); i-- > 0;) {
@@ -336,7 +366,30 @@ KernelSpec emit_mma(const Problem& p, const ContractionConfig& cfg_in, int sm) {
         b.line("const long long b{} = bz % {}; bz /= {};", i, d, d);
       }
     }
-    if (cfg.tma) {
+    if (spatial) {
+      // k tile kt = filter tap (r, s) x 64 channels: a [BH][BW][64] box of the NHWC input at the
+      // tap's offset (traversal stride = conv stride; outside the image reads zeros = padding).
+      const ConvProblem& c = p.conv;
+      const auto [bh, bw] = sp_tile;
+      const std::string ma = a.tensor_map(
+          p.x, {Dim(c.c), c.w, c.h, c.n}, {Dim(c.c), Dim(c.c) * c.w, Dim(c.c) * c.w * c.h},
+          {64, static_cast<int>(bw * c.stride_w), static_cast<int>(bh * c.stride_h), 1},
+          {1, static_cast<int>(c.stride_w), static_cast<int>(c.stride_h), 1});
+      const int64_t cb = c.c / 64;
+      b.open("auto load_a = [&](unsigned short* s, int kt, unsigned bar) {{");
+      b.line("const int rs = kt / {}, cb = kt - rs * {};", cb, cb);
+      b.line("const int r = rs / {}, sx = rs - r * {};", c.s, c.s);
+      b.line(
+          "kc_tma_load_4d(kc_smem_u32(s), &{}, cb * 64, (int)sp_ow0 * {} - {} + sx * {}, "
+          "(int)sp_oh0 * {} - {} + r * {}, (int)sp_n, bar);",
+          ma, c.stride_w, c.pad_l, c.dil_w, c.stride_h, c.pad_t, c.dil_h);
+      b.close("};");
+      const Dim kdim(c.r * c.s * c.c);  // filter KRSC: row k is (r, s, c) contiguous
+      const std::string mb = a.tensor_map_2d(p.w, gn, kdim, kdim, cfg.bn, 64);
+      b.open("auto load_b = [&](unsigned short* s, int kt, unsigned bar) {{");
+      b.line("kc_tma_load_2d(kc_smem_u32(s), &{}, kt * 64, (int)n0, bar);", mb);
+      b.close("};");
+    } else if (cfg.tma) {
       // One producer thread loads each stage with TMA boxes (128-byte swizzle: the layout the
       // wgmma descriptors read); rows and k past the ends arrive as zeros.
       const Dim kdim = p.is_conv ? Dim(p.conv.c) : p.mm.k;
@@ -512,9 +565,18 @@ KernelSpec emit_mma(const Problem& p, const ContractionConfig& cfg_in, int sm) {
     auto lmi = b.block("for (int mi = 0; mi < G::MI; ++mi) {{");
     b.line("#pragma unroll");
     auto lh = b.block("for (int hh = 0; hh < 2; ++hh) {{");
-    b.line("const long long row = m0 + wm * {} + wr + mi * 16 + hh * 8 + (lane >> 2);", cfg.wm);
-    b.line("if (row >= {}) continue;", m_code);
-    coords = epilogue_coords(b, p, a);
+    if (spatial) {  // tile row -> output pixel of the CTA's block
+      b.line("const int lrow = wm * {} + wr + mi * 16 + hh * 8 + (lane >> 2);", cfg.wm);
+      b.line("const long long oh = sp_oh0 + lrow / {}, ow = sp_ow0 + lrow % {};", sp_tile.second,
+             sp_tile.second);
+      b.line("if (oh >= {} || ow >= {}) continue;", p.conv.oh.value(), p.conv.ow.value());
+      b.line("const long long n = sp_n;");
+      coords = {"n", "col", "oh", "ow"};
+    } else {
+      b.line("const long long row = m0 + wm * {} + wr + mi * 16 + hh * 8 + (lane >> 2);", cfg.wm);
+      b.line("if (row >= {}) continue;", m_code);
+      coords = epilogue_coords(b, p, a);
+    }
     b.line("#pragma unroll");
     auto lni = b.block("for (int ni = 0; ni < G::NI; ++ni) {{");
     if (outputs_pair_storable(p, a)) {
@@ -576,6 +638,9 @@ KernelSpec emit_mma(const Problem& p, const ContractionConfig& cfg_in, int sm) {
   k.source = std::move(src);
   k.args = a.args();
   k.grid = {(gm + Dim(cfg.bm - 1)) / Dim(cfg.bm), (gn + Dim(cfg.bn - 1)) / Dim(cfg.bn), gbatch};
+  if (spatial)
+    k.grid[0] = p.conv.n * Dim(((p.conv.oh.value() + sp_tile.first - 1) / sp_tile.first) *
+                               ((p.conv.ow.value() + sp_tile.second - 1) / sp_tile.second));
   if (splits > 1) {
     k.grid[2] = Dim(splits);
     Dim tiles = k.grid[0] * k.grid[1];

@@ -309,9 +309,9 @@ void encode_tensor_map(void* out, DType dtype, uint64_t ptr, const std::vector<u
     if (i + 1 < r) st[i] = strides_bytes[i];
     shape += fmt::format("{}{}", i ? " x " : "", dims[i]);
   }
-  check(a.cuTensorMapEncodeTiled(reinterpret_cast<CUtensorMap*>(out), t,
-                                 static_cast<cuuint32_t>(r), reinterpret_cast<void*>(ptr), d, st,
-                                 bx, es, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+  check(a.cuTensorMapEncodeTiled(reinterpret_cast<CUtensorMap*>(out), t, static_cast<cuuint32_t>(r),
+                                 reinterpret_cast<void*>(ptr), d, st, bx, es,
+                                 CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
                                  CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                                  CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
         fmt::format("cuTensorMapEncodeTiled({} {} (innermost first), address 0x{:x})", shape,

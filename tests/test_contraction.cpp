@@ -652,9 +652,9 @@ TEST(Contraction, EveryWgmmaTileCompiles) {
   }
 }
 
-// TMA loads (ContractionConfig::tma): the plain-GEMM operands take them, every wgmma tile with at
-// most two consumer warpgroups compiles for sm_90a without spills and passes both operands as
-// tensor maps; anything else (a 3x3 conv: im2col) is refused with a user error.
+// TMA loads (ContractionConfig::tma): the plain-GEMM operands take 2-D boxes, other NHWC convs
+// with C a multiple of 64 a spatially tiled kernel with 4-D boxes; every wgmma tile with at most
+// two consumer warpgroups compiles for sm_90a without spills; anything else is a user error.
 TEST(Contraction, TmaKernelsCompileForSm90a) {
   std::vector<Graph> gs;
   gs.push_back(bench_conv_graph(256, 64, 56, 1, 1, 0));  // 1x1 conv: [N*H*W, C] x [K, C]^T
@@ -702,9 +702,52 @@ TEST(Contraction, TmaKernelsCompileForSm90a) {
       }
     }
   }
-  Graph g3 = bench_conv_graph(64, 64, 56, 3, 1, 1);
-  contraction::Problem p3 = contraction::describe(g3, make_group(g3));
+  // Convs that are not plain GEMMs take the spatially tiled kernel: 4-D boxes per filter tap.
+  for (auto [c, h, r, stride, pad] : std::vector<std::array<int, 5>>{
+           {64, 56, 3, 1, 1}, {128, 28, 3, 2, 1}, {512, 7, 3, 1, 1}, {256, 14, 1, 2, 0}}) {
+    Graph gs = bench_conv_graph(c, 64, h, r, stride, pad);
+    FusionGroup grs = make_group(gs);  // the Problem points at it
+    contraction::Problem ps = contraction::describe(gs, grs);
+    EXPECT_FALSE(contraction::tma_supported(ps));
+    ASSERT_TRUE(contraction::tma_spatial_supported(ps));
+    for (auto [bm, bn, st] : tiles) {
+      if (bm > 128) continue;
+      ContractionConfig cs;
+      cs.kind = ContractionConfig::Kind::Wgmma;
+      cs.bm = bm;
+      cs.bn = bn;
+      cs.bk = 64;
+      cs.wm = 64;
+      cs.wn = bn;
+      cs.stages = st;
+      cs.ws = cs.tma = true;
+      KernelSpec k = contraction::emit_with_config(ps, cs, 90);
+      SCOPED_TRACE(k.name);
+      EXPECT_NE(k.source.find("cp.async.bulk.tensor.4d"), std::string::npos);
+      EXPECT_NE(k.source.find("sp_oh0"), std::string::npos);
+      int four_d = 0;
+      for (const KernelArg& a : k.args)
+        if (a.kind == KernelArg::Kind::TensorMap && a.map_dims.size() == 4) {
+          ++four_d;
+          EXPECT_EQ(a.map_box[0], 64);
+          EXPECT_EQ(a.map_box[1] * a.map_box[2], bm * stride * stride);
+          EXPECT_EQ(a.map_elem_strides[1], stride);
+        }
+      EXPECT_EQ(four_d, 1);
+      try {
+        NvrtcResult r = nvrtc_compile(k.source, k.name, "sm_90a", {"--ptxas-options=-v"});
+        EXPECT_NE(r.log.find("0 bytes spill stores"), std::string::npos) << r.log;
+      } catch (const Error& e) {
+        ADD_FAILURE() << e.what();
+      }
+    }
+  }
+  // C not a multiple of 64 (a k tile would straddle two taps): neither TMA form.
+  Graph g3 = bench_conv_graph(40, 64, 56, 3, 1, 1);
+  FusionGroup gr3 = make_group(g3);
+  contraction::Problem p3 = contraction::describe(g3, gr3);
   EXPECT_FALSE(contraction::tma_supported(p3));
+  EXPECT_FALSE(contraction::tma_spatial_supported(p3));
   ContractionConfig c;
   c.kind = ContractionConfig::Kind::Wgmma;
   c.bm = c.wm = 128;
@@ -715,7 +758,7 @@ TEST(Contraction, TmaKernelsCompileForSm90a) {
   c.wm = 64;
   try {
     contraction::emit_with_config(p3, c, 90);
-    ADD_FAILURE() << "a TMA config for a 3x3 conv was accepted";
+    ADD_FAILURE() << "a TMA config for a C=40 3x3 conv was accepted";
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::User);
     EXPECT_NE(std::string(e.what()).find("TMA"), std::string::npos) << e.what();

@@ -175,6 +175,17 @@ __device__ __forceinline__ void kc_tma_load_2d(unsigned dst, const KcTmaDesc* ma
       : "memory");
 }
 
+// Box at (c0 = innermost, c1, c2, c3) of a 4-D `map` (an NHWC activation: channel, column, row,
+// image); coordinates may be negative or past the end: those elements read as zero.
+__device__ __forceinline__ void kc_tma_load_4d(unsigned dst, const KcTmaDesc* map, int c0, int c1,
+                                               int c2, int c3, unsigned bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, "
+      "{%2, %3, %4, %5}], [%6];\n" ::"r"(dst),
+      "l"(reinterpret_cast<unsigned long long>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar)
+      : "memory");
+}
+
 // SYNC_STORES: some loader writes shared memory with plain stores (the scalar gather of an
 // unaligned operand): each producer thread also arrives normally (release) after them.
 // TMA: the loaders issue TMA box loads (`load(stage, kt, full_bar)`), from one producer thread

@@ -258,6 +258,8 @@ std::vector<ConvCase> conv_cases() {
       {DType::F32, 2, 3, 11, 11, 8, 5, 5, {2, 2}, {2, 2}, {1, 1}, 1, C, false, ""},
       // Big enough for many CTAs, partial tiles in M and N.
       {DType::F16, 3, 64, 28, 28, 200, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, H, true, "relu"},
+      // Stride 2, odd sizes, C = 64: the spatially tiled TMA kernel's strided boxes and edges.
+      {DType::F16, 2, 64, 15, 13, 64, 3, 3, {2, 2}, {1, 1}, {1, 1}, 1, H, true, "relu"},
       // 1x1: TMA operands with a k tail (C = 40 < one 64-wide k tile) and partial M / N tiles.
       {DType::F16, 2, 40, 9, 9, 24, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, H, true, "relu"},
   };
@@ -439,7 +441,7 @@ std::vector<ContractionConfig> forced_configs(const Graph& g, int sm) {
     c.stages = st;
     c.ws = true;
     out.push_back(c);
-    if (contraction::tma_supported(p)) {
+    if (contraction::tma_supported(p) || contraction::tma_spatial_supported(p)) {
       c.tma = true;
       out.push_back(c);
     }
