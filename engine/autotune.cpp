@@ -3,13 +3,43 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <exception>
+#include <map>
 #include <thread>
 
 #include "kiln/error.hpp"
 #include "runtime/kernel_timer.hpp"
 
 namespace kiln {
+
+namespace {
+
+// Empty when `got` matches `ref` for every tensor (max |a - b| / max |b| within the storage
+// dtype's tolerance, NaN never matching); otherwise what differs.
+std::string output_mismatch(const Graph& g, const std::map<int, std::vector<float>>& got,
+                            const std::map<int, std::vector<float>>& ref) {
+  for (const auto& [id, want] : ref) {
+    auto it = got.find(id);
+    if (it == got.end() || it->second.size() != want.size())
+      return fmt::format("tensor '{}' missing", g.tensor(id).name);
+    double scale = 1e-30, err = 0;
+    for (float v : want)
+      if (std::isfinite(v)) scale = std::max(scale, static_cast<double>(std::abs(v)));
+    for (size_t j = 0; j < want.size(); ++j) {
+      const double a = it->second[j], w = want[j];
+      if (std::isnan(a) != std::isnan(w))
+        return fmt::format("'{}' has NaN where the rules' has not", g.tensor(id).name);
+      if (std::isfinite(a) && std::isfinite(w)) err = std::max(err, std::abs(a - w));
+    }
+    const double tol = g.tensor(id).desc.dtype == DType::F32 ? 1e-3 : 2e-2;
+    if (err / scale > tol)
+      return fmt::format("'{}' max rel diff {:.3g} > {}", g.tensor(id).name, err / scale, tol);
+  }
+  return "";
+}
+
+}  // namespace
 
 std::vector<AutotuneResult> autotune_contractions(const Graph& g, const Plan& plan,
                                                   const CodegenOptions& co, KernelCache& cache,
@@ -48,12 +78,30 @@ std::vector<AutotuneResult> autotune_contractions(const Graph& g, const Plan& pl
     }
 
     Bindings b(site.bindings.begin(), site.bindings.end());
+    // Every candidate computes what the rules' config (the first) computes, on the same data, or
+    // it is not used: a faster kernel with a wrong result must never win.
+    std::vector<int> outs;
+    for (const FusionGroup& grp : plan.groups)
+      if (grp.id == site.group) outs = grp.outputs;
+    std::map<int, std::vector<float>> ref;
     size_t best = n;
     std::vector<double> ms(n, -1);
     for (size_t i = 0; i < n; ++i) {
       if (errors[i].empty()) {
         try {
-          ms[i] = cuda::time_kernel_alone(site.kernels[i], *cubins[i].cubin, g, b, iters);
+          std::map<int, std::vector<float>> got;
+          ms[i] =
+              cuda::time_kernel_alone(site.kernels[i], *cubins[i].cubin, g, b, iters, outs, &got);
+          if (i == 0) {
+            ref = std::move(got);
+          } else if (!ref.empty()) {
+            std::string why = output_mismatch(g, got, ref);
+            if (!why.empty()) {
+              errors[i] = "its output differs from the rules' config: " + why;
+              fmt::print(stderr, "kiln: autotune: {} not used ({}): {}\n", site.kernels[i].name,
+                         errors[i], "a kiln bug; please report it");
+            }
+          }
         } catch (const std::exception& e) {
           errors[i] = e.what();
         }

@@ -32,7 +32,8 @@ void fill_random(uint64_t ptr, size_t bytes, DType dt, uint64_t seed) {
 }  // namespace
 
 double time_kernel_alone(const KernelSpec& k, const std::vector<char>& cubin, const Graph& g,
-                         const Bindings& b, int iters) {
+                         const Bindings& b, int iters, const std::vector<int>& read_back,
+                         std::map<int, std::vector<float>>* values) {
   make_current();
   struct Module {
     void* m;
@@ -46,7 +47,6 @@ double time_kernel_alone(const KernelSpec& k, const std::vector<char>& cubin, co
   std::vector<uint64_t> ptrs(k.args.size());
   std::vector<long long> ints(k.args.size());
   std::vector<void*> params(k.args.size());
-  uint64_t seed = 0x6b696c6e;
   struct alignas(64) TmaDesc {
     uint64_t v[16];
   };
@@ -71,7 +71,8 @@ double time_kernel_alone(const KernelSpec& k, const std::vector<char>& cubin, co
     }
     bufs.emplace_back(std::max<size_t>(bytes, 16));
     if (a.kind == KernelArg::Kind::Tensor)
-      fill_random(bufs.back().ptr(), bytes, g.tensor(a.tensor).desc.dtype, seed++);
+      fill_random(bufs.back().ptr(), bytes, g.tensor(a.tensor).desc.dtype,
+                  0x6b696c6eull + 7919ull * static_cast<uint64_t>(a.tensor + 1));
     else
       memset_d8(bufs.back().ptr(), 0, bufs.back().bytes());  // counters start (and end) at zero
     ptrs[i] = bufs.back().ptr();
@@ -99,6 +100,22 @@ double time_kernel_alone(const KernelSpec& k, const std::vector<char>& cubin, co
   };
   double ms = median_ms(time_flushed(run, 3, iters));
   ctx_synchronize();
+  if (values) {
+    for (int id : read_back) {
+      auto it = tensor_ptr.find(id);
+      if (it == tensor_ptr.end()) continue;
+      const TensorDesc& d = g.tensor(id).desc;
+      int64_t numel = 1;
+      for (int64_t v : eval_shape(d.shape, b)) numel *= v;
+      const size_t es = static_cast<size_t>(dtype_size(d.dtype));
+      std::vector<std::byte> raw(static_cast<size_t>(numel) * es);
+      if (!raw.empty()) memcpy_dtoh(raw.data(), it->second, raw.size());
+      std::vector<float>& out = (*values)[id];
+      out.resize(static_cast<size_t>(numel));
+      for (size_t i = 0; i < out.size(); ++i)
+        out[i] = static_cast<float>(load_element(d.dtype, raw.data() + i * es));
+    }
+  }
   return ms;
 }
 

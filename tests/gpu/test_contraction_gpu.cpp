@@ -524,6 +524,8 @@ TEST(ContractionGpu, AutotuneMeasuresOnceThenReusesTheFile) {
       first_names.push_back(k.name);
       if (k.name.rfind("conv_", 0) == 0) {
         EXPECT_EQ(k.tuning.rfind("autotuned: ", 0), 0u) << k.tuning;
+        // Every candidate ran and computed what the rules' config computes (else "skipped").
+        EXPECT_EQ(k.tuning.find("skipped"), std::string::npos) << k.tuning;
         std::printf("autotune %s: %s\n", k.name.c_str(), k.tuning.c_str());
         noted = true;
       }
