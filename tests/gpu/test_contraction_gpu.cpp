@@ -397,6 +397,36 @@ namespace {
 
 // Every kernel variant a problem can get: the mma.sync fallback and, on sm_90 (wgmma needs
 // sm_90a), each wgmma tile. Lets one run tell pass / fail per variant.
+// The warp-specialized wgmma tiles (at most two consumer warpgroups), with TMA loads or not.
+std::vector<ContractionConfig> ws_configs(bool tma) {
+  std::vector<ContractionConfig> out;
+  for (auto [bm, bn, st] : std::vector<std::array<int, 3>>{
+           {128, 256, 4}, {128, 128, 5}, {128, 64, 4}, {64, 128, 4}, {64, 64, 4}}) {
+    ContractionConfig c;
+    c.kind = ContractionConfig::Kind::Wgmma;
+    c.bm = bm;
+    c.bn = bn;
+    c.bk = 64;
+    c.wm = 64;
+    c.wn = bn;
+    c.stages = st;
+    c.ws = true;
+    c.tma = tma;
+    out.push_back(c);
+  }
+  return out;
+}
+
+// The TMA variants a problem takes (none where its operands do not allow TMA). Their own tests:
+// the device script runs them apart, under a short timeout (a wrong transaction count hangs).
+std::vector<ContractionConfig> tma_configs(const Graph& g, int sm) {
+  FusionGroup grp = contraction_group(g);
+  contraction::Problem p = contraction::describe(g, grp);
+  if (sm != 90 || !(contraction::tma_supported(p) || contraction::tma_spatial_supported(p)))
+    return {};
+  return ws_configs(true);
+}
+
 std::vector<ContractionConfig> forced_configs(const Graph& g, int sm) {
   FusionGroup grp = contraction_group(g);
   contraction::Problem p = contraction::describe(g, grp);
@@ -427,25 +457,8 @@ std::vector<ContractionConfig> forced_configs(const Graph& g, int sm) {
     c.stages = st;
     out.push_back(c);
   }
-  // Warp-specialized (producer warpgroup, mbarriers): cp.async loads, and TMA loads where the
-  // operands allow them.
-  for (auto [bm, bn, st] : std::vector<std::array<int, 3>>{
-           {128, 256, 4}, {128, 128, 5}, {128, 64, 4}, {64, 128, 4}, {64, 64, 4}}) {
-    ContractionConfig c;
-    c.kind = ContractionConfig::Kind::Wgmma;
-    c.bm = bm;
-    c.bn = bn;
-    c.bk = 64;
-    c.wm = 64;
-    c.wn = bn;
-    c.stages = st;
-    c.ws = true;
-    out.push_back(c);
-    if (contraction::tma_supported(p) || contraction::tma_spatial_supported(p)) {
-      c.tma = true;
-      out.push_back(c);
-    }
-  }
+  // Warp-specialized (producer warpgroup, mbarriers, cp.async loads).
+  for (const ContractionConfig& c : ws_configs(false)) out.push_back(c);
   // Split-K (partials in scratch, last CTA of a tile reduces): wgmma tiles and the mma.sync
   // fallback, including splits with no k tiles when K is small.
   if (p.is_conv || p.mm.batch.empty()) {
@@ -481,6 +494,35 @@ TEST(ContractionGpu, KernelForcedVariantsConv) {
     }
     ++i;
   }
+}
+
+TEST(ContractionGpu, TmaForcedVariants) {
+  REQUIRE_GPU();
+  cuda::make_current();
+  int sm = cuda::query_device_info().sm;
+  if (sm != 90) GTEST_SKIP() << "TMA kernels are sm_90a";
+  int i = 0, ran = 0;
+  for (const auto& c : conv_cases()) {
+    Graph g = conv_graph(c);
+    for (const ContractionConfig& cfg : tma_configs(g, sm)) {
+      SCOPED_TRACE(fmt::format("conv case {} config {}", i, cfg.str()));
+      check_kernel(g, conv_inputs(g, c, 11), c.dt, &cfg);
+      ++ran;
+    }
+    ++i;
+  }
+  i = 0;
+  for (const auto& c : matmul_cases()) {
+    Graph g = matmul_graph(c);
+    for (const ContractionConfig& cfg : tma_configs(g, sm)) {
+      SCOPED_TRACE(fmt::format("matmul case {} config {}", i, cfg.str()));
+      check_kernel(g, matmul_inputs(g, c), c.dt, &cfg);
+      ++ran;
+    }
+    ++i;
+  }
+  std::printf("TMA variants checked: %d\n", ran);
+  EXPECT_GE(ran, 25);  // 1x1, 3x3 (C = 64), strided, matmuls: five tiles each
 }
 
 TEST(ContractionGpu, KernelForcedVariantsMatmul) {
