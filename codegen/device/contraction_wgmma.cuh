@@ -66,6 +66,30 @@ struct KcWgmma {
     return smem + (((a + 1023u) & ~1023u) - a) / 2;
   }
 
+  // Keeps the compiler from moving accumulator accesses across the asynchronous wgmma.
+  __device__ static __forceinline__ void fence_acc(float (&acc)[1][NI][4]) {
+#pragma unroll
+    for (int ni = 0; ni < NI; ++ni)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) kc_reg_fence(acc[0][ni][e]);
+  }
+  // Issues and commits the four k16 wgmma of one stage: this warpgroup's A rows at `sa`, the B
+  // tile at `sb` (shared-memory byte addresses).
+  template <class MMA>
+  __device__ static __forceinline__ void issue_tile(unsigned sa, unsigned sb, MMA& mma,
+                                                    float (&acc)[1][NI][4]) {
+    fence_acc(acc);
+    kc_wg_fence();
+#pragma unroll
+    for (int kk = 0; kk < BK / 16; ++kk) {
+      const unsigned long long da = kc_wg_desc(sa + kk * 32, 16, 1024);
+      const unsigned long long db =
+          B_KM ? kc_wg_desc(sb + kk * 32, 16, 1024) : kc_wg_desc(sb + kk * 2048, BK * 128, 1024);
+      mma(da, db, acc);
+    }
+    kc_wg_commit();
+  }
+
   template <class LA, class LB, class MMA>
   __device__ static __forceinline__ void mainloop(unsigned short* smem, LA& load_a, LB& load_b,
                                                   MMA& mma, int kt0, int kt1,
@@ -92,19 +116,7 @@ struct KcWgmma {
       __syncthreads();
       const unsigned sa = base + (t % STAGES) * STAGE_ELEMS * 2 + wg * 64 * BK * 2;
       const unsigned sb = base + (t % STAGES) * STAGE_ELEMS * 2 + A_ELEMS * 2;
-#pragma unroll
-      for (int ni = 0; ni < NI; ++ni)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) kc_reg_fence(acc[0][ni][e]);
-      kc_wg_fence();
-#pragma unroll
-      for (int kk = 0; kk < BK / 16; ++kk) {
-        const unsigned long long da = kc_wg_desc(sa + kk * 32, 16, 1024);
-        const unsigned long long db =
-            B_KM ? kc_wg_desc(sb + kk * 32, 16, 1024) : kc_wg_desc(sb + kk * 2048, BK * 128, 1024);
-        mma(da, db, acc);
-      }
-      kc_wg_commit();
+      issue_tile(sa, sb, mma, acc);
       // While the tensor cores run, refill the buffer of tile t - 2: every warpgroup finished
       // reading it (wait_group 1 at the end of iteration t - 1, before the barrier above).
       const int nx = t + STAGES - 2;
@@ -114,18 +126,12 @@ struct KcWgmma {
         load_b(smem + st * STAGE_ELEMS + A_ELEMS, kt0 + nx);
       }
       kc_cp_async_commit();
-#pragma unroll
-      for (int ni = 0; ni < NI; ++ni)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) kc_reg_fence(acc[0][ni][e]);
+      fence_acc(acc);
       kc_wg_wait<1>();
     }
     kc_wg_wait<0>();
     kc_cp_async_wait<0>();
-#pragma unroll
-    for (int ni = 0; ni < NI; ++ni)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) kc_reg_fence(acc[0][ni][e]);
+    fence_acc(acc);
   }
 };
 
@@ -274,32 +280,14 @@ struct KcWgmmaWs {
       kc_fence_proxy_async();  // the producer's generic-proxy writes, before wgmma reads them
       const unsigned sa = base + s * STAGE_ELEMS * 2 + wg * 64 * BK * 2;
       const unsigned sb = base + s * STAGE_ELEMS * 2 + A_ELEMS * 2;
-#pragma unroll
-      for (int ni = 0; ni < NI; ++ni)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) kc_reg_fence(acc[0][ni][e]);
-      kc_wg_fence();
-#pragma unroll
-      for (int kk = 0; kk < BK / 16; ++kk) {
-        const unsigned long long da = kc_wg_desc(sa + kk * 32, 16, 1024);
-        const unsigned long long db =
-            B_KM ? kc_wg_desc(sb + kk * 32, 16, 1024) : kc_wg_desc(sb + kk * 2048, BK * 128, 1024);
-        mma(da, db, acc);
-      }
-      kc_wg_commit();
-#pragma unroll
-      for (int ni = 0; ni < NI; ++ni)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) kc_reg_fence(acc[0][ni][e]);
+      Tile::issue_tile(sa, sb, mma, acc);
+      Tile::fence_acc(acc);
       // Tile t - 1's wgmma has retired: its stage goes back to the producer.
       kc_wg_wait<1>();
       if (t > 0 && lane0) kc_mbar_arrive(bars + 8 * (STAGES + (t - 1) % STAGES));
     }
     kc_wg_wait<0>();
-#pragma unroll
-    for (int ni = 0; ni < NI; ++ni)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) kc_reg_fence(acc[0][ni][e]);
+    Tile::fence_acc(acc);
     return true;
   }
 };
