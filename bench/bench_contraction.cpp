@@ -74,13 +74,7 @@ int main(int argc, char** argv) {
       int bm = 0, bn = 0, bk = 0, st = 0;
       if (std::sscanf(argv[i] + 9, "wg%dx%dx%d_s%d", &bm, &bn, &bk, &st) != 4 || bk != 64)
         return usage();
-      forced.kind = ContractionConfig::Kind::Wgmma;
-      forced.bm = bm;
-      forced.bn = bn;
-      forced.bk = 64;
-      forced.wm = 64;
-      forced.wn = bn;
-      forced.stages = st;
+      forced = wgmma_tile(bm, bn, st);
       forced.tma = std::strstr(argv[i] + 9, "_tma") != nullptr;
       forced.ws = forced.tma || std::strstr(argv[i] + 9, "_ws") != nullptr;
     } else {

@@ -61,18 +61,8 @@ ContractionConfig mma_config(const Candidate& cand) {
   return c;
 }
 
-// The wgmma config of a tile (warp tile: 64 rows per warpgroup, the whole BN).
 ContractionConfig wgmma_config(const WgCandidate& cand, int stages, int split_k) {
-  ContractionConfig c;
-  c.kind = ContractionConfig::Kind::Wgmma;
-  c.bm = cand.bm;
-  c.bn = cand.bn;
-  c.bk = 64;
-  c.wm = 64;
-  c.wn = cand.bn;
-  c.stages = stages;
-  c.split_k = split_k;
-  return c;
+  return wgmma_tile(cand.bm, cand.bn, stages, split_k);
 }
 
 bool tensor_core_ok(const ContractionProblemInfo& p) {
@@ -122,6 +112,19 @@ void choose_split_k(const ContractionProblemInfo& p, ContractionConfig* c) {
 }
 
 }  // namespace
+
+ContractionConfig wgmma_tile(int bm, int bn, int stages, int split_k) {
+  ContractionConfig c;
+  c.kind = ContractionConfig::Kind::Wgmma;
+  c.bm = bm;
+  c.bn = bn;
+  c.bk = 64;
+  c.wm = 64;
+  c.wn = bn;
+  c.stages = stages;
+  c.split_k = split_k;
+  return c;
+}
 
 ContractionConfig choose_wgmma_config(const ContractionProblemInfo& p) {
   ContractionConfig c;

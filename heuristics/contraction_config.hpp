@@ -55,6 +55,8 @@ struct ContractionConfig {
 };
 
 ContractionConfig choose_contraction_config(const ContractionProblemInfo& p);
+// An sm_90a wgmma tile BM x BN x 64: 64 rows per warpgroup, the whole BN per warpgroup.
+ContractionConfig wgmma_tile(int bm, int bn, int stages, int split_k = 1);
 // The best mma.sync config alone (the fallback when wgmma is not allowed or not wanted).
 ContractionConfig choose_mma_config(const ContractionProblemInfo& p);
 // The best wgmma config; kind stays Direct when p.wgmma_ok is false.

@@ -627,14 +627,7 @@ TEST(Contraction, EveryWgmmaTileCompiles) {
     for (auto [bm, bn, st] : tiles) {
       for (bool ws : {false, true}) {  // ws: plus a producer warpgroup (at most 2 consumers)
         if (ws && bm > 128) continue;
-        ContractionConfig c;
-        c.kind = ContractionConfig::Kind::Wgmma;
-        c.bm = bm;
-        c.bn = bn;
-        c.bk = 64;
-        c.wm = 64;
-        c.wn = bn;
-        c.stages = st;
+        ContractionConfig c = wgmma_tile(bm, bn, st);
         c.ws = ws;
         KernelSpec k = contraction::emit_with_config(p, c, 90);
         SCOPED_TRACE(k.name);
@@ -667,14 +660,7 @@ TEST(Contraction, TmaKernelsCompileForSm90a) {
     contraction::Problem p = contraction::describe(g, grp);
     ASSERT_TRUE(contraction::tma_supported(p)) << g.name();
     for (auto [bm, bn, st] : tiles) {
-      ContractionConfig c;
-      c.kind = ContractionConfig::Kind::Wgmma;
-      c.bm = bm;
-      c.bn = bn;
-      c.bk = 64;
-      c.wm = 64;
-      c.wn = bn;
-      c.stages = st;
+      ContractionConfig c = wgmma_tile(bm, bn, st);
       c.ws = c.tma = true;
       KernelSpec k = contraction::emit_with_config(p, c, 90);
       SCOPED_TRACE(k.name);
@@ -712,14 +698,7 @@ TEST(Contraction, TmaKernelsCompileForSm90a) {
     ASSERT_TRUE(contraction::tma_spatial_supported(ps));
     for (auto [bm, bn, st] : tiles) {
       if (bm > 128) continue;
-      ContractionConfig cs;
-      cs.kind = ContractionConfig::Kind::Wgmma;
-      cs.bm = bm;
-      cs.bn = bn;
-      cs.bk = 64;
-      cs.wm = 64;
-      cs.wn = bn;
-      cs.stages = st;
+      ContractionConfig cs = wgmma_tile(bm, bn, st);
       cs.ws = cs.tma = true;
       KernelSpec k = contraction::emit_with_config(ps, cs, 90);
       SCOPED_TRACE(k.name);
@@ -748,14 +727,8 @@ TEST(Contraction, TmaKernelsCompileForSm90a) {
   contraction::Problem p3 = contraction::describe(g3, gr3);
   EXPECT_FALSE(contraction::tma_supported(p3));
   EXPECT_FALSE(contraction::tma_spatial_supported(p3));
-  ContractionConfig c;
-  c.kind = ContractionConfig::Kind::Wgmma;
-  c.bm = c.wm = 128;
-  c.bn = c.wn = 128;
-  c.bk = 64;
-  c.stages = 4;
+  ContractionConfig c = wgmma_tile(128, 128, 4);
   c.ws = c.tma = true;
-  c.wm = 64;
   try {
     contraction::emit_with_config(p3, c, 90);
     ADD_FAILURE() << "a TMA config for a C=40 3x3 conv was accepted";
@@ -836,15 +809,7 @@ TEST(Contraction, SplitKForSmallMLargeK) {
   for (const Graph* g : {&st, &odd}) {
     FusionGroup grp = make_group(*g);
     contraction::Problem pr = contraction::describe(*g, grp);
-    ContractionConfig w;
-    w.kind = ContractionConfig::Kind::Wgmma;
-    w.bm = 128;
-    w.bn = 128;
-    w.bk = 64;
-    w.wm = 64;
-    w.wn = 128;
-    w.stages = 5;
-    w.split_k = 3;
+    ContractionConfig w = wgmma_tile(128, 128, 5, 3);
     ContractionProblemInfo info = contraction::problem_info(pr, 80);
     ContractionConfig m = choose_mma_config(info);
     m.split_k = 3;

@@ -402,14 +402,7 @@ std::vector<ContractionConfig> ws_configs(bool tma) {
   std::vector<ContractionConfig> out;
   for (auto [bm, bn, st] : std::vector<std::array<int, 3>>{
            {128, 256, 4}, {128, 128, 5}, {128, 64, 4}, {64, 128, 4}, {64, 64, 4}}) {
-    ContractionConfig c;
-    c.kind = ContractionConfig::Kind::Wgmma;
-    c.bm = bm;
-    c.bn = bn;
-    c.bk = 64;
-    c.wm = 64;
-    c.wn = bn;
-    c.stages = st;
+    ContractionConfig c = wgmma_tile(bm, bn, st);
     c.ws = true;
     c.tma = tma;
     out.push_back(c);
@@ -447,15 +440,7 @@ std::vector<ContractionConfig> forced_configs(const Graph& g, int sm) {
                                                            {64, 128, 4},
                                                            {64, 64, 4},
                                                            {64, 256, 3}}) {
-    ContractionConfig c;
-    c.kind = ContractionConfig::Kind::Wgmma;
-    c.bm = bm;
-    c.bn = bn;
-    c.bk = 64;
-    c.wm = 64;
-    c.wn = bn;
-    c.stages = st;
-    out.push_back(c);
+    out.push_back(wgmma_tile(bm, bn, st));
   }
   // Warp-specialized (producer warpgroup, mbarriers, cp.async loads).
   for (const ContractionConfig& c : ws_configs(false)) out.push_back(c);
@@ -464,16 +449,7 @@ std::vector<ContractionConfig> forced_configs(const Graph& g, int sm) {
   if (p.is_conv || p.mm.batch.empty()) {
     for (auto [bm, bn, st, sk] : std::vector<std::array<int, 4>>{
              {128, 128, 5, 2}, {128, 256, 4, 3}, {64, 128, 4, 5}, {256, 128, 4, 2}}) {
-      ContractionConfig c;
-      c.kind = ContractionConfig::Kind::Wgmma;
-      c.bm = bm;
-      c.bn = bn;
-      c.bk = 64;
-      c.wm = 64;
-      c.wn = bn;
-      c.stages = st;
-      c.split_k = sk;
-      out.push_back(c);
+      out.push_back(wgmma_tile(bm, bn, st, sk));
     }
   }
   return out;
