@@ -9,7 +9,6 @@
 #include "engine/check.hpp"
 #include "engine/env.hpp"
 #include "runtime/event_timer.hpp"
-#include "runtime/tensor_map.hpp"
 
 // NVTX3 (header-only, from the CUDA toolkit): without a profiler attached the calls are no-ops
 // that never load anything; KILN_NVTX=1 turns the ranges on (engine/env.hpp).
@@ -327,7 +326,7 @@ Executor::Prepared Executor::prepare(const std::map<std::string, DeviceTensor>& 
         auto it = ptr.find(a.tensor);
         KILN_ASSERT(it != ptr.end(), "kernel {} tensor map over tensor {} has no device memory",
                     k.spec.name, a.tensor);
-        cuda::encode_kernel_tensor_map(l.maps[static_cast<size_t>(l.map_of_arg[i])].v, a,
+        cuda::encode_kernel_tensor_map(&l.maps[static_cast<size_t>(l.map_of_arg[i])], a,
                                        graph_->tensor(a.tensor).desc.dtype, it->second, b);
       }
     }

@@ -14,6 +14,7 @@
 #include "kiln/engine.hpp"
 #include "runtime/cuda_driver.hpp"
 #include "runtime/memory_plan.hpp"
+#include "runtime/tensor_map.hpp"
 
 namespace kiln {
 
@@ -93,10 +94,7 @@ class Executor {
     std::vector<uint64_t> args;  // device pointers and long longs, 8 bytes each
     bool empty = false;          // a zero-sized grid: nothing to do
     // TMA descriptors (KernelArg::Kind::TensorMap): arg i is maps[map_of_arg[i]] when >= 0.
-    struct alignas(64) TmaDesc {
-      uint64_t v[16];
-    };
-    std::vector<TmaDesc> maps;
+    std::vector<cuda::TensorMapBytes> maps;
     std::vector<int32_t> map_of_arg;
   };
   struct Copy {

@@ -47,10 +47,7 @@ double time_kernel_alone(const KernelSpec& k, const std::vector<char>& cubin, co
   std::vector<uint64_t> ptrs(k.args.size());
   std::vector<long long> ints(k.args.size());
   std::vector<void*> params(k.args.size());
-  struct alignas(64) TmaDesc {
-    uint64_t v[16];
-  };
-  std::vector<TmaDesc> maps(k.args.size());
+  std::vector<TensorMapBytes> maps(k.args.size());
   std::map<int, uint64_t> tensor_ptr;
   for (size_t i = 0; i < k.args.size(); ++i) {
     const KernelArg& a = k.args[i];
@@ -85,7 +82,7 @@ double time_kernel_alone(const KernelSpec& k, const std::vector<char>& cubin, co
     auto it = tensor_ptr.find(a.tensor);
     KILN_ASSERT(it != tensor_ptr.end(), "kernel {}: tensor map over tensor {} without its pointer",
                 k.name, a.tensor);
-    encode_kernel_tensor_map(maps[i].v, a, g.tensor(a.tensor).desc.dtype, it->second, b);
+    encode_kernel_tensor_map(&maps[i], a, g.tensor(a.tensor).desc.dtype, it->second, b);
     params[i] = maps[i].v;
   }
   uint32_t grid[3], block[3];

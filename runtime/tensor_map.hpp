@@ -10,8 +10,13 @@
 
 namespace kiln::cuda {
 
-inline void encode_kernel_tensor_map(void* out, const KernelArg& a, DType dtype, uint64_t ptr,
-                                     const Bindings& b) {
+// Host storage of one CUtensorMap (the driver wants it 64-byte aligned).
+struct alignas(64) TensorMapBytes {
+  uint64_t v[16];
+};
+
+inline void encode_kernel_tensor_map(TensorMapBytes* out, const KernelArg& a, DType dtype,
+                                     uint64_t ptr, const Bindings& b) {
   const uint64_t es = static_cast<uint64_t>(dtype_size(dtype));
   std::vector<uint64_t> dims, strides;
   std::vector<uint32_t> box, estr;
@@ -19,7 +24,7 @@ inline void encode_kernel_tensor_map(void* out, const KernelArg& a, DType dtype,
   for (const Dim& d : a.map_strides) strides.push_back(static_cast<uint64_t>(d.eval(b)) * es);
   for (int v : a.map_box) box.push_back(static_cast<uint32_t>(v));
   for (int v : a.map_elem_strides) estr.push_back(static_cast<uint32_t>(v));
-  encode_tensor_map(out, dtype, ptr, dims, strides, box, estr);
+  encode_tensor_map(out->v, dtype, ptr, dims, strides, box, estr);
 }
 
 }  // namespace kiln::cuda
