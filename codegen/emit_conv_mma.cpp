@@ -349,7 +349,7 @@ KernelSpec emit_mma(const Problem& p, const ContractionConfig& cfg_in, int sm) {
     b.line("const long long m0 = (long long)blockIdx.x * {};", cfg.bm);
     b.line("const long long n0 = (long long)blockIdx.y * {};", cfg.bn);
     b.line("const int tid = threadIdx.x;");
-    if (warp_spec) b.line("const int ltid = G::producer_tid();");
+    if (warp_spec && !cfg.tma) b.line("const int ltid = G::producer_tid();");  // cp.async loaders
     if (spatial) {  // blockIdx.x -> (image, block row, block column) of output pixels
       const ConvProblem& c = p.conv;
       const int64_t tw = (c.ow.value() + sp_tile.second - 1) / sp_tile.second;
