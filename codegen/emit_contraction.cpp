@@ -488,9 +488,16 @@ ContractionProblemInfo problem_info(const Problem& p, int sm, bool arch_specific
   info.mma_ok = mma_supported(p);
   info.simt_ok = simt_supported(p);
   info.wgmma_ok = arch_specific && sm == 90 && wgmma_supported(p);
+  info.tma_gemm = info.wgmma_ok && tma_supported(p);
+  info.tma_spatial = info.wgmma_ok && !info.tma_gemm && tma_spatial_supported(p);
   bool e = false;
   if (p.is_conv) {
     info.m = est(p.conv.n * p.conv.oh * p.conv.ow, &e);
+    if (info.tma_spatial) {
+      info.images = est(p.conv.n, &e);
+      info.oh = p.conv.oh.value();
+      info.ow = p.conv.ow.value();
+    }
     info.n = p.conv.k;
     info.k = p.conv.r * p.conv.s * p.conv.c / p.conv.groups;
   } else {

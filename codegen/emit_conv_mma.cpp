@@ -153,10 +153,10 @@ bool tma_spatial_supported(const Problem& p) {
 
 namespace {
 
-// The output-pixel block of a spatially tiled conv CTA (BM = bh x bw pixels of one image).
+// The output-pixel block of a spatially tiled conv CTA (BM = bh x bw pixels of one image): the
+// heuristics score tiles by the same blocks.
 std::pair<int, int> spatial_tile(const ConvProblem& c, int bm) {
-  if (bm == 64) return {8, 8};
-  return c.ow.value() >= 12 ? std::pair<int, int>{8, 16} : std::pair<int, int>{16, 8};
+  return spatial_pixel_tile(c.ow.value(), bm);
 }
 
 // `void kc_wgmma_n<N>(desc_a, desc_b, acc)`: one wgmma.mma_async m64nNk16 (scale-d = 1).
@@ -198,7 +198,6 @@ KernelSpec emit_mma(const Problem& p, const ContractionConfig& cfg_in, int sm) {
   ArgList a;
   const TensorDesc& xd = g.tensor(p.x).desc;
   const TensorDesc& wd = g.tensor(p.w).desc;
-  const TensorDesc& yd = g.tensor(p.y).desc;
   std::string xs = a.tensor(g, p.x, true), ws = a.tensor(g, p.w, true);
   auto xst = stride_code(a, xd), wst = stride_code(a, wd);
   const int threads = cfg.threads();

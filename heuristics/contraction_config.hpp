@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kiln/types.hpp"
@@ -24,6 +25,12 @@ struct ContractionProblemInfo {
   // The sm_90a wgmma path is allowed (target is exactly sm_90 and accepts arch-specific code)
   // and supports the operands (A K-major).
   bool wgmma_ok = false;
+  // The wgmma path can load the operands with TMA (the warp-specialized kernel, one producer
+  // thread): as a plain GEMM (unbatched matmul, 1x1 stride-1 conv), or as a spatially tiled conv
+  // (static output size oh x ow over `images` images; M tiles are pixel blocks of one image).
+  bool tma_gemm = false;
+  bool tma_spatial = false;
+  int64_t images = 0, oh = 0, ow = 0;
 };
 
 struct ContractionConfig {
@@ -57,6 +64,10 @@ struct ContractionConfig {
 ContractionConfig choose_contraction_config(const ContractionProblemInfo& p);
 // An sm_90a wgmma tile BM x BN x 64: 64 rows per warpgroup, the whole BN per warpgroup.
 ContractionConfig wgmma_tile(int bm, int bn, int stages, int split_k = 1);
+// The same tile, warp-specialized with TMA loads.
+ContractionConfig wgmma_tma_tile(int bm, int bn, int stages);
+// The output-pixel block (rows x columns of one image) of a spatially tiled TMA conv CTA.
+std::pair<int, int> spatial_pixel_tile(int64_t ow, int bm);
 // The best mma.sync config alone (the fallback when wgmma is not allowed or not wanted).
 ContractionConfig choose_mma_config(const ContractionProblemInfo& p);
 // The best wgmma config; kind stays Direct when p.wgmma_ok is false.

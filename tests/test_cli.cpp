@@ -412,7 +412,8 @@ TEST(Cli, InputsFileMatchesRunReference) {
   std::map<std::string, HostTensor> in2 = random_inputs(g, {{"rows", 6}}, 99);
   std::string rin = (tmp / "r.safetensors").string();
   write_safetensors(rin, {{"r", in2.at("r")}});
-  r = run_cli({"run", ex, "--inputs", xin, "--input", "r=" + rin, "--output", yout});
+  r = run_cli(
+      {"run", ex, "--inputs", xin, "--input", "r=" + rin, "--output", yout, "--device", "cpu"});
   ASSERT_EQ(r.rc, 0) << r.err;
   in["r"] = in2.at("r");
   expect_same(read_safetensors(yout).at("y"), run_reference(g, in).at("y"), "y (override)");

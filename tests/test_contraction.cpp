@@ -570,6 +570,51 @@ TEST(Contraction, WgmmaKernelsCompileForSm90aWithoutSpills) {
   }
 }
 
+// Where the operands allow TMA loads the rules take the warp-specialized TMA kernel (it beat the
+// cp.async tiles on every layer measured): 3x3 convs with C % 64 == 0 through pixel blocks of one
+// image (the tile is scored by those blocks: 7x7 outputs take 64-row 8x8 blocks), 1x1 convs and
+// matmuls as plain GEMMs; never split-K, never more than two consumer warpgroups. Other operands
+// keep the cp.async kernels, and autotuning measures the TMA tiles first.
+TEST(Contraction, TmaKernelsWhereTheOperandsAllowThem) {
+  struct Case {
+    Graph g;
+    std::string tile;  // "" = any TMA tile
+  };
+  std::vector<Case> cases;
+  cases.push_back({bench_conv_graph(128, 128, 28, 3, 1, 1), "wg128x128x64_s5_tma"});
+  cases.push_back({bench_conv_graph(64, 64, 56, 3, 1, 1), "wg128x64x64_s4_tma"});
+  cases.push_back({specialize_graph(bench_conv_graph(512, 512, 7, 3, 1, 1), {{"N", 32}}),
+                   "wg64x128x64_s4_tma"});
+  cases.push_back({specialize_graph(bench_conv_graph(256, 256, 14, 3, 1, 1), {{"N", 128}}),
+                   "wg128x256x64_s4_tma"});
+  cases.push_back({bench_conv_graph(256, 64, 56, 1, 1, 0), "wg128x64x64_s4_tma"});
+  cases.push_back({bench_conv_graph(128, 128, 28, 3, 2, 1), ""});  // strided: element strides
+  cases.push_back({bench_matmul_graph(false, false), ""});
+  for (const Case& c : cases) {
+    KernelSpec k = emit_arch_specific(c.g);
+    SCOPED_TRACE(k.name);
+    EXPECT_NE(k.name.find(c.tile.empty() ? "_tma" : c.tile), std::string::npos);
+    EXPECT_EQ(k.name.find("_sk"), std::string::npos);
+    EXPECT_LE(k.block[0], 3 * 128);
+    int maps = 0;
+    for (const KernelArg& a : k.args) maps += a.kind == KernelArg::Kind::TensorMap;
+    EXPECT_GE(maps, 1);
+    FusionGroup grp = make_group(c.g);
+    contraction::Problem pr = contraction::describe(c.g, grp);
+    std::vector<ContractionConfig> cands =
+        contraction_candidates(contraction::problem_info(pr, 90, true));
+    ASSERT_GE(cands.size(), 6u);
+    for (size_t i = 0; i < 5; ++i) EXPECT_TRUE(cands[i].tma) << cands[i].str();
+  }
+  // No TMA: C not a multiple of 64 (3x3), transposed A, or arch-specific code not allowed.
+  for (const Graph& g : {bench_conv_graph(96, 128, 28, 3, 1, 1), bench_matmul_graph(true, false)}) {
+    KernelSpec k = emit_arch_specific(g);
+    EXPECT_EQ(k.name.find("_tma"), std::string::npos) << k.name;
+  }
+  Graph g = bench_conv_graph(128, 128, 28, 3, 1, 1);
+  EXPECT_EQ(emit(g, make_group(g)).name.find("_tma"), std::string::npos);
+}
+
 // Without arch-specific code (or off sm_90) the mma.sync kernel stays: it runs on any sm_80+.
 TEST(Contraction, WgmmaOnlyWhenArchSpecific) {
   Graph g = bench_conv_graph(64, 64, 56, 3, 1, 1);
@@ -760,8 +805,8 @@ TEST(Contraction, WgmmaTileFromConcreteM) {
   EXPECT_LE(c128.smem_bytes(), info(128).smem_optin);
 
   // Through codegen: the static graph's kernel is the concrete-M tile, the symbolic one's the
-  // N = 32 estimate.
-  Graph sym = bench_conv_graph(128, 128, 28, 3, 1, 1);
+  // N = 32 estimate (C = 96: no TMA path, whose tiles stop at two consumer warpgroups).
+  Graph sym = bench_conv_graph(96, 128, 28, 3, 1, 1);
   Graph st = specialize_graph(sym, {{"N", 128}});
   KernelSpec ks = emit_arch_specific(sym), kt = emit_arch_specific(st);
   EXPECT_NE(ks.name.find(c32.str()), std::string::npos) << ks.name;
@@ -790,7 +835,7 @@ TEST(Contraction, SplitKForSmallMLargeK) {
   p.k = 1024;
   EXPECT_EQ(choose_contraction_config(p).split_k, 1);
 
-  Graph sym = bench_conv_graph(512, 512, 7, 3, 1, 1);
+  Graph sym = bench_conv_graph(480, 512, 7, 3, 1, 1);  // C % 64 != 0: the cp.async path
   Graph st = specialize_graph(sym, {{"N", 32}});
   KernelSpec ks = emit_arch_specific(sym), kt = emit_arch_specific(st);
   EXPECT_EQ(ks.name.find("_sk"), std::string::npos) << ks.name;

@@ -23,6 +23,7 @@
 #include "kiln/graph.hpp"
 #include "kiln/reference.hpp"
 #include "runtime/cuda_driver.hpp"
+#include "runtime/tensor_map.hpp"
 
 using namespace kiln;
 
@@ -138,8 +139,14 @@ std::map<std::string, HostTensor> run_kernel(const Graph& g,
   std::vector<long long> ints(k.args.size());
   std::vector<void*> params(k.args.size());
   std::vector<cuda::DeviceBuffer> scratch;  // split-K workspace and counters (zeroed once)
+  std::vector<cuda::TensorMapBytes> maps(k.args.size());  // TMA descriptors, by value
   for (size_t i = 0; i < k.args.size(); ++i) {
-    if (k.args[i].kind == KernelArg::Kind::Tensor) {
+    if (k.args[i].kind == KernelArg::Kind::TensorMap) {
+      int t = k.args[i].tensor;
+      cuda::encode_kernel_tensor_map(&maps[i], k.args[i], g.tensor(t).desc.dtype, bufs.at(t).ptr(),
+                                     b);
+      params[i] = maps[i].v;
+    } else if (k.args[i].kind == KernelArg::Kind::Tensor) {
       ptrs[i] = bufs.at(k.args[i].tensor).ptr();
       params[i] = &ptrs[i];
     } else if (k.args[i].kind == KernelArg::Kind::Scratch ||
