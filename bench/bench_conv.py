@@ -15,6 +15,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 
 import torch
 import torch.nn.functional as F
@@ -40,6 +41,38 @@ def run_kiln(binary, args):
     if p.returncode != 0:
         return {"error": (p.stderr or p.stdout).strip()[-2000:]}
     return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def conv_graph_json(n, C, K, H, R, s, p):
+    """One conv + bias + relu layer as a kiln graph file (static batch): what a user's graph of that
+    layer compiles to, graph passes included (e.g. the stem's channel padding)."""
+    def const(shape, std, seed, layout=None):
+        d = {"dtype": "f16", "shape": shape, "init": {"normal": {"mean": 0.0, "std": std}, "seed": seed}}
+        if layout:
+            d["layout"] = layout
+        return d
+    return {"kiln": 1, "name": f"conv{R}x{R}_{C}_{K}",
+            "inputs": {"x": {"dtype": "f16", "shape": [n, C, H, H], "layout": "NHWC"}},
+            "constants": {"w": const([K, C, R, R], 0.05, 1, "NHWC"), "b": const([K], 1.0, 2)},
+            "nodes": [{"op": "conv2d", "inputs": ["x", "w", "b"], "outputs": ["c"], "stride": [s, s],
+                       "padding": [p, p]},
+                      {"op": "relu", "inputs": ["c"], "outputs": ["y"]}],
+            "outputs": ["y"]}
+
+
+def run_engine(kiln, graph, work):
+    """`kiln bench` of a graph: the whole-graph median (every kernel the Engine builds for it)."""
+    gpath = os.path.join(work, graph["name"] + f"_N{graph['inputs']['x']['shape'][0]}.json")
+    jpath = gpath + ".bench.json"
+    with open(gpath, "w") as f:
+        json.dump(graph, f)
+    p = subprocess.run([kiln, "bench", gpath, "--json", jpath], capture_output=True, text=True)
+    if p.returncode != 0:
+        return {"error": (p.stderr or p.stdout).strip()[-2000:]}
+    with open(jpath) as f:
+        kb = json.load(f)
+    names = [k["name"] for k in kb.get("kernels", [])]
+    return {"kernel": " + ".join(names), "ms": float(kb["total_ms"])}
 
 
 def put(r, prefix, res, flops, anchors):
@@ -74,7 +107,12 @@ def main():
                          "records in the tuning file for a static graph)")
     ap.add_argument("--no-mma-baseline", action="store_true",
                     help="skip the second kiln run per case with the mma.sync kernel (--mma)")
+    ap.add_argument("--kiln", default=None,
+                    help="the kiln CLI: also time each layer through the whole Engine (`kiln bench` of a "
+                         "static one-layer graph file; graph passes such as the stem's channel padding "
+                         "included) as kiln_engine")
     a = ap.parse_args()
+    work = tempfile.mkdtemp(prefix="bench_conv_")
     binary = a.bin
     if binary is None:
         for cand in ("build/bench_contraction", "build-release/bench_contraction"):
@@ -122,6 +160,10 @@ def main():
                 # The shape-specialized kernel (static N, what Engine hot-shape specialization and
                 # static graphs compile): tiles chosen from the concrete M.
                 put(r, "kiln_static", run_kiln(binary, conv + ["--static"]), flops, anchors)
+            if a.kiln:
+                # The whole Engine pipeline on a static one-layer graph (graph passes included).
+                put(r, "kiln_engine", run_engine(a.kiln, conv_graph_json(n, C, K, H, R, s, p), work),
+                    flops, anchors)
             if a.autotune:
                 put(r, "kiln_tuned", run_kiln(binary, conv + ["--static", "--autotune"]), flops, anchors)
             for cfg in [c for c in a.configs.split(",") if c]:

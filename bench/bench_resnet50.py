@@ -236,8 +236,23 @@ def kiln_bench(kiln, graph, n, cuda_graph, work, cache_dir, timeout, warmup, ite
                host_us_per_run=round(float(kb.get("host_us_per_run", float("nan"))), 2),
                kernels=len(kb.get("kernels", [])), sum_kernel_ms=round(float(kb.get("sum_kernel_ms", 0)), 4),
                arena_peak_bytes=kb.get("arena_peak_bytes"), compile_ms=round(float(kb.get("compile_ms", 0)), 1),
-               stats=kb.get("stats"), arch=kb.get("arch"))
+               stats=kb.get("stats"), arch=kb.get("arch"), breakdown=kernel_breakdown(kb.get("kernels", [])))
     return row
+
+
+def kernel_breakdown(kernels):
+    """Kernel time by family (the kernel name's first word and, for convs, the filter size) and the
+    slowest kernels: where the time of a whole-network run goes."""
+    fam = {}
+    for k in kernels:
+        parts = str(k.get("name", "?")).split("_")
+        key = parts[0] + ("_" + parts[3] if parts[0] == "conv" and len(parts) > 3 else "")
+        n, ms = fam.get(key, (0, 0.0))
+        fam[key] = (n + 1, ms + float(k.get("median_ms", 0)))
+    top = sorted(kernels, key=lambda k: -float(k.get("median_ms", 0)))[:8]
+    return {"families": {k: {"kernels": n, "ms": round(ms, 4)} for k, (n, ms) in
+                         sorted(fam.items(), key=lambda kv: -kv[1][1])},
+            "slowest": [{"name": k.get("name"), "ms": round(float(k.get("median_ms", 0)), 4)} for k in top]}
 
 
 def graph_io_names(graph_path):

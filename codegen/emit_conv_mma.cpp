@@ -24,7 +24,8 @@ struct StridedOperand {
   std::string mn_ext;  // extent of mn, code
   std::string k_ext;   // extent of k, code
   bool kmajor = true;
-  bool vec = false;  // 16-byte chunks along the contiguous dim are contiguous and aligned
+  bool vec = false;   // 16-byte chunks along the contiguous dim are contiguous and aligned
+  bool half = false;  // K-major, not vec: each 8-byte half of a chunk is (4 channels, C % 4 == 0)
   // Offset of k index `kk`: lines of setup code and the offset expression.
   std::string sk;                 // k stride (when !conv_filter)
   bool conv_filter_kcrs = false;  // k = (r, s, c) decoded against a KCRS-strided filter
@@ -60,6 +61,14 @@ void emit_strided_chunk(Writer& w, const StridedOperand& o, int bk, int threads,
     w.line("const unsigned short* src = v ? {} + {} + mn * {} + {} : {};", o.ptr, o.base, o.smn, ko,
            o.ptr);
     w.line("kc_cp_async16(dst, src, v);");
+  } else if (o.half) {
+    // Two 8-byte copies, each in or out (the contiguous extent is a multiple of 4).
+    for (int h = 0; h < 2; ++h) {
+      w.line("const bool v{} = mn < {} && k + {} < {};", h, o.mn_ext, 4 * h, o.k_ext);
+      std::string ko = k_offset(w, o, fmt::format("k + {}", 4 * h), fmt::format("h{}", h));
+      w.line("kc_cp_async8(dst + {}, v{} ? {} + {} + mn * {} + {} : {}, v{});", 8 * h, h, o.ptr,
+             o.base, o.smn, ko, o.ptr, h);
+    }
   } else {
     w.line("unsigned pk[4] = {{0u, 0u, 0u, 0u}};");
     w.line("#pragma unroll");
@@ -230,7 +239,7 @@ KernelSpec emit_mma(const Problem& p, const ContractionConfig& cfg_in, int sm) {
   bool a_kmajor = true, b_kmajor = true;
   StridedOperand bop;
   StridedOperand aop;
-  bool conv_a_vec = false;
+  bool conv_a_vec = false, conv_a_half = false;
   std::string kred;  // code
   int64_t kred_static = 0;
 
@@ -241,6 +250,7 @@ KernelSpec emit_mma(const Problem& p, const ContractionConfig& cfg_in, int sm) {
     kred_static = c.r * c.s * c.c;
     kred = fmt::format("{}", kred_static);
     conv_a_vec = c.c % 8 == 0 && xst[1] == "1LL";
+    conv_a_half = !conv_a_vec && c.c % 4 == 0 && xst[1] == "1LL";
     bop.ptr = ws;
     bop.base = "0";
     bop.smn = wst[0];
@@ -250,6 +260,7 @@ KernelSpec emit_mma(const Problem& p, const ContractionConfig& cfg_in, int sm) {
     if (wd.layout == Layout::NHWC) {  // KRSC: (r, s, c) is one contiguous run
       bop.sk = "1";
       bop.vec = c.c % 8 == 0;
+      bop.half = !bop.vec && c.c % 4 == 0;
     } else {
       bop.conv_filter_kcrs = true;
       bop.c = c.c;
@@ -260,7 +271,10 @@ KernelSpec emit_mma(const Problem& p, const ContractionConfig& cfg_in, int sm) {
     }
     name = fmt::format("conv_{}_nhwc_{}x{}", dtype_name(p.dtype), c.r, c.s);
     if (c.stride_h != 1 || c.stride_w != 1) name += fmt::format("_s{}", c.stride_h);
-    if (!conv_a_vec) name += "_cscalar";
+    if (conv_a_half)
+      name += "_c4";
+    else if (!conv_a_vec)
+      name += "_cscalar";
   } else {
     const MatmulProblem& m = p.mm;
     gm = m.m;
@@ -327,7 +341,8 @@ KernelSpec emit_mma(const Problem& p, const ContractionConfig& cfg_in, int sm) {
     w.line("typedef KcWgmmaWs<{}, {}, {}, {}, false, true> G;", cfg.bm, cfg.bn, cfg.stages,
            b_kmajor ? "true" : "false");
   } else if (warp_spec) {
-    const bool sync_stores = !(p.is_conv ? conv_a_vec : aop.vec) || !bop.vec;
+    const bool sync_stores =
+        !(p.is_conv ? conv_a_vec || conv_a_half : aop.vec) || !(bop.vec || bop.half);
     w.raw(wgmma_function(cfg.bn, bf16, b_kmajor));
     w.line("typedef KcWgmmaWs<{}, {}, {}, {}, {}> G;", cfg.bm, cfg.bn, cfg.stages,
            b_kmajor ? "true" : "false", sync_stores ? "true" : "false");
@@ -452,6 +467,24 @@ KernelSpec emit_mma(const Problem& p, const ContractionConfig& cfg_in, int sm) {
         b.line("const unsigned short* src = v ? {} + a_base[p] + ih * {} + iw * {} + cc : {};", xs,
                xst[2], xst[3], xs);
         b.line("kc_cp_async16(dst, src, v);");
+      } else if (conv_a_half) {
+        // C % 4 == 0: each 8-byte half of the chunk is 4 channels of one filter tap.
+        for (int hh = 0; hh < 2; ++hh) {
+          b.line("const int k{0} = k + {1};", hh, 4 * hh);
+          b.line("const int rs{0} = k{0} / {1}, cc{0} = k{0} - rs{0} * {1};", hh, c.c);
+          b.line("const int r{0} = rs{0} / {1}, sx{0} = rs{0} - r{0} * {1};", hh, c.s);
+          b.line("const int ih{0} = a_ih[p] + r{0} * {1}, iw{0} = a_iw[p] + sx{0} * {2};", hh,
+                 c.dil_h, c.dil_w);
+          b.line(
+              "const bool v{0} = k{0} < {1} && ih{0} >= 0 && ih{0} < {2} && iw{0} >= 0 && iw{0} < "
+              "{3};",
+              hh, kred, h, wdim);
+          b.line(
+              "kc_cp_async8(dst + {0}, v{1} ? {2} + a_base[p] + ih{1} * {3} + iw{1} * {4} + cc{1} "
+              ": {2}, "
+              "v{1});",
+              8 * hh, hh, xs, xst[2], xst[3]);
+        }
       } else {
         b.line("unsigned pk[4] = {{0u, 0u, 0u, 0u}};");
         // (r, s, c) of the chunk's first k decoded once, then stepped per element (no div/mod

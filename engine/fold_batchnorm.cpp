@@ -146,9 +146,9 @@ std::shared_ptr<const Graph> apply_engine_passes(std::shared_ptr<const Graph> g,
   if (pad_conv_channels(*copy, &padded) > 0) {
     std::string convs;
     for (const std::string& p : padded) convs += (convs.empty() ? "" : ", ") + p;
-    what +=
-        fmt::format("{}input channels zero-padded to a multiple of 8 (16-byte vector loads): {}",
-                    what.empty() ? "" : "; ", convs);
+    what += fmt::format(
+        "{}input channels zero-padded to 4 or a multiple of 8 (8- or 16-byte vector loads): {}",
+        what.empty() ? "" : "; ", convs);
   }
   if (what.empty()) return g;
   if (note) *note = what + " before planning";

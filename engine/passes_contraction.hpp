@@ -26,10 +26,12 @@ bool has_batchnorm_after_contraction(const Graph& g);
 // Channel padding for the vectorized implicit-GEMM conv: its loads are 16-byte chunks of 8
 // consecutive f16/bf16 channels, so a conv whose input has C % 8 != 0 channels (the RGB stem:
 // C = 3) would load them one by one. A conv2d qualifies when x is f16/bf16 NHWC, groups is 1,
-// C % 8 != 0, C < kMaxPaddedConvChannels (the small channel counts of input stems), the filter is
-// a constant and it is not 1x1 (measured on the H200, docs/PERFORMANCE.md: R x S > 1 convs gain
-// 1.03-2x even counting the pad's pass over x, a 1x1 conv loses it). Its filter becomes a
-// constant [K, Cp, R, S] (Cp = C rounded up to 8) whose extra channels are 0, and it reads x
+// C % 8 != 0 and C != 4 (C = 4 convs load 8-byte halves of a chunk), C < kMaxPaddedConvChannels
+// (the small channel counts of input stems), the filter is a constant and it is not 1x1 (measured
+// on the H200, docs/PERFORMANCE.md: R x S > 1 convs gain 1.03-2x even counting the pad's pass over
+// x, a 1x1 conv loses it). Its filter becomes a constant [K, Cp, R, S] (Cp = 4 for C < 4, which
+// halves the stem's MMA work against 8; else C rounded up to 8) whose extra channels are 0, and it
+// reads x
 // through a new `pad` node ("<conv>_pad_c<Cp>", output "<x>_c<Cp>") that appends Cp - C zero
 // channels: every sum gains only 0 * 0 terms, so the conv computes the same values. A tensor
 // feeding several such convs is padded once. Returns the number of convs rewritten, and in

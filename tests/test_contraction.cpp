@@ -195,6 +195,36 @@ TEST(Contraction, ConvVariantsCompile) {
        true,
        true},
       {"odd C K", DType::F16, 5, 7, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, H, H, {"sigmoid"}, true, true},
+      {"stem C=4 (8-byte loads)",
+       DType::F16,
+       4,
+       64,
+       7,
+       7,
+       {2, 2},
+       {3, 3},
+       {1, 1},
+       1,
+       H,
+       H,
+       {"relu"},
+       true,
+       true},
+      {"C=12 (8-byte loads)",
+       DType::BF16,
+       12,
+       24,
+       3,
+       3,
+       {1, 1},
+       {1, 1},
+       {1, 1},
+       1,
+       H,
+       H,
+       {"silu"},
+       true,
+       true},
       {"KCRS filter",
        DType::F16,
        16,
@@ -613,6 +643,35 @@ TEST(Contraction, TmaKernelsWhereTheOperandsAllowThem) {
   }
   Graph g = bench_conv_graph(128, 128, 28, 3, 1, 1);
   EXPECT_EQ(emit(g, make_group(g)).name.find("_tma"), std::string::npos);
+}
+
+// C % 4 == 0 but not % 8 (the stem padded to 4 channels): the "_c4" kernels copy each 16-byte
+// chunk as two 8-byte halves (4 channels of one filter tap each), for A and for the KRSC filter,
+// on the wgmma path (plain and warp-specialized) and the mma.sync path, without spills.
+TEST(Contraction, FourChannelConvsLoadEightByteHalves) {
+  for (int64_t c : {4, 12}) {
+    Graph g = bench_conv_graph(c, 64, 30, 7, 2, 3);
+    FusionGroup grp = make_group(g);
+    contraction::Problem pr = contraction::describe(g, grp);
+    ContractionConfig ws = wgmma_tile(128, 64, 4);
+    ws.ws = true;
+    ContractionConfig mma = choose_mma_config(contraction::problem_info(pr, 80));
+    for (auto [cfg, arch] :
+         {std::pair{choose_contraction_config(contraction::problem_info(pr, 90, true)), "sm_90a"},
+          std::pair{ws, "sm_90a"}, std::pair{mma, "sm_80"}}) {
+      KernelSpec k = contraction::emit_with_config(pr, cfg, 90);
+      SCOPED_TRACE(k.name);
+      EXPECT_NE(k.name.find("_c4_"), std::string::npos);
+      EXPECT_NE(k.source.find("kc_cp_async8("), std::string::npos);
+      EXPECT_EQ(k.source.find("kc_st_shared_v4(dst"), std::string::npos);
+      try {
+        NvrtcResult r = nvrtc_compile(k.source, k.name, arch, {"--ptxas-options=-v"});
+        EXPECT_NE(r.log.find("0 bytes spill stores"), std::string::npos) << r.log;
+      } catch (const Error& e) {
+        ADD_FAILURE() << e.what();
+      }
+    }
+  }
 }
 
 // Without arch-specific code (or off sm_90) the mma.sync kernel stays: it runs on any sm_80+.

@@ -1,6 +1,6 @@
 // The pad op (shape inference, attribute errors, CPU reference, planner prologue) and the
-// Engine pass that zero-pads the input channels of a 16-bit NHWC conv with C % 8 != 0 (the
-// ResNet stem), so that the conv takes the 16-byte vector loads: the rewritten graph computes the
+// Engine pass that zero-pads the input channels of a 16-bit NHWC conv with C % 8 != 0, C != 4 (the
+// ResNet stem), so that the conv takes 8- or 16-byte vector loads: the rewritten graph computes the
 // same values (CPU reference before and after, on fresh random inputs), and its kernels compile.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -185,12 +185,12 @@ TEST(PadConvChannels, StemIsPaddedAndComputesTheSame) {
     SCOPED_TRACE(fmt::format("{} C={} {}x{}", dtype_name(s.dt), s.c, s.r, s.r));
     for (Layout wl : {Layout::NHWC, Layout::NCHW}) {
       std::shared_ptr<Graph> g = stem(s, wl);
-      const int64_t cp = (s.c + 7) / 8 * 8;
+      const int64_t cp = s.c < 4 ? 4 : (s.c + 7) / 8 * 8;
       std::string note;
       std::shared_ptr<const Graph> f = apply_engine_passes(g, true, &note);
       ASSERT_NE(f.get(), g.get());
-      EXPECT_NE(note.find(fmt::format("input channels zero-padded to a multiple of 8 (16-byte "
-                                      "vector loads): conv1 ({} -> {}) before planning",
+      EXPECT_NE(note.find(fmt::format("input channels zero-padded to 4 or a multiple of 8 (8- or "
+                                      "16-byte vector loads): conv1 ({} -> {}) before planning",
                                       s.c, cp)),
                 std::string::npos)
           << note;
@@ -259,6 +259,7 @@ TEST(PadConvChannels, LeavesOtherConvsAlone) {
   const Layout H = Layout::NHWC;
   const std::vector<Other> others = {
       {"C = 8", conv(DType::F16, 8, H, 1, 7, true)},
+      {"C = 4 (8-byte loads)", conv(DType::F16, 4, H, 1, 7, true)},
       {"C = 64", conv(DType::F16, 64, H, 1, 3, true)},
       {"C = 66 (>= 64)", conv(DType::BF16, 66, H, 1, 3, true)},
       {"f32", conv(DType::F32, 3, H, 1, 7, true)},
@@ -307,14 +308,14 @@ TEST(PadConvChannels, SharedTensorsAndBatchnorm) {
   EXPECT_EQ(count_op(*f, OpKind::Batchnorm), 0);
   EXPECT_EQ(count_op(*f, OpKind::Conv2d), 2);
   EXPECT_NE(note.find("1 batchnorm folded into the conv/matmul weights; input channels zero-padded "
-                      "to a multiple of 8 (16-byte vector loads): "),
+                      "to 4 or a multiple of 8 (8- or 16-byte vector loads): "),
             std::string::npos)
       << note;
   std::vector<int> filters;
   for (const Node& n : f->nodes())
     if (n.op == OpKind::Conv2d) {
       EXPECT_EQ(f->nodes()[f->tensor(n.inputs[0]).producer].op, OpKind::Pad);
-      EXPECT_EQ(f->tensor(n.inputs[1]).desc.shape[1], Dim(8));
+      EXPECT_EQ(f->tensor(n.inputs[1]).desc.shape[1], Dim(4));
       filters.push_back(n.inputs[1]);
     }
   ASSERT_EQ(filters.size(), 2u);
@@ -330,15 +331,15 @@ TEST(PadConvChannels, SharedTensorsAndBatchnorm) {
   }
 }
 
-// What the Engine builds for the stem: the conv kernel with the vectorized loader (no
-// "_cscalar") and a pad kernel writing 16-byte vectors, both compiled by NVRTC for sm_80 and
+// What the Engine builds for the stem: the conv kernel with the 8-byte loader ("_c4", not
+// "_cscalar") and a pad kernel, both compiled by NVRTC for sm_80 and
 // sm_90a; `kiln plan`'s text names the pad node.
 TEST(PadConvChannels, EngineBuildsTheVectorizedConvAndAPadKernel) {
   std::shared_ptr<Graph> g = stem({DType::F16, 3, 64, 7, 2, 3, false});
   std::shared_ptr<const Graph> f = apply_engine_passes(g, true);
   std::string plan = plan_to_string(*f, plan_fusion(*f));
-  EXPECT_NE(plan.find("nodes:   conv1_pad_c8 (pad)"), std::string::npos) << plan;
-  EXPECT_NE(plan.find("outputs: x_c8 f16[N, 8, 23, 21] NHWC"), std::string::npos) << plan;
+  EXPECT_NE(plan.find("nodes:   conv1_pad_c4 (pad)"), std::string::npos) << plan;
+  EXPECT_NE(plan.find("outputs: x_c4 f16[N, 4, 23, 21] NHWC"), std::string::npos) << plan;
   for (const char* arch : {"sm_80", "sm_90"}) {
     SCOPED_TRACE(arch);
     EngineOptions o;
@@ -349,9 +350,10 @@ TEST(PadConvChannels, EngineBuildsTheVectorizedConvAndAPadKernel) {
     CompiledGraph cg = eng.compile(*g);
     ASSERT_EQ(cg.kernels().size(), 2u);
     EXPECT_EQ(cg.kernels()[0].name, "copy_f16_pad");
-    EXPECT_EQ(cg.kernels()[0].nodes, (std::vector<std::string>{"conv1_pad_c8"}));
+    EXPECT_EQ(cg.kernels()[0].nodes, (std::vector<std::string>{"conv1_pad_c4"}));
     EXPECT_EQ(cg.kernels()[1].name.rfind("conv_f16_nhwc_7x7_s2", 0), 0u) << cg.kernels()[1].name;
     EXPECT_EQ(cg.kernels()[1].name.find("cscalar"), std::string::npos) << cg.kernels()[1].name;
+    EXPECT_NE(cg.kernels()[1].name.find("_c4_"), std::string::npos) << cg.kernels()[1].name;
     // The compiled graph still answers to the original's inputs and outputs.
     EXPECT_EQ(cg.output_shapes({{"N", 2}}).count(g->tensor(g->outputs()[0]).name), 1u);
   }

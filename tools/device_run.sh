@@ -32,7 +32,7 @@ for step in "$@"; do
         timeout 120 $B/kiln run "examples/graphs/$1.json" --shape "$2" --device gpu --check 2>&1 | tail -8
       done ;;
     memory) timeout ${MEMORY_TIMEOUT:-240} python3 bench/bench_memory.py --kiln $B/kiln ${MEMORY_ARGS:-} 2>&1 | tail -40 ;;
-    conv) timeout ${CONV_TIMEOUT:-300} python3 bench/bench_conv.py --bin $B/bench_contraction --no-mma-baseline \
+    conv) timeout ${CONV_TIMEOUT:-300} python3 bench/bench_conv.py --bin $B/bench_contraction --kiln $B/kiln --no-mma-baseline \
             ${CONV_ARGS:-} 2>&1 | tail -40 ;;  # CONV_ARGS=--autotune: the tuned config per layer too
     compile)  # cold NVRTC time per kernel (fresh cache dir), then a second process: 0 compiles
       rm -rf /tmp/kc-cold

@@ -14,6 +14,11 @@ __device__ __forceinline__ void kc_cp_async16(unsigned dst, const void* src, boo
   int n = valid ? 16 : 0;
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(n));
 }
+// 8-byte async copy (4 channels of 16-bit data: convs with C % 4 == 0 but not % 8).
+__device__ __forceinline__ void kc_cp_async8(unsigned dst, const void* src, bool valid) {
+  int n = valid ? 8 : 0;
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(dst), "l"(src), "r"(n));
+}
 __device__ __forceinline__ void kc_cp_async_commit() {
   asm volatile("cp.async.commit_group;\n" ::);
 }
