@@ -1,14 +1,33 @@
 // ChannelNorm groups: groupnorm / instancenorm (statistics per (n, group) over the group's
 // channels and all spatial positions), NCHW or NHWC, with an elementwise prologue and epilogue.
+// Three schedules, the first that fits (channelnorm.algo starts further down the list):
 //
-// Schedule: one CTA per (n, group). Pass 1 accumulates shifted sums (x - x0) and (x - x0)^2 (x0 =
-// the group's first element, which keeps the variance free of cancellation for data with a large
-// mean) and reduces them over the CTA; pass 2 re-reads the group, normalizes, applies the
-// per-channel affine and the epilogue, and stores. A group is at most a few hundred KB and the CTAs
-// resident at once cover far less than the 50-60 MB L2 of an H100/H200, so the second read is
-// served from L2: DRAM sees the input once. Elements are walked in memory order (NHWC: the
-// group's channels of one pixel, then the next pixel; NCHW: one contiguous block), so adjacent
-// threads touch adjacent addresses. This is the fallback ("..._g32_pergroup_...").
+// Resident path (sm_80+, NHWC, static C and spatial size; "..._g32_resident_..."): DRAM sees
+// exactly one read and one write, with loads and stores of different samples overlapping. Each
+// sample's S x C elements (contiguous) are split into B chunks of threads x vecs 16-byte vectors,
+// one CTA each, grid N*B with blockIdx = n*B + chunk. A thread issues all its vector loads at
+// once and keeps them in registers (raw, the prologue applied per use); threads is a multiple of
+// C / gcd(C, vec) so each lane's channel is fixed. Statistics are shifted sums (x - x0), x0 = the
+// group's first element (every CTA loads the same, so the sums add up; no cancellation for a
+// large mean), reduced over the CTA in shared memory and added with one f32 atomic per group to
+// a per-(n, group) total in the Counters buffer. The CTA then arrives at its sample's counter
+// and waits for all B (one thread spins with acquire loads and backoff, trapping after ~2 s),
+// reads the totals, normalizes its registers and stores. The last CTA to leave zeroes the
+// sample's totals and counters, so the buffer stays zero between launches without a memset.
+// The wait needs all B CTAs of a sample resident together: CTAs are dispatched in blockIdx order
+// (which CUB's decoupled look-back also relies on), so every earlier sample finishes first, and
+// the schedule keeps B <= 256 and within what 64 SMs hold at the CTAs per SM its launch bounds
+// guarantee (choose_channelnorm_resident). B == 1 needs no wait and no counters. The atomics make
+// the f32 sums order-dependent: results may differ in the last bits from run to run.
+//
+// Per-group fallback: one CTA per (n, group). Pass 1 accumulates shifted sums (x - x0) and
+// (x - x0)^2 (x0 = the group's first element, which keeps the variance free of cancellation for
+// data with a large mean) and reduces them over the CTA; pass 2 re-reads the group, normalizes,
+// applies the per-channel affine and the epilogue, and stores. A group is at most a few hundred
+// KB and the CTAs resident at once cover far less than the 50-60 MB L2 of an H100/H200, so the
+// second read is served from L2: DRAM sees the input once. Elements are walked in memory order
+// (NHWC: the group's channels of one pixel, then the next pixel; NCHW: one contiguous block), so
+// adjacent threads touch adjacent addresses ("..._g32_pergroup_...").
 //
 // Cluster path (sm_90, NHWC, static C and spatial size, no prologue; "..._g32_cluster8_..."):
 // the per-group schedule reads Cg channels (20 bytes for f16 groupnorm(32) over 320 channels) per
@@ -23,8 +42,13 @@
 // through distributed shared memory (mapa + ld.shared::cluster, barrier.cluster); mean first,
 // then the centered sum of squares. Finally normalize + affine + epilogue from shared memory
 // with 16-byte stores. Each thread only touches the shared vectors it copied itself, so the data
-// needs no CTA barrier. Two CTAs per SM (launch bounds, <= ~110 KB shared each).
+// needs no CTA barrier. Two CTAs per SM (launch bounds, <= ~110 KB shared each). Measured at
+// 40.6% of copy bandwidth for 16x320x64x64 f16 on an H200: loads, reductions and stores of a CTA
+// run one after another and two CTAs per SM do not overlap them enough (the resident path's
+// reason to exist).
 #include <algorithm>
+#include <functional>
+#include <map>
 #include <numeric>
 
 #include "codegen/emit.hpp"
@@ -279,6 +303,306 @@ bool emit_cluster(const EmitContext& cx, const FusionGroup& grp, bool no_prologu
   return true;
 }
 
+// The resident schedule (see the file comment); false when the shape is not covered.
+bool emit_resident(const EmitContext& cx, const FusionGroup& grp, const std::vector<int>& prologue,
+                   const std::vector<int>& epilogue, KernelSpec* out) {
+  const Graph& g = cx.graph;
+  const Node& A = g.nodes()[grp.anchor];
+  const int in_t = A.inputs[0], out_t = A.outputs[0];
+  const TensorDesc& xd = g.tensor(in_t).desc;
+  const Shape X = xd.shape;
+  const int r = static_cast<int>(X.size());
+  if (r < 3) return false;
+  for (int d = 1; d < r; ++d)
+    if (!X[d].is_static()) return false;
+  Shape spatial(X.begin() + 2, X.end());
+  const int64_t C = X[1].value(), S = shape_numel(spatial).value();
+  const int64_t G = A.op == OpKind::Groupnorm ? A.attr_int("groups") : C;
+  const int64_t Cg = C / G;
+  // The iteration order: dense channels-last (strides C*S, 1, then row-major spatial times C).
+  Shape ds(r, Dim(1));
+  int64_t want = C;
+  for (int d = r - 1; d >= 2; --d) {
+    ds[d] = Dim(want);
+    want *= X[d].value();
+  }
+  ds[0] = Dim(C * S);
+  if (tensor_strides(xd) != ds) return false;
+  for (int t : grp.outputs)
+    if (g.tensor(t).desc.shape != X) return false;
+  const int V = vec_elems(xd.dtype);
+  auto dense = [&](int t) {
+    const TensorDesc& d = g.tensor(t).desc;
+    return d.shape == X && tensor_strides(d) == ds && vec_elems(d.dtype) == V;
+  };
+  // Held in registers as raw 16-byte vectors: the anchor's input, or the prologue's dense inputs.
+  std::vector<int> vin, vout;
+  for (int t : grp.inputs) {
+    bool used = t == in_t;
+    for (int nd : prologue)
+      for (int i : g.nodes()[nd].inputs) used = used || i == t;
+    if (used && dense(t)) vin.push_back(t);
+  }
+  if (prologue.empty() && vin.empty()) return false;
+  for (int t : grp.outputs)
+    if (dense(t)) vout.push_back(t);
+  const ChannelNormResident sch = choose_channelnorm_resident(
+      C, G, S, V, static_cast<int>(vin.size()), !prologue.empty(), cx.opts.sm, cx.opts.schedule);
+  if (!sch.ok) return false;
+  const int T = sch.threads, NV = sch.vecs;
+  const int64_t B = sch.ctas, SV = C * S / V;
+  const bool tail = SV % (int64_t{T} * NV) != 0;  // the last chunk of a sample is partial
+
+  GroupParams gp(g, grp);
+  DimParams& dp = gp.dims;
+  const std::string name = group_kernel_name(g, grp, fmt::format("g{}_resident", G));
+  std::vector<int> ident(r);
+  std::iota(ident.begin(), ident.end(), 0);
+  auto identity_key = [&](int t) {
+    std::string k = fmt::format("{}", t);
+    for (int i = 0; i < r; ++i) k += fmt::format(",{}", i);
+    return k;
+  };
+  // Coordinates of the element at channel `c`, pixel `p` of sample n.
+  auto coords = [&](const std::string& c, const std::string& p) {
+    std::vector<std::string> cs(r, "0");
+    cs[0] = "n";
+    cs[1] = c;
+    auto sc = decompose(p, spatial, row_major_strides(spatial), dp);
+    for (size_t k = 0; k < sc.size(); ++k) cs[2 + k] = sc[k];
+    return cs;
+  };
+
+  Writer w;
+  // Lane l of vector i: element e = vi * V + l of the sample, channel e % C (fixed per thread and
+  // lane: threads * V is a multiple of C).
+  const std::string lane_ch = C % V == 0 ? "(c0 + l)" : fmt::format("((c0 + l) % {})", C);
+  const std::string lane_pix = fmt::format("((vi * {} + l) / {})", V, C);
+  const std::string lane_lin = fmt::format("(sbase + vi * {} + l)", V);
+  // A loader for one lane: the register-held inputs from their unpacked vectors a<t>_1.
+  std::map<std::string, std::string> lane_pre;
+  for (int t : vin) lane_pre[identity_key(t)] = fmt::format("a{}_1[l]", t);
+  auto lane_loader = [&] {
+    return ElementLoader{g, X, ds, lane_lin, coords(lane_ch, lane_pix), &dp, "", lane_pre};
+  };
+  // The prologue for one element; returns the anchor input's value, all values in `vals`.
+  auto element = [&](ElementLoader& ld, std::map<int, std::string>* vals) {
+    PointwiseEmitter pe{g, ld.fn(), {}, ""};
+    pe.emit(w, prologue);
+    *vals = pe.values;
+    if (vals->count(in_t)) return vals->at(in_t);
+    auto it = ld.cache.find(identity_key(in_t));
+    std::string v = it != ld.cache.end()
+                        ? it->second
+                        : load_f32(tensor_param(in_t) + " + " + ld.offset(in_t, ident));
+    (*vals)[in_t] = v;
+    return v;
+  };
+  // Loops over this thread's vectors, unpacking the register-held inputs; `lane` emits the body
+  // of the per-lane loop.
+  auto over_vectors = [&](const std::function<void()>& before, const std::function<void()>& lane,
+                          const std::function<void()>& after) {
+    w.line("#pragma unroll");
+    w.open("for (int i = 0; i < {}; ++i) {{", NV);
+    w.line("const long long vi = vbase + i * {} + t;", T);
+    if (tail) w.open("if (vi < {}) {{", SV);
+    for (int t : vin) {
+      w.line("float a{}_1[{}];", t, V);
+      w.line("kiln_cn_unpack(a{}_0[i], {}, a{}_1);", t, tensor_param(t), t);
+    }
+    before();
+    w.line("#pragma unroll");
+    w.open("for (int l = 0; l < {}; ++l) {{", V);
+    lane();
+    w.close();
+    after();
+    if (tail) w.close();
+    w.close();
+  };
+
+  w.line("// group {}: {} ({} groups of {} channels) over {}", grp.id, op_name(A.op), G, Cg,
+         xd.str());
+  // Launch bounds: registers for the CTAs per SM the schedule counted on (see
+  // choose_channelnorm_resident: all of a sample's CTAs must be resident together).
+  w.line("// resident: {} CTAs per sample, {} threads x {} vectors in registers", B, T, NV);
+  w.open("extern \"C\" __global__ void __launch_bounds__({}, {}) {}(KILN_PARAMS{}) {{", T,
+         sch.ctas_per_sm, name, B > 1 ? ", unsigned* __restrict__ kc_cnt" : "");
+  w.line("__shared__ float red1[{0}], red2[{0}];  // per-lane partials: rows of {1} channels",
+         int64_t{T} * V, C);
+  w.line("__shared__ float gshift[{0}], gmean[{0}], grstd[{0}];", G);
+  w.line("const long long n = blockIdx.x / {};", B);
+  w.line("const int t = threadIdx.x;");
+  w.line("const long long sbase = n * {};  // first element of the sample", C * S);
+  w.line("const long long vbase = static_cast<long long>(blockIdx.x % {}) * {};", B,
+         int64_t{T} * NV);
+  w.line("const int c0 = t * {} % {};  // channel of lane 0", V, C);
+  // 1. Every load of the chunk in flight at once.
+  for (int t : vin) w.line("uint4 a{}_0[{}];  // as loaded; a<t>_1: unpacked to f32", t, NV);
+  w.line("#pragma unroll");
+  w.open("for (int i = 0; i < {}; ++i) {{", NV);
+  w.line("const long long vi = vbase + i * {} + t;", T);
+  for (int t : vin)
+    w.line("{}a{}_0[i] = kiln_ld16_stream({} + sbase + vi * {});",
+           tail ? fmt::format("if (vi < {}) ", SV) : "", t, tensor_param(t), V);
+  w.close();
+  // 2. The shift of each group: its first element (the same in every CTA of the sample).
+  w.open("for (int gi = t; gi < {}; gi += {}) {{", G, T);
+  {
+    ElementLoader ld{g,
+                     X,
+                     ds,
+                     fmt::format("(sbase + gi * {})", Cg),
+                     coords(fmt::format("(gi * {})", Cg), "0"),
+                     &dp,
+                     "",
+                     {}};
+    std::map<int, std::string> vals;
+    w.line("gshift[gi] = {};", element(ld, &vals));
+  }
+  w.close();
+  w.line("__syncthreads();");
+  w.line("float shift[{0}], s1[{0}], s2[{0}];", V);
+  w.line("#pragma unroll");
+  w.open("for (int l = 0; l < {}; ++l) {{", V);
+  w.line("shift[l] = gshift[{} / {}];", lane_ch, Cg);
+  w.line("s1[l] = 0.0f;");
+  w.line("s2[l] = 0.0f;");
+  w.close();
+  // 3. Shifted sums per lane, then over the CTA: rows of C channels halved in a tree, then per
+  // group over its Cg channels (a warp per group).
+  std::map<int, std::string> vals;
+  over_vectors([] {},
+               [&] {
+                 ElementLoader ld = lane_loader();
+                 w.line("const float d = {} - shift[l];", element(ld, &vals));
+                 w.line("s1[l] += d;");
+                 w.line("s2[l] = fmaf(d, d, s2[l]);");
+               },
+               [] {});
+  w.line("#pragma unroll");
+  w.open("for (int l = 0; l < {}; ++l) {{", V);
+  w.line("red1[t * {0} + l] = s1[l];", V);
+  w.line("red2[t * {0} + l] = s2[l];", V);
+  w.close();
+  w.line("__syncthreads();");
+  for (int64_t rows = int64_t{T} * V / C; rows > 1;) {
+    const int64_t h = rows / 2, from = (rows - h) * C;
+    w.open("for (int k = t; k < {}; k += {}) {{", h * C, T);
+    w.line("red1[k] += red1[k + {}];", from);
+    w.line("red2[k] += red2[k + {}];", from);
+    w.close();
+    w.line("__syncthreads();");
+    rows -= h;
+  }
+  const int warps = T / 32;
+  const std::string count = fmt::format("{}.0f", Cg * S);
+  // mean and rstd of group gi from its shifted sums a, b.
+  auto finish = [&](const std::string& a, const std::string& b) {
+    w.line("const float dm = {} / {};", a, count);
+    w.line("gmean[gi] = gshift[gi] + dm;");
+    w.line("grstd[gi] = rsqrtf(fmaxf({} / {} - dm * dm, 0.0f) + {});", b, count,
+           cuda_float(A.attr_float("eps")));
+  };
+  if (warps * 32 != T) w.open("if (t < {}) {{", warps * 32);
+  w.open("for (int gi = t / 32; gi < {}; gi += {}) {{", G, warps);
+  w.line("float a = 0.0f, b = 0.0f;");
+  w.open("for (int c = t % 32; c < {}; c += 32) {{", Cg);
+  w.line("a += red1[gi * {} + c];", Cg);
+  w.line("b += red2[gi * {} + c];", Cg);
+  w.close();
+  w.line("a = kiln_warp_sum(a);");
+  w.line("b = kiln_warp_sum(b);");
+  w.open("if (t % 32 == 0) {{");
+  if (B == 1) {
+    finish("a", "b");
+  } else {
+    w.line("atomicAdd(reinterpret_cast<float*>(kc_cnt) + n * {} + 2 + 2 * gi, a);", 2 + 2 * G);
+    w.line("atomicAdd(reinterpret_cast<float*>(kc_cnt) + n * {} + 3 + 2 * gi, b);", 2 + 2 * G);
+  }
+  w.close();
+  w.close();
+  if (warps * 32 != T) w.close();
+  if (B > 1) {
+    // 4. Wait for the sample's other CTAs, read its totals, then the last CTA to leave zeroes
+    // the sums and both counters (kept zero between launches).
+    w.line("unsigned* const cnt = kc_cnt + n * {};  // arrived, departed, sums", 2 + 2 * G);
+    w.line("float* const tot = reinterpret_cast<float*>(cnt + 2);");
+    w.line("__syncthreads();");
+    w.line("if (t == 0) kiln_cn_arrive_and_wait(cnt, {}u);", B);
+    w.line("__syncthreads();");
+    w.open("for (int gi = t; gi < {}; gi += {}) {{", G, T);
+    finish("kiln_cn_ld_relaxed(tot + 2 * gi)", "kiln_cn_ld_relaxed(tot + 2 * gi + 1)");
+    w.close();
+    w.line("__syncthreads();");
+    w.open("if (t < 32) {{");
+    w.line("unsigned last = 0;");
+    w.open("if (t == 0) {{");
+    w.line("__threadfence();  // this CTA's reads of the totals before its departure");
+    w.line("last = atomicAdd(cnt + 1, 1u) == {}u;", B - 1);
+    w.line("__threadfence();");
+    w.close();
+    w.line("__syncwarp();");
+    w.open("if (__shfl_sync(0xffffffffu, last, 0)) {{");
+    w.line("for (int k = t; k < {}; k += 32) tot[k] = 0.0f;", 2 * G);
+    w.line("if (t == 0) cnt[0] = cnt[1] = 0u;");
+    w.close();
+    w.close();
+  } else {
+    w.line("__syncthreads();");
+  }
+  // 5. Per-lane affine y = (x - mean) * a + b, a = rstd * scale; normalize, epilogue, store.
+  w.line("float mean[{0}], ka[{0}], kb[{0}];", V);
+  w.line("#pragma unroll");
+  w.open("for (int l = 0; l < {}; ++l) {{", V);
+  {
+    std::vector<std::string> c = coords(lane_ch, "0");
+    auto param = [&](size_t slot) {
+      int tt = A.inputs[slot];
+      std::vector<int> map(r, -1);
+      map[1] = 0;
+      return load_f32(tensor_param(tt) + " + " + operand_offset(g.tensor(tt).desc, map, c, dp));
+    };
+    w.line("const int gi = {} / {};", lane_ch, Cg);
+    w.line("mean[l] = gmean[gi];");
+    w.line("ka[l] = {};", A.inputs.size() > 1 ? "grstd[gi] * " + param(1) : "grstd[gi]");
+    w.line("kb[l] = {};", A.inputs.size() > 2 ? param(2) : std::string("0.0f"));
+  }
+  w.close();
+  over_vectors(
+      [&] {
+        for (int t : vout) w.line("float o{}[{}];", t, V);
+      },
+      [&] {
+        ElementLoader ld = lane_loader();
+        w.line("const float y = ({} - mean[l]) * ka[l] + kb[l];", element(ld, &vals));
+        std::map<int, std::string> seed = vals;
+        seed[out_t] = "y";
+        PointwiseEmitter pe{g, ld.fn(), seed, ""};
+        pe.emit(w, epilogue);
+        for (int t : grp.outputs) {
+          if (std::find(vout.begin(), vout.end(), t) != vout.end())
+            w.line("o{}[l] = {};", t, pe.values.at(t));
+          else
+            w.line("{};",
+                   store_f32(tensor_param(t) + " + " + ld.offset(t, ident), pe.values.at(t)));
+        }
+      },
+      [&] {
+        for (int t : vout) w.line("kiln_stv({} + sbase + vi * {}, o{});", tensor_param(t), V, t);
+      });
+  w.close();
+
+  *out = group_kernel_spec(name, w, gp, T, X[0] * Dim(B), device_file("kiln_channelnorm.cuh"));
+  if (B > 1) {
+    // Per sample: two counters and the f32 sum and sum of squares of each group (0.0f is zero).
+    KernelArg cnt;
+    cnt.kind = KernelArg::Kind::Counters;
+    cnt.value = X[0] * Dim(2 + 2 * G);
+    out->args.push_back(cnt);
+  }
+  return true;
+}
+
 }  // namespace
 
 KernelSpec emit_channelnorm(const EmitContext& cx, const FusionGroup& grp) {
@@ -311,8 +635,12 @@ KernelSpec emit_channelnorm(const EmitContext& cx, const FusionGroup& grp) {
     return false;
   };
 
-  // ---- the cluster path when the shape allows it
-  if (KernelSpec k; emit_cluster(cx, grp, prologue.empty(), channels_last, &k)) return k;
+  // ---- resident, else cluster, else per-group (channelnorm.algo starts further down the list)
+  const int algo = cx.opts.schedule.channelnorm_algo;
+  if (algo <= kChannelNormResident && channels_last)
+    if (KernelSpec k; emit_resident(cx, grp, prologue, epilogue, &k)) return k;
+  if (algo <= kChannelNormCluster)
+    if (KernelSpec k; emit_cluster(cx, grp, prologue.empty(), channels_last, &k)) return k;
 
   ChannelNormSchedule sch =
       choose_channelnorm(M.is_static() ? M.value() : -1, false, 1, cx.opts.sm);

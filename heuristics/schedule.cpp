@@ -2,6 +2,7 @@
 #include "heuristics/schedule.hpp"
 
 #include <algorithm>
+#include <numeric>
 #include <string_view>
 
 #include "engine/check.hpp"
@@ -21,7 +22,12 @@ constexpr OverrideKey kOverrideKeys[] = {
     {"channelnorm.slice_kb", &ScheduleOverrides::channelnorm_slice_kb, 8, 200},
     {"channelnorm.cluster", &ScheduleOverrides::channelnorm_cluster, 1, 8},
     {"channelnorm.cb", &ScheduleOverrides::channelnorm_cb, 1, 1 << 20},
+    {"channelnorm.algo", &ScheduleOverrides::channelnorm_algo, 0, kChannelNormPerGroup},
+    {"channelnorm.vecs", &ScheduleOverrides::channelnorm_vecs, 1, 16},
+    {"channelnorm.threads", &ScheduleOverrides::channelnorm_threads, 32, 1024},
 };
+// channelnorm.algo by name (index = value).
+constexpr const char* kChannelNormAlgos[] = {"rule", "resident", "cluster", "pergroup"};
 bool pow2(int v) {
   return v > 0 && (v & (v - 1)) == 0;
 }
@@ -36,7 +42,9 @@ bool ScheduleOverrides::empty() const {
 const char* schedule_override_keys() {
   return "pointwise.vecs (1..8), pointwise.threads (64..1024, multiple of 32), rownorm.threads "
          "(power of two 64..1024), channelnorm.slice_kb (8..200), channelnorm.cluster (1, 2, 4, "
-         "8), channelnorm.cb (channels per cluster)";
+         "8), channelnorm.cb (channels per cluster), channelnorm.algo (resident, cluster, "
+         "pergroup), "
+         "channelnorm.vecs (1..16), channelnorm.threads (32..1024)";
 }
 
 ScheduleOverrides parse_schedule_overrides(const std::string& spec) {
@@ -63,6 +71,16 @@ ScheduleOverrides parse_schedule_overrides(const std::string& spec) {
     bool digits =
         !val.empty() && val.size() < 9 && val.find_first_not_of("0123456789") == std::string::npos;
     if (digits) v = std::stoi(val);
+    if (key == "channelnorm.algo") {
+      for (int a = 0; a < 4; ++a)
+        if (val == kChannelNormAlgos[a]) {
+          digits = true;
+          v = a;
+        }
+      KILN_CHECK(digits && v <= k->hi,
+                 "schedule override '{}': channelnorm.algo must be resident, cluster or pergroup",
+                 item);
+    }
     KILN_CHECK(digits && v >= k->lo && v <= k->hi,
                "schedule override '{}': {} must be an integer in {}..{}", item, key, k->lo, k->hi);
     KILN_CHECK(key != "pointwise.threads" || v % 32 == 0,
@@ -164,6 +182,61 @@ ChannelNormSchedule choose_channelnorm(int64_t group_elems, bool contiguous, int
   ChannelNormSchedule s;
   s.threads = group_elems >= 0 && group_elems < 4096 ? 128 : 512;
   s.vec = contiguous ? vec_elems : 1;
+  return s;
+}
+
+ChannelNormResident choose_channelnorm_resident(int64_t channels, int64_t groups, int64_t spatial,
+                                                int vec_elems, int vector_inputs, bool prologue,
+                                                int sm, const ScheduleOverrides& o) {
+  ChannelNormResident s;
+  const int64_t C = channels, V = vec_elems;
+  if (sm < 80 || C < 1 || groups < 1 || spatial < 1 || (C * spatial) % V != 0) return s;
+  // Thread t's lanes hold elements t*V + l + k*threads*V of the chunk: their channels are fixed
+  // when threads*V is a multiple of C, i.e. threads a multiple of q. Whole warps when possible.
+  const int64_t q = C / std::gcd(C, V);
+  const int64_t unit = std::lcm(q, int64_t{32}) <= 512 ? std::lcm(q, int64_t{32}) : q;
+  if (unit > 1024) return s;
+  const int64_t sv = C * spatial / V;  // vectors per sample
+  int64_t t = unit * std::max<int64_t>(1, (256 + unit - 1) / unit);
+  if (o.channelnorm_threads) t = std::max(unit, o.channelnorm_threads / unit * unit);
+  t = std::min(t, (sv + unit - 1) / unit * unit);  // small samples: no idle warps
+  if (t > 1024) return s;
+  // Shared memory: two partial sums per lane, shift, mean and rstd per group.
+  const int64_t smem = (2 * t * V + 3 * groups) * 4;
+  if (smem > 46 * 1024) return s;
+  auto ctas = [&](int64_t v) { return (sv + t * v - 1) / (t * v); };
+  // CTAs per SM that launch bounds guarantee: registers as ptxas needs them for 320 threads (48
+  // up to four raw vectors, then about 8 per vector: 88 at eight), within 1536 threads (sm_86)
+  // and 100 KB of shared memory per SM (sm_86/89).
+  auto per_sm = [&](int64_t v) {
+    const int64_t raw = v * std::max(1, vector_inputs);
+    const int64_t regs = (raw <= 4 ? 48 : 24 + 8 * raw) + (prologue ? 8 : 0);
+    return std::max<int64_t>(
+        1, std::min({int64_t{8}, 65536 / (t * regs), 1536 / t, 100 * 1024 / (smem + 1024)}));
+  };
+  // A sample's CTAs wait for each other: all must be resident at once, on a GPU of at least
+  // kChannelNormResidentMinSms SMs.
+  auto fits = [&](int64_t v) {
+    return ctas(v) <= std::min(kChannelNormResidentMaxCtas, per_sm(v) * kChannelNormResidentMinSms);
+  };
+  // Four vectors (64 bytes) per thread: a 16-20 KB chunk per CTA, all loads issued at once; more
+  // when a sample would need over 128 CTAs.
+  int64_t v = 0;
+  if (o.channelnorm_vecs) {
+    v = std::min<int64_t>(o.channelnorm_vecs, (sv + t - 1) / t);
+    if (!fits(v)) return s;
+  } else {
+    for (int64_t c = std::min<int64_t>(4, (sv + t - 1) / t); c <= 16 && !v; ++c)
+      if (fits(c) && ctas(c) <= 128) v = c;
+    for (int64_t c = 4; c <= 16 && !v; ++c)
+      if (fits(c)) v = c;
+    if (!v) return s;
+  }
+  s.ok = true;
+  s.threads = static_cast<int>(t);
+  s.vecs = static_cast<int>(v);
+  s.ctas = ctas(v);
+  s.ctas_per_sm = static_cast<int>(per_sm(v));
   return s;
 }
 

@@ -1,14 +1,18 @@
-// ChannelNorm schedule choice (codegen/emit_channelnorm.cpp): the sm_90 cluster path for NHWC
-// inputs with static channels and spatial size, the per-group kernel otherwise; every kernel
-// compiles with NVRTC. Numerics run in tests/gpu/test_ops_gpu.cpp.
+// ChannelNorm schedule choice (codegen/emit_channelnorm.cpp): the resident path for NHWC inputs
+// with static channels and spatial size, the sm_90 cluster path and the per-group kernel through
+// channelnorm.algo or where the resident one does not fit; every kernel compiles with NVRTC.
+// Numerics run in tests/gpu/test_ops_gpu.cpp.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <string>
+#include <vector>
 
 #include "codegen/kernel_spec.hpp"
 #include "codegen/nvrtc.hpp"
 #include "engine/plan.hpp"
+#include "heuristics/schedule.hpp"
 #include "kiln/error.hpp"
 #include "kiln/graph.hpp"
 
@@ -22,9 +26,10 @@ Tensor cst(Graph& g, const std::string& name, DType t, Shape s) {
   return g.constant_random(name, d, "uniform", 0.5, 1.5, 3);
 }
 
-KernelSpec only_kernel(const Graph& g, int sm) {
+KernelSpec only_kernel(const Graph& g, int sm, const std::string& schedule = "") {
   CodegenOptions co;
   co.sm = sm;
+  co.schedule = parse_schedule_overrides(schedule);
   std::vector<KernelSpec> ks = generate_kernels(g, plan_fusion(g), co);
   EXPECT_EQ(ks.size(), 1u);
   return ks.at(0);
@@ -39,12 +44,83 @@ void expect_compiles(const KernelSpec& k, int sm) {
   }
 }
 
+bool has(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
+int counters_args(const KernelSpec& k) {
+  int n = 0;
+  for (const KernelArg& a : k.args) n += a.kind == KernelArg::Kind::Counters;
+  return n;
+}
+
+TEST(ChannelNorm, ResidentScheduleChoice) {
+  // The benchmark shape: 40 vectors per pixel, 320 threads (8 pixels a row), four vectors each:
+  // 20 KB chunks, 128 CTAs per sample.
+  ChannelNormResident s = choose_channelnorm_resident(320, 32, 64 * 64, 8, 1, false, 90);
+  ASSERT_TRUE(s.ok);
+  EXPECT_EQ(s.threads, 320);
+  EXPECT_EQ(s.vecs, 4);
+  EXPECT_EQ(s.ctas, 128);
+  ChannelNormResident o = choose_channelnorm_resident(
+      320, 32, 64 * 64, 8, 1, false, 90,
+      parse_schedule_overrides("channelnorm.vecs=8,channelnorm.threads=200"));
+  ASSERT_TRUE(o.ok);
+  EXPECT_EQ(o.threads, 160);  // rounded down to whole warps of whole pixel rows
+  EXPECT_EQ(o.vecs, 8);
+  EXPECT_EQ(o.ctas, 128);
+  EXPECT_EQ(s.ctas_per_sm, 4);  // 48 registers x 320 threads
+  // Larger images take more vectors per thread to stay at 128 CTAs per sample, as long as all of
+  // a sample's CTAs fit on a 64-SM GPU at the CTAs per SM the registers allow.
+  ChannelNormResident big = choose_channelnorm_resident(320, 32, 96 * 96, 8, 1, false, 90);
+  ASSERT_TRUE(big.ok);
+  EXPECT_EQ(big.vecs, 9);
+  EXPECT_EQ(big.ctas, 128);
+  EXPECT_EQ(big.ctas_per_sm, 2);
+  EXPECT_FALSE(choose_channelnorm_resident(320, 32, 128 * 128, 8, 1, false, 90).ok);
+  EXPECT_FALSE(choose_channelnorm_resident(320, 32, 256 * 256, 8, 1, false, 90).ok);
+  // Tiny samples: one CTA, no idle warps beyond the unit; channels not a multiple of the vector
+  // (threads * 8 a multiple of 12); elements not a multiple of the vector: no.
+  ChannelNormResident tiny = choose_channelnorm_resident(320, 32, 2, 8, 1, false, 80);
+  ASSERT_TRUE(tiny.ok);
+  EXPECT_EQ(tiny.threads, 160);
+  EXPECT_EQ(tiny.vecs, 1);
+  EXPECT_EQ(tiny.ctas, 1);
+  ChannelNormResident odd = choose_channelnorm_resident(12, 4, 24 * 40, 8, 2, true, 90);
+  ASSERT_TRUE(odd.ok);
+  EXPECT_EQ(odd.threads * 8 % 12, 0);
+  EXPECT_FALSE(choose_channelnorm_resident(12, 4, 35, 8, 1, false, 90).ok);
+}
+
+TEST(ChannelNorm, ResidentPathForNhwcGroupnorm) {
+  Graph g("gn");
+  Tensor x = g.input("x", DType::F16, {"N", 320, 64, 64}, Layout::NHWC);
+  Tensor y = g.groupnorm(x, 32, cst(g, "s", DType::F16, {320}), cst(g, "b", DType::F16, {320}));
+  g.output(g.silu(y));
+  for (int sm : {80, 90}) {
+    KernelSpec k = only_kernel(g, sm);
+    EXPECT_TRUE(has(k.name, "_g32_resident")) << k.name;
+    EXPECT_EQ(k.block[0], 320);
+    EXPECT_EQ(k.smem_bytes, 0);
+    EXPECT_EQ(k.grid[0].eval({{"N", 16}}), 16 * 128);
+    ASSERT_EQ(counters_args(k), 1);
+    EXPECT_EQ(k.args.back().kind, KernelArg::Kind::Counters);
+    EXPECT_EQ(k.args.back().value.eval({{"N", 16}}), 16 * (2 + 2 * 32));
+    EXPECT_TRUE(has(k.source, "kiln_cn_arrive_and_wait"));
+    expect_compiles(k, sm);
+  }
+  // channelnorm.algo reaches the other two.
+  EXPECT_TRUE(has(only_kernel(g, 90, "channelnorm.algo=cluster").name, "_cluster8"));
+  EXPECT_TRUE(has(only_kernel(g, 90, "channelnorm.algo=pergroup").name, "_pergroup"));
+  EXPECT_TRUE(has(only_kernel(g, 80, "channelnorm.algo=cluster").name, "_pergroup"));
+  EXPECT_TRUE(has(only_kernel(g, 90, "channelnorm.algo=resident").name, "_resident"));
+}
+
 TEST(ChannelNorm, ClusterPathForNhwcGroupnorm) {
   Graph g("gn");
   Tensor x = g.input("x", DType::F16, {"N", 320, 64, 64}, Layout::NHWC);
   Tensor y = g.groupnorm(x, 32, cst(g, "s", DType::F16, {320}), cst(g, "b", DType::F16, {320}));
   g.output(g.silu(y));
-  KernelSpec k = only_kernel(g, 90);
+  KernelSpec k = only_kernel(g, 90, "channelnorm.algo=cluster");
   EXPECT_NE(k.name.find("_g32_cluster8"), std::string::npos) << k.name;
   EXPECT_NE(k.source.find("__cluster_dims__(8, 1, 1)"), std::string::npos);
   EXPECT_EQ(k.block[0], 320);  // 10 vectors per pixel x 32 pixel rows
@@ -54,7 +130,7 @@ TEST(ChannelNorm, ClusterPathForNhwcGroupnorm) {
   EXPECT_EQ(k.grid[0].eval({{"N", 16}}), 16 * 4 * 8);
   expect_compiles(k, 90);
   // Not sm_90: the per-group kernel.
-  KernelSpec k80 = only_kernel(g, 80);
+  KernelSpec k80 = only_kernel(g, 80, "channelnorm.algo=cluster");
   EXPECT_NE(k80.name.find("_g32_pergroup"), std::string::npos) << k80.name;
   expect_compiles(k80, 80);
 }
@@ -78,13 +154,19 @@ TEST(ChannelNorm, FallbackShapes) {
     g.output(g.groupnorm(x, 8));
     EXPECT_NE(only_kernel(g, 90).name.find("_pergroup"), std::string::npos);
   }
-  {  // a prologue
+  {  // a prologue: resident, not cluster
     Graph g("gn");
     Tensor x = g.input("x", DType::F16, {2, 64, 8, 8}, Layout::NHWC);
     g.output(g.groupnorm(g.add_node1("relu", {x}), 8));
-    KernelSpec k = only_kernel(g, 90);
+    KernelSpec k = only_kernel(g, 90, "channelnorm.algo=cluster");
     EXPECT_NE(k.name.find("_pergroup"), std::string::npos) << k.name;
     expect_compiles(k, 90);
+  }
+  {  // more than 256 CTAs per sample (and a slice too large for the cluster path)
+    Graph g("gn");
+    Tensor x = g.input("x", DType::F16, {1, 320, 256, 256}, Layout::NHWC);
+    g.output(g.groupnorm(x, 32));
+    EXPECT_NE(only_kernel(g, 90).name.find("_pergroup"), std::string::npos);
   }
 }
 
@@ -94,7 +176,7 @@ TEST(ChannelNorm, ClusterPathVariantsCompile) {
       Graph g("in");
       Tensor x = g.input("x", dt, {"N", 64, 6, 6}, Layout::NHWC);
       g.output(g.add_node1("relu", {g.instancenorm(x)}));
-      KernelSpec k = only_kernel(g, 90);
+      KernelSpec k = only_kernel(g, 90, "channelnorm.algo=cluster");
       EXPECT_NE(k.name.find("_cluster"), std::string::npos) << k.name;
       expect_compiles(k, 90);
     }
@@ -104,11 +186,64 @@ TEST(ChannelNorm, ClusterPathVariantsCompile) {
       Tensor y = g.groupnorm(x, 3, cst(g, "s", DType::F32, {96}), cst(g, "b", DType::F32, {96}));
       g.output(y);
       g.output(g.add_node1("add", {y, x}));
-      KernelSpec k = only_kernel(g, 90);
+      KernelSpec k = only_kernel(g, 90, "channelnorm.algo=cluster");
       EXPECT_NE(k.name.find("_cluster"), std::string::npos) << k.name;
       expect_compiles(k, 90);
     }
   }
+}
+
+// Every resident variant compiles for sm_80 and sm_90: dtypes, groupnorm / instancenorm, with and
+// without a prologue (and prologue outputs), an epilogue reading the input, one CTA or several
+// per sample, a partial last chunk, channels not a multiple of the vector, symbolic N.
+TEST(ChannelNorm, ResidentPathVariantsCompile) {
+  struct Variant {
+    std::string what;
+    std::function<void(Graph&, DType)> build;
+    bool several_ctas;
+  };
+  const std::vector<Variant> variants = {
+      {"groupnorm silu, N symbolic, 9x7 (2 CTAs, partial)",
+       [](Graph& g, DType dt) {
+         Tensor x = g.input("x", dt, {"N", 320, 9, 7}, Layout::NHWC);
+         g.output(g.silu(g.groupnorm(x, 32, cst(g, "s", dt, {320}), cst(g, "b", dt, {320}))));
+       },
+       true},
+      {"groupnorm, 1x2 image (1 CTA)",
+       [](Graph& g, DType dt) {
+         Tensor x = g.input("x", dt, {"N", 320, 1, 2}, Layout::NHWC);
+         g.output(g.groupnorm(x, 32, cst(g, "s", DType::F32, {320}), cst(g, "b", dt, {320})));
+       },
+       false},
+      {"instancenorm, prologue (mul per channel, also an output), relu",
+       [](Graph& g, DType dt) {
+         Tensor x = g.input("x", dt, {2, 24, 33, 17}, Layout::NHWC);
+         Tensor p = g.mul(x, cst(g, "c", dt, {24, 1, 1}));
+         g.output(g.relu(g.instancenorm(p)));
+         g.output(p);
+       },
+       true},
+      {"groupnorm of add (two dense inputs), residual epilogue, 12 channels",
+       [](Graph& g, DType dt) {
+         Tensor x = g.input("x", dt, {"N", 12, 24, 40}, Layout::NHWC);
+         Tensor r = g.input("r", dt, {"N", 12, 24, 40}, Layout::NHWC);
+         Tensor y = g.groupnorm(g.add_node1("add", {x, r}), 4);
+         g.output(g.add_node1("add", {y, x}));
+       },
+       true},
+  };
+  for (DType dt : {DType::F32, DType::F16, DType::BF16})
+    for (const Variant& v : variants) {
+      Graph g("cn");
+      v.build(g, dt);
+      for (int sm : {80, 90}) {
+        KernelSpec k = only_kernel(g, sm);
+        SCOPED_TRACE(fmt::format("{} {} sm_{}: {}", v.what, dtype_name(dt), sm, k.name));
+        EXPECT_TRUE(has(k.name, "_resident"));
+        EXPECT_EQ(counters_args(k), v.several_ctas ? 1 : 0);
+        expect_compiles(k, sm);
+      }
+    }
 }
 
 }  // namespace

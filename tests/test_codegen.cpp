@@ -87,10 +87,11 @@ class Batch {
     bodies_[sm] += body;
     // Every Int argument is symbolic; every tensor argument is a tensor of the graph.
     for (const KernelArg& a : k.args) {
-      if (a.kind == KernelArg::Kind::Int)
+      if (a.kind == KernelArg::Kind::Int) {
         EXPECT_FALSE(a.value.is_static()) << k.name;
-      else
+      } else if (a.kind == KernelArg::Kind::Tensor || a.kind == KernelArg::Kind::TensorMap) {
         EXPECT_TRUE(a.tensor >= 0 && a.tensor < static_cast<int>(g.tensors().size()));
+      }
     }
   }
   ScheduleOverrides ov_;
@@ -233,10 +234,22 @@ TEST(Codegen, ScheduleOverridesParseAndClamp) {
   EXPECT_EQ(o.rownorm_threads, 1024);
   EXPECT_EQ(o.channelnorm_cb, 40);
   EXPECT_FALSE(o.empty());
+  ScheduleOverrides cn = parse_schedule_overrides(
+      "channelnorm.algo=cluster,channelnorm.vecs=8,channelnorm.threads=160");
+  EXPECT_EQ(cn.channelnorm_algo, kChannelNormCluster);
+  EXPECT_EQ(cn.channelnorm_vecs, 8);
+  EXPECT_EQ(cn.channelnorm_threads, 160);
+  EXPECT_EQ(parse_schedule_overrides("channelnorm.algo=resident").channelnorm_algo,
+            kChannelNormResident);
+  EXPECT_EQ(parse_schedule_overrides("channelnorm.algo=pergroup").channelnorm_algo,
+            kChannelNormPerGroup);
+  EXPECT_TRUE(parse_schedule_overrides("channelnorm.algo=0").empty());
   EXPECT_TRUE(parse_schedule_overrides("").empty());
-  for (const char* bad : {"pointwise.vecs", "pointwise.vecs=0", "pointwise.vecs=9",
-                          "pointwise.threads=100", "rownorm.threads=96", "channelnorm.cluster=3",
-                          "channelnorm.slice_kb=x", "pointwise.vecs=-1", "nope=1"})
+  for (const char* bad :
+       {"pointwise.vecs", "pointwise.vecs=0", "pointwise.vecs=9", "pointwise.threads=100",
+        "rownorm.threads=96", "channelnorm.cluster=3", "channelnorm.slice_kb=x",
+        "pointwise.vecs=-1", "nope=1", "channelnorm.algo=fast", "channelnorm.algo=4",
+        "channelnorm.vecs=17", "channelnorm.threads=16"})
     EXPECT_THROW(parse_schedule_overrides(bad), Error) << bad;
   PointwiseSchedule p = choose_pointwise(2, 90, o);
   EXPECT_EQ(p.vecs, 8);
@@ -295,9 +308,11 @@ TEST(Codegen, ScheduleOverrideVariantsCompile) {
   };
   const std::vector<std::string> base = sources({});
   for (const char* spec :
-       {"pointwise.vecs=8,pointwise.threads=128,rownorm.threads=128,channelnorm.cb=40",
-        "pointwise.vecs=1,pointwise.threads=512,rownorm.threads=1024,channelnorm.cluster=4,"
-        "channelnorm.slice_kb=160"}) {
+       {"pointwise.vecs=8,pointwise.threads=128,rownorm.threads=128,channelnorm.vecs=8",
+        "pointwise.vecs=1,pointwise.threads=512,rownorm.threads=1024,channelnorm.algo=cluster,"
+        "channelnorm.cluster=4,channelnorm.slice_kb=160",
+        "pointwise.vecs=2,pointwise.threads=128,rownorm.threads=64,channelnorm.algo=cluster,"
+        "channelnorm.cb=40"}) {
     ScheduleOverrides ov = parse_schedule_overrides(spec);
     std::vector<std::string> v = sources(ov);
     ASSERT_EQ(v.size(), base.size());

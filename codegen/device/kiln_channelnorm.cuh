@@ -1,6 +1,7 @@
-// kiln channelnorm device helpers (sm_90 thread-block clusters): included after the prelude by
-// the cluster path of codegen/emit_channelnorm.cpp. Guarded, not `#pragma once`: several kernels
-// may be concatenated into one NVRTC program.
+// kiln channelnorm device helpers: included after the prelude by the resident (sm_80+: grid-wide
+// per-sample wait) and cluster (sm_90: thread-block clusters) paths of
+// codegen/emit_channelnorm.cpp. The cluster helpers are inline and only emitted where called.
+// Guarded, not `#pragma once`: several kernels may be concatenated into one NVRTC program.
 #ifndef KILN_CHANNELNORM_CUH
 #define KILN_CHANNELNORM_CUH
 
@@ -54,6 +55,42 @@ KILN_DEVICE void kiln_cn_unpack(uint4 r, const T* tag, float* v) {
   kiln_unpack(r.y, tag, v + 2);
   kiln_unpack(r.z, tag, v + 4);
   kiln_unpack(r.w, tag, v + 6);
+}
+
+// ---- resident path: CTAs of one sample meet through counters in global memory
+KILN_DEVICE unsigned kiln_cn_ld_acquire(const unsigned* p) {
+  unsigned v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+// A float other CTAs accumulated with atomics: from L2, never a stale L1 line.
+KILN_DEVICE float kiln_cn_ld_relaxed(const float* p) {
+  float v;
+  asm volatile("ld.relaxed.gpu.global.f32 %0, [%1];" : "=f"(v) : "l"(p) : "memory");
+  return v;
+}
+KILN_DEVICE unsigned long long kiln_cn_globaltimer() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+// One thread of the CTA: publishes the CTA's earlier writes and atomics (fence, then the
+// arrival), then waits until `expected` CTAs have arrived at `*counter`. The waiters rely on all
+// of them being resident at once (see emit_channelnorm.cpp); if that ever fails, trap after about
+// two seconds instead of hanging the device.
+KILN_DEVICE void kiln_cn_arrive_and_wait(unsigned* counter, unsigned expected) {
+  __threadfence();
+  atomicAdd(counter, 1u);
+  if (kiln_cn_ld_acquire(counter) < expected) {
+    const unsigned long long t0 = kiln_cn_globaltimer();
+    unsigned ns = 32;
+    while (kiln_cn_ld_acquire(counter) < expected) {
+      asm volatile("nanosleep.u32 %0;" ::"r"(ns));
+      ns = ns < 256 ? ns * 2 : ns;  // short: the last arrival is at most a chunk load away
+      if (kiln_cn_globaltimer() - t0 > 2000000000ull) asm volatile("trap;");
+    }
+  }
+  __threadfence();
 }
 
 #endif  // KILN_CHANNELNORM_CUH
