@@ -74,11 +74,10 @@ VARIANTS = {
     "bias_gelu": ["pointwise.vecs=2", "pointwise.vecs=8", "pointwise.threads=128",
                   "pointwise.threads=512", "pointwise.vecs=2,pointwise.threads=512"],
     "rmsnorm": ["rownorm.threads=256", "rownorm.threads=512"],
-    "groupnorm_silu": ["channelnorm.algo=cluster", "channelnorm.algo=pergroup",
-                       "channelnorm.vecs=2", "channelnorm.vecs=8", "channelnorm.threads=160",
-                       "channelnorm.threads=640", "channelnorm.threads=160,channelnorm.vecs=8",
-                       "channelnorm.algo=cluster,channelnorm.cb=40",
-                       "channelnorm.algo=cluster,channelnorm.cluster=4,channelnorm.slice_kb=160"],
+    "groupnorm_silu": ["channelnorm.algo=resident", "channelnorm.algo=pergroup",
+                       "channelnorm.algo=resident,channelnorm.vecs=8",
+                       "channelnorm.algo=resident,channelnorm.threads=640",
+                       "channelnorm.cb=40", "channelnorm.cluster=4,channelnorm.slice_kb=160"],
     "softmax": ["rownorm.threads=512", "rownorm.threads=1024"],
 }
 

@@ -308,7 +308,8 @@ TEST(Codegen, ScheduleOverrideVariantsCompile) {
   };
   const std::vector<std::string> base = sources({});
   for (const char* spec :
-       {"pointwise.vecs=8,pointwise.threads=128,rownorm.threads=128,channelnorm.vecs=8",
+       {"pointwise.vecs=8,pointwise.threads=128,rownorm.threads=128,channelnorm.algo=resident,"
+        "channelnorm.vecs=8",
         "pointwise.vecs=1,pointwise.threads=512,rownorm.threads=1024,channelnorm.algo=cluster,"
         "channelnorm.cluster=4,channelnorm.slice_kb=160",
         "pointwise.vecs=2,pointwise.threads=128,rownorm.threads=64,channelnorm.algo=cluster,"
