@@ -255,6 +255,7 @@ std::vector<ConvCase> conv_cases() {
       {DType::BF16, 2, 16, 12, 12, 32, 3, 3, {1, 1}, {2, 2}, {2, 2}, 1, H, true, "silu"},
       {DType::F16, 2, 5, 9, 9, 7, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, H, true, "relu"},
       {DType::F16, 2, 4, 30, 29, 64, 7, 7, {2, 2}, {3, 3}, {1, 1}, 1, H, true, "relu"},  // _c4
+      {DType::F16, 3, 64, 14, 14, 256, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, H, true, "add_relu"},
       {DType::BF16, 2, 12, 9, 11, 24, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, H, true, "silu"},
       // Through the Engine these three take the channel-padded input (C -> 8, 8, 24).
       {DType::BF16, 2, 3, 30, 29, 32, 7, 7, {2, 2}, {3, 3}, {1, 1}, 1, H, false, "relu"},
