@@ -1,7 +1,7 @@
 // ChannelNorm groups: groupnorm / instancenorm (statistics per (n, group) over the group's
 // channels and all spatial positions), NCHW or NHWC, with an elementwise prologue and epilogue.
-// Three schedules; the rule takes the cluster path where it fits, else the resident one, else
-// per-group (channelnorm.algo=resident|cluster|pergroup picks one first):
+// Three schedules; the rule takes the cluster path where it fits, else per-group; the resident
+// one is opt-in (channelnorm.algo=resident|cluster|pergroup picks one first):
 //
 // Resident path (sm_80+, NHWC, static C and spatial size; "..._g32_resident_..."): DRAM sees
 // exactly one read and one write, with loads and stores of different samples overlapping. Each
@@ -636,17 +636,17 @@ KernelSpec emit_channelnorm(const EmitContext& cx, const FusionGroup& grp) {
     return false;
   };
 
-  // ---- The rule: cluster, else resident, else per-group (measured on the H200, run 17: cluster
-  // 41.5 %, resident 19.8-27.5 %, per-group 15.9 % of copy for 16x320x64x64 f16). The resident
-  // kernel's CTAs of a sample hold their SM slots while they wait for the sample's last CTA, so
-  // only ~4 samples stream at a time. channelnorm.algo=resident tries it first.
+  // ---- The rule: cluster, else per-group (measured on the H200, run 17: cluster 41.5 %,
+  // resident 19.8-27.5 %, per-group 15.9 % of copy for 16x320x64x64 f16). The resident kernel's
+  // CTAs of a sample hold their SM slots while they wait for the sample's last CTA, so only ~4
+  // samples stream at a time; and its wait assumes all of a sample's CTAs fit on the GPU at once,
+  // which a GPU shared through MPS may not grant (it traps after ~2 s rather than hang). Its gain
+  // over per-group does not pay for that risk: it is opt-in (channelnorm.algo=resident).
   const int algo = cx.opts.schedule.channelnorm_algo;
   if (algo == kChannelNormResident && channels_last)
     if (KernelSpec k; emit_resident(cx, grp, prologue, epilogue, &k)) return k;
   if (algo <= kChannelNormCluster)
     if (KernelSpec k; emit_cluster(cx, grp, prologue.empty(), channels_last, &k)) return k;
-  if (algo == 0 && channels_last)
-    if (KernelSpec k; emit_resident(cx, grp, prologue, epilogue, &k)) return k;
 
   ChannelNormSchedule sch =
       choose_channelnorm(M.is_static() ? M.value() : -1, false, 1, cx.opts.sm);

@@ -32,6 +32,7 @@ struct Case {
   bool fusion = true;
   double rtol_scale = 1.0;  // for cases whose reference rounds many intermediates
   int runs = 1;             // launches of the compiled graph, each checked (state across runs)
+  std::string schedule;     // EngineOptions::schedule (an opt-in kernel), "" = the rules
 };
 
 TensorDesc desc(DType t, Shape s, Layout l = Layout::NCHW) {
@@ -217,7 +218,8 @@ std::vector<Case> make_cases() {
     };
     cases.push_back(c);
   }
-  // ---- the resident channel-norm path (NHWC, static C and image): several CTAs per sample
+  // ---- the resident channel-norm path (opt-in: channelnorm.algo=resident; each case also runs
+  // under the rules: cluster or per-group) (NHWC, static C and image): several CTAs per sample
   // meeting through counters (9x7: 2 per sample for 16-bit, 4 for f32, a partial last chunk), one
   // CTA per sample (1x2), a prologue with its output stored and a large mean, channels not a
   // multiple of the vector with two dense inputs and a residual epilogue. Each runs twice on one
@@ -263,6 +265,11 @@ std::vector<Case> make_cases() {
       return g;
     };
     cases.push_back(e);
+    for (Case r : {cases[cases.size() - 4], cases[cases.size() - 3], d, e}) {
+      r.name += "_resident";
+      r.schedule = "channelnorm.algo=resident";
+      cases.push_back(r);
+    }
   }
   // ---- reductions
   const std::vector<std::vector<int64_t>> axes_list = {{}, {0}, {1}, {3}, {2, 3}, {1, 2, 3}};
@@ -431,8 +438,17 @@ TEST(OpsGpuCompile, EveryCaseCompilesToCubin) {
   for (const Case& c : cases()) {
     std::shared_ptr<Graph> g = c.build();
     try {
-      CompiledGraph cg = eng.compile(*g);
+      EngineOptions so = eo;
+      so.schedule = c.schedule;
+      Engine scheduled(so);
+      CompiledGraph cg = (c.schedule.empty() ? eng : scheduled).compile(*g);
       EXPECT_FALSE(cg.kernels().empty()) << c.name;
+      if (!c.schedule.empty()) {
+        bool resident = false;
+        for (const KernelInfo& k : cg.kernels())
+          resident |= k.name.find("_resident") != std::string::npos;
+        EXPECT_TRUE(resident) << c.name;
+      }
     } catch (const std::exception& e) {
       ADD_FAILURE() << c.name << ": " << e.what();
     }
@@ -445,8 +461,9 @@ TEST_P(OpsGpu, MatchesReference) {
   std::shared_ptr<Graph> g = c.build();
   EngineOptions eo;
   eo.fusion = c.fusion;
-  Engine unfused(eo);
-  Engine& eng = c.fusion ? engine() : unfused;
+  eo.schedule = c.schedule;
+  Engine own(eo);
+  Engine& eng = c.fusion && c.schedule.empty() ? engine() : own;
   CompiledGraph cg = eng.compile(*g);
 
   std::map<std::string, HostTensor> host_in;
