@@ -19,12 +19,26 @@ import re
 import struct
 import sys
 
-try:
-    import numpy as np
-except ImportError:  # pragma: no cover - depends on the environment
-    print("onnx2kiln: error: the Python package 'numpy' is not installed "
-          "(pip install -r tools/requirements.txt)", file=sys.stderr)
-    sys.exit(2)
+np = None
+
+
+def _import_numpy():
+    """numpy, imported on first need: a warm `kiln import` whose stamp says the conversion is up to
+    date exits before paying for it."""
+    global np
+    if np is None:
+        try:
+            import numpy
+        except ImportError:  # pragma: no cover - depends on the environment
+            print("onnx2kiln: error: the Python package 'numpy' is not installed "
+                  "(pip install -r tools/requirements.txt)", file=sys.stderr)
+            sys.exit(2)
+        np = numpy
+    return np
+
+
+if __name__ != "__main__":  # used as a library (tests, export and bench scripts)
+    _import_numpy()
 
 # ------------------------------------------------------------------------------------ errors
 
@@ -165,10 +179,13 @@ def _erf(a):
     return np.vectorize(math.erf, otypes=[np.float64])(a)
 
 
+# Lambdas, not np.tanh etc.: numpy is imported on first need (_import_numpy).
 NUMPY_UNARY = {"Relu": lambda a: np.maximum(a, 0), "Sigmoid": lambda a: 1 / (1 + np.exp(-a)),
-               "Tanh": np.tanh, "Sqrt": np.sqrt, "Erf": _erf, "Exp": np.exp, "Log": np.log,
-               "Neg": np.negative, "Abs": np.abs, "Reciprocal": lambda a: 1 / a,
-               "Floor": np.floor, "Ceil": np.ceil, "Softplus": lambda a: np.log1p(np.exp(a))}
+               "Tanh": lambda a: np.tanh(a), "Sqrt": lambda a: np.sqrt(a), "Erf": _erf,
+               "Exp": lambda a: np.exp(a), "Log": lambda a: np.log(a),
+               "Neg": lambda a: np.negative(a), "Abs": lambda a: np.abs(a),
+               "Reciprocal": lambda a: 1 / a, "Floor": lambda a: np.floor(a),
+               "Ceil": lambda a: np.ceil(a), "Softplus": lambda a: np.log1p(np.exp(a))}
 
 
 def _is_sym_array(a):
@@ -1481,15 +1498,29 @@ def _stamp_path(model_path, out_dir, name, layout, dtype):
     return os.path.join(out_dir, ".onnx2kiln-" + hashlib.sha1(ident.encode()).hexdigest()[:16] + ".json")
 
 
-def _stamp_key(model_path, name, layout, dtype):
+def _stamp_key(model_path, name, layout, dtype, stamp_path=None):
+    """The key of this conversion. The model's content hash is reused from the stamp when the
+    model file's size and modification time are those the stamp recorded (as make and ccache's
+    direct mode do): an unchanged 100 MB model is not read again."""
     import hashlib
-    h = hashlib.sha1()
-    with open(model_path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 22), b""):
-            h.update(chunk)
+    facts = _file_facts(model_path)
+    model_sha1 = None
+    try:
+        with open(stamp_path) as f:
+            old = json.load(f)
+        if old.get("model_facts") == facts:
+            model_sha1 = old["key"]["model_sha1"]
+    except (OSError, TypeError, ValueError, KeyError, AttributeError):
+        pass
+    if model_sha1 is None:
+        h = hashlib.sha1()
+        with open(model_path, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 22), b""):
+                h.update(chunk)
+        model_sha1 = h.hexdigest()
     with open(os.path.abspath(__file__), "rb") as f:
         me = hashlib.sha1(f.read()).hexdigest()
-    return {"model_sha1": h.hexdigest(), "name": name, "layout": layout, "dtype": dtype,
+    return {"model_sha1": model_sha1, "name": name, "layout": layout, "dtype": dtype,
             "converter_sha1": me}
 
 
@@ -1513,11 +1544,11 @@ def _up_to_date(stamp_path, key):
         return None
 
 
-def _write_stamp(stamp_path, key, outputs, summary):
+def _write_stamp(stamp_path, key, model_path, outputs, summary):
     tmp = f"{stamp_path}.tmp.{os.getpid()}"
     with open(tmp, "w") as f:
-        json.dump({"key": key, "outputs": {p: _file_facts(p) for p in outputs},
-                   "summary": summary}, f, indent=1)
+        json.dump({"key": key, "model_facts": _file_facts(model_path),
+                   "outputs": {p: _file_facts(p) for p in outputs}, "summary": summary}, f, indent=1)
     os.replace(tmp, stamp_path)
 
 
@@ -1539,7 +1570,7 @@ def main(argv=None):
     stamp, key = None, None
     if os.path.isfile(args.model):
         stamp = _stamp_path(args.model, args.out, args.name, args.layout, args.dtype)
-        key = _stamp_key(args.model, args.name, args.layout, args.dtype)
+        key = _stamp_key(args.model, args.name, args.layout, args.dtype, stamp)
         summary = None if args.force else _up_to_date(stamp, key)
         if summary is not None:
             print(f"up to date: {args.out} holds this conversion of {args.model} (same model "
@@ -1548,6 +1579,7 @@ def main(argv=None):
             for line in summary:
                 print(line)
             return 0
+    _import_numpy()
     try:
         gpath, wpath, conv = convert_file(args.model, args.out, args.name, args.layout,
                                           args.dtype)
@@ -1565,7 +1597,7 @@ def main(argv=None):
         print(line)
     if stamp is not None:
         try:
-            _write_stamp(stamp, key, [x for x in (gpath, wpath) if x], summary)
+            _write_stamp(stamp, key, args.model, [x for x in (gpath, wpath) if x], summary)
         except OSError as e:  # a stamp that cannot be written only costs the next import
             print(f"onnx2kiln: warning: cannot write {stamp}: {e}", file=sys.stderr)
     return 0
