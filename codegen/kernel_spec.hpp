@@ -29,8 +29,8 @@ struct KernelArg {
   enum class Kind { Tensor, Int, Scratch, Counters, TensorMap } kind = Kind::Tensor;
   int tensor = -1;  // Tensor / TensorMap: graph tensor id
   Dim value;        // Int: passed as long long, evaluated from the bindings at launch
-  std::vector<Dim> map_dims, map_strides;
-  std::vector<int> map_box, map_elem_strides;
+  std::vector<Dim> map_dims = {}, map_strides = {};
+  std::vector<int> map_box = {}, map_elem_strides = {};
 };
 
 struct KernelSpec {

@@ -343,10 +343,14 @@ TEST(Contraction, ConvVariantsCompile) {
     EXPECT_EQ(uses_direct(k), c.groups > 1) << k.name;
     EXPECT_EQ(k.group, 7);
     EXPECT_EQ(k.name.rfind("conv_", 0), 0u) << k.name;
-    for (const auto& op : c.epi)
-      if (op == "relu" || op == "silu" || op == "sigmoid")
+    for (const auto& op : c.epi) {
+      if (op == "relu" || op == "silu" || op == "sigmoid") {
         EXPECT_NE(k.name.find(op), std::string::npos) << k.name;
-    if (c.bias) EXPECT_NE(k.name.find("bias"), std::string::npos) << k.name;
+      }
+    }
+    if (c.bias) {
+      EXPECT_NE(k.name.find("bias"), std::string::npos) << k.name;
+    }
     // The batch size is a kernel argument, never baked in.
     bool has_n = false;
     for (const auto& a : k.args)
