@@ -66,6 +66,16 @@ constexpr int kClusterMax = 8;              // portable cluster size
 constexpr int64_t kSliceBytes = 96 * 1024;  // shared data per CTA (two CTAs per SM)
 constexpr int kClusterThreads = 512;        // at most, per CTA
 
+// The load (as f32) of the channel-norm's per-channel parameter `slot` (1: scale, 2: shift) at
+// element coordinates `c` of the normalized tensor: only the channel coordinate (dim 1) indexes it.
+std::string channel_param(const Graph& g, const Node& A, size_t slot,
+                          const std::vector<std::string>& c, DimParams& dp) {
+  const int t = A.inputs[slot];
+  std::vector<int> map(c.size(), -1);
+  map[1] = 0;
+  return load_f32(tensor_param(t) + " + " + operand_offset(g.tensor(t).desc, map, c, dp));
+}
+
 // The cluster schedule (see the file comment); false when the shape is not covered.
 bool emit_cluster(const EmitContext& cx, const FusionGroup& grp, bool no_prologue,
                   bool channels_last, KernelSpec* out) {
@@ -238,12 +248,7 @@ bool emit_cluster(const EmitContext& cx, const FusionGroup& grp, bool no_prologu
     std::vector<std::string> c(r, "0");
     c[0] = "n";
     c[1] = "(c0 + l)";
-    auto param = [&](size_t slot) {
-      int tt = A.inputs[slot];
-      std::vector<int> map(r, -1);
-      map[1] = 0;
-      return load_f32(tensor_param(tt) + " + " + operand_offset(g.tensor(tt).desc, map, c, dp));
-    };
+    auto param = [&](size_t slot) { return channel_param(g, A, slot, c, dp); };
     w.line("const float rs = grstd[(j * {} + l) / {}];", V, Cg);
     w.line("const float a = {};", A.inputs.size() > 1 ? "rs * " + param(1) : std::string("rs"));
     w.line("ka[l] = a;");
@@ -557,12 +562,7 @@ bool emit_resident(const EmitContext& cx, const FusionGroup& grp, const std::vec
   w.open("for (int l = 0; l < {}; ++l) {{", V);
   {
     std::vector<std::string> c = coords(lane_ch, "0");
-    auto param = [&](size_t slot) {
-      int tt = A.inputs[slot];
-      std::vector<int> map(r, -1);
-      map[1] = 0;
-      return load_f32(tensor_param(tt) + " + " + operand_offset(g.tensor(tt).desc, map, c, dp));
-    };
+    auto param = [&](size_t slot) { return channel_param(g, A, slot, c, dp); };
     w.line("const int gi = {} / {};", lane_ch, Cg);
     w.line("mean[l] = gmean[gi];");
     w.line("ka[l] = {};", A.inputs.size() > 1 ? "grstd[gi] * " + param(1) : "grstd[gi]");
@@ -738,13 +738,7 @@ KernelSpec emit_channelnorm(const EmitContext& cx, const FusionGroup& grp) {
     ElementLoader ld{g, X, Shape{}, "", coords("e"), &dp, "", {}};
     std::string v = element(ld, true);
     std::string y = fmt::format("({} - mean) * rstd", v);
-    auto param = [&](size_t slot) {
-      int t = A.inputs[slot];
-      std::vector<int> map(r, -1);
-      map[1] = 0;
-      return load_f32(tensor_param(t) + " + " +
-                      operand_offset(g.tensor(t).desc, map, ld.coords, dp));
-    };
+    auto param = [&](size_t slot) { return channel_param(g, A, slot, ld.coords, dp); };
     if (A.inputs.size() > 1) y = fmt::format("{} * {}", y, param(1));
     if (A.inputs.size() > 2) y = fmt::format("{} + {}", y, param(2));
     w.line("const float y = {};", y);
