@@ -9,6 +9,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 
 #include "engine/op_table.hpp"
 #include "kiln/engine.hpp"
@@ -438,10 +439,13 @@ TEST(OpsGpuCompile, EveryCaseCompilesToCubin) {
   for (const Case& c : cases()) {
     std::shared_ptr<Graph> g = c.build();
     try {
-      EngineOptions so = eo;
-      so.schedule = c.schedule;
-      Engine scheduled(so);
-      CompiledGraph cg = (c.schedule.empty() ? eng : scheduled).compile(*g);
+      std::optional<Engine> scheduled;  // only for the cases with an opt-in schedule
+      if (!c.schedule.empty()) {
+        EngineOptions so = eo;
+        so.schedule = c.schedule;
+        scheduled.emplace(so);
+      }
+      CompiledGraph cg = (scheduled ? *scheduled : eng).compile(*g);
       EXPECT_FALSE(cg.kernels().empty()) << c.name;
       if (!c.schedule.empty()) {
         bool resident = false;
@@ -459,11 +463,14 @@ TEST_P(OpsGpu, MatchesReference) {
   KILN_REQUIRE_DEVICE();
   const Case& c = cases().at(GetParam());
   std::shared_ptr<Graph> g = c.build();
-  EngineOptions eo;
-  eo.fusion = c.fusion;
-  eo.schedule = c.schedule;
-  Engine own(eo);
-  Engine& eng = c.fusion && c.schedule.empty() ? engine() : own;
+  std::optional<Engine> own;  // unfused or opt-in schedule: an Engine of its own
+  if (!c.fusion || !c.schedule.empty()) {
+    EngineOptions eo;
+    eo.fusion = c.fusion;
+    eo.schedule = c.schedule;
+    own.emplace(eo);
+  }
+  Engine& eng = own ? *own : engine();
   CompiledGraph cg = eng.compile(*g);
 
   std::map<std::string, HostTensor> host_in;
