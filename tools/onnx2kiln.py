@@ -1498,19 +1498,26 @@ def _stamp_path(model_path, out_dir, name, layout, dtype):
     return os.path.join(out_dir, ".onnx2kiln-" + hashlib.sha1(ident.encode()).hexdigest()[:16] + ".json")
 
 
-def _stamp_key(model_path, name, layout, dtype, stamp_path=None):
-    """The key of this conversion. The model's content hash is reused from the stamp when the
-    model file's size and modification time are those the stamp recorded (as make and ccache's
-    direct mode do): an unchanged 100 MB model is not read again."""
-    import hashlib
-    facts = _file_facts(model_path)
-    model_sha1 = None
+def _read_stamp(stamp_path):
+    """The stamp's contents (a dict), or None when missing or unreadable."""
     try:
         with open(stamp_path) as f:
-            old = json.load(f)
-        if old.get("model_facts") == facts:
-            model_sha1 = old["key"]["model_sha1"]
-    except (OSError, TypeError, ValueError, KeyError, AttributeError):
+            stamp = json.load(f)
+        return stamp if isinstance(stamp, dict) else None
+    except (OSError, ValueError):
+        return None
+
+
+def _stamp_key(model_path, name, layout, dtype, stamp=None):
+    """The key of this conversion. The model's content hash is reused from `stamp` when the model
+    file's size and modification time are those it recorded (as make and ccache's direct mode do):
+    an unchanged 100 MB model is not read again."""
+    import hashlib
+    model_sha1 = None
+    try:
+        if stamp and stamp.get("model_facts") == _file_facts(model_path):
+            model_sha1 = stamp["key"]["model_sha1"]
+    except (TypeError, KeyError, AttributeError):
         pass
     if model_sha1 is None:
         h = hashlib.sha1()
@@ -1529,12 +1536,10 @@ def _file_facts(path):
     return [st.st_size, st.st_mtime_ns]
 
 
-def _up_to_date(stamp_path, key):
+def _up_to_date(stamp, key):
     """The stamp's printed summary when the stamp matches and its outputs are untouched."""
     try:
-        with open(stamp_path) as f:
-            stamp = json.load(f)
-        if stamp.get("key") != key:
+        if not stamp or stamp.get("key") != key:
             return None
         for path, facts in stamp.get("outputs", {}).items():
             if _file_facts(path) != facts:
@@ -1570,8 +1575,9 @@ def main(argv=None):
     stamp, key = None, None
     if os.path.isfile(args.model):
         stamp = _stamp_path(args.model, args.out, args.name, args.layout, args.dtype)
-        key = _stamp_key(args.model, args.name, args.layout, args.dtype, stamp)
-        summary = None if args.force else _up_to_date(stamp, key)
+        old = _read_stamp(stamp)
+        key = _stamp_key(args.model, args.name, args.layout, args.dtype, old)
+        summary = None if args.force else _up_to_date(old, key)
         if summary is not None:
             print(f"up to date: {args.out} holds this conversion of {args.model} (same model "
                   "bytes, options and converter; outputs untouched): nothing to do (--force "
