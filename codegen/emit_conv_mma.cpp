@@ -609,13 +609,17 @@ KernelSpec emit_mma(const Problem& p, const ContractionConfig& cfg_in, int sm) {
       b.line("if (row >= {}) continue;", m_code);
       coords = epilogue_coords(b, p, a);
     }
+    // Every column of the grid's tiles is in range when the tiles divide N exactly (grid y is
+    // N / BN, a CTA's columns n0 .. n0 + BN - 1): no column check, which would be dead code
+    // (and the unrolled epilogue's compare-and-branch per column group costs NVRTC time).
+    const bool cols_exact = gn.is_static() && gn.value() % cfg.bn == 0;
     b.line("#pragma unroll");
     auto lni = b.block("for (int ni = 0; ni < G::NI; ++ni) {{");
     if (outputs_pair_storable(p, a)) {
       // Columns (2 l, 2 l + 1) of a lane are adjacent in memory: one 4-byte (16-bit types) or
       // 8-byte (f32) store per pair.
       b.line("const long long col0 = n0 + wn * {} + ni * 8 + (lane & 3) * 2;", cfg.wn);
-      b.line("if (col0 >= {}) continue;", n_code);
+      if (!cols_exact) b.line("if (col0 >= {}) continue;", n_code);
       for (int t : p.group->outputs) b.line("float o{}[2];", t);
       b.line("#pragma unroll");
       {
@@ -646,7 +650,7 @@ KernelSpec emit_mma(const Problem& p, const ContractionConfig& cfg_in, int sm) {
       b.line("#pragma unroll");
       auto le = b.block("for (int e = 0; e < 2; ++e) {{");
       b.line("const long long col = n0 + wn * {} + ni * 8 + (lane & 3) * 2 + e;", cfg.wn);
-      b.line("if (col >= {}) continue;", n_code);
+      if (!cols_exact) b.line("if (col >= {}) continue;", n_code);
       b.line("const float acc_v = acc[mi][ni][hh * 2 + e];");
       EpilogueCode e = epilogue(p, a, coords, "acc_v", "");
       for (auto& l : e.lines) b.put(l);

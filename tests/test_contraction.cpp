@@ -934,3 +934,29 @@ TEST(Contraction, SplitKForSmallMLargeK) {
     }
   }
 }
+
+// No column check in the tiled epilogue when the tiles divide N (it would be dead code, and its
+// compare-and-branch per column group costs NVRTC time); a ragged N keeps it.
+TEST(Contraction, ColumnCheckOnlyForPartialTiles) {
+  auto graph = [](int64_t k) {
+    Graph g("cols");
+    Tensor x = g.input("x", DType::F16, {"N", 256, 14, 14}, Layout::NHWC);
+    Tensor w = g.constant_random("w", {DType::F16, {k, 256, 1, 1}, Layout::NHWC, {}}, "normal", 0,
+                                 0.05, 1);
+    Tensor b = g.constant_random("b", {DType::F16, {k}, Layout::NCHW, {}}, "normal", 0, 1, 2);
+    Tensor r = g.input("r", DType::F16, {"N", k, 14, 14}, Layout::NHWC);
+    g.output(g.relu(g.add(g.conv2d(x, w, b, Conv2dOptions{}), r)));
+    return g;
+  };
+  for (int64_t k : {256, 200}) {
+    Graph g = graph(k);
+    for (bool arch_specific : {false, true}) {
+      KernelSpec ks = arch_specific ? emit_arch_specific(g) : emit(g, make_group(g), 80);
+      SCOPED_TRACE(ks.name);
+      EXPECT_TRUE(uses_mma(ks));
+      std::string body = ks.source.substr(ks.source.find("extern \"C\""));
+      EXPECT_EQ(body.find("if (col0 >= ") != std::string::npos, k == 200);
+      compile_for(ks, {arch_specific ? "sm_90a" : "sm_80"});
+    }
+  }
+}
