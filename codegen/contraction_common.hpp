@@ -84,11 +84,23 @@ struct EpilogueCode {
   std::vector<std::string> lines;
   std::vector<std::string> ops;  // op names for the kernel name ("bias", "relu", ...)
 };
+// Pair loads, for an epilogue that runs over the two columns (col0, col0 + 1) of a pair in a loop
+// over `e` (0, 1; coords name the column `col` == col0 + e): a 16-bit operand contiguous along the
+// column, with every other stride an even literal, is read as one 32-bit word per pair (declared
+// in `pre`, lines for before the loop, addressed by col0: `a<tensor id>_<n>`) and element `e` of
+// it taken in the loop. The same values as two 16-bit loads (buffers are 16-byte aligned and the
+// offset is even), half the loads.
+struct EpiloguePairs {
+  std::string col0 = "col0", e = "e";
+  std::vector<std::string> pre;              // filled by epilogue()
+  std::map<std::string, std::string> words;  // load expression -> its word's name
+};
 // With `capture` set, output values are assigned to `<capture>{tensor}[<capture_index>]` instead
-// of stored (the caller stores them, e.g. as vector pairs).
+// of stored (the caller stores them, e.g. as vector pairs). With `pairs`, see EpiloguePairs.
 EpilogueCode epilogue(const Problem& p, ArgList& args, const std::vector<std::string>& coords,
                       const std::string& acc, const std::string& indent,
-                      const std::string& capture = "", const std::string& capture_index = "");
+                      const std::string& capture = "", const std::string& capture_index = "",
+                      EpiloguePairs* pairs = nullptr);
 // True when every output of the group is contiguous along the last GEMM coordinate (the conv
 // channel / matmul column) with an even static extent: pairs of columns can be stored as one.
 bool outputs_pair_storable(const Problem& p, ArgList& args);

@@ -2,6 +2,7 @@
 // kernel that handles every shape, layout, group count and dtype (the fallback of the
 // heuristics, and the path for grouped / depthwise convolutions).
 #include <algorithm>
+#include <cctype>
 #include <set>
 
 #include "codegen/canonical_source.hpp"
@@ -192,20 +193,65 @@ std::string device_preamble() {
 
 // ---------------------------------------------------------------- epilogue
 
+namespace {
+
+bool is_even_literal(const std::string& stride) {
+  if (stride.size() < 3 || stride.compare(stride.size() - 2, 2, "LL") != 0) return false;
+  for (size_t i = 0; i + 2 < stride.size(); ++i)
+    if (!std::isdigit(static_cast<unsigned char>(stride[i]))) return false;
+  return (stride[stride.size() - 3] - '0') % 2 == 0;
+}
+
+// One load term: `coord` * `stride` (code).
+struct Term {
+  size_t coord;
+  std::string stride;
+};
+
+// The code of an epilogue operand's value: a pair load (its word declared once in pairs->pre)
+// where EpiloguePairs allows it, else one scalar load. `col` is the column's index in `coords`.
+std::string operand_load(ArgList& args, const Graph& g, int t, const std::vector<Term>& terms,
+                         const std::vector<std::string>& coords, size_t col, EpiloguePairs* pairs,
+                         const std::string& ind) {
+  const TensorDesc& td = g.tensor(t).desc;
+  std::string ptr = args.tensor(g, t, true);
+  bool pair = pairs && td.dtype != DType::F32;
+  bool along_col = false;
+  for (const Term& m : terms) {
+    if (m.coord == col)
+      along_col = m.stride == "1LL";
+    else
+      pair = pair && is_even_literal(m.stride);
+  }
+  pair = pair && along_col;
+  std::string off;
+  for (const Term& m : terms)
+    off += fmt::format("{}{} * {}", off.empty() ? "" : " + ",
+                       pair && m.coord == col ? pairs->col0 : coords[m.coord], m.stride);
+  if (off.empty()) off = "0";
+  if (!pair) return fmt::format("{}({} + {})", load_fn(td.dtype), ptr, off);
+  std::string load = fmt::format("kc_ld_x2({} + {})", ptr, off);
+  auto [it, fresh] = pairs->words.emplace(load, fmt::format("a{}_{}", t, pairs->words.size()));
+  if (fresh) pairs->pre.push_back(fmt::format("{}const unsigned {} = {};", ind, it->second, load));
+  return fmt::format("kc_{}_of_x2({}, {})", dtype_name(td.dtype), it->second, pairs->e);
+}
+
+}  // namespace
+
 EpilogueCode epilogue(const Problem& p, ArgList& args, const std::vector<std::string>& coords,
                       const std::string& acc, const std::string& ind, const std::string& capture,
-                      const std::string& capture_index) {
+                      const std::string& capture_index, EpiloguePairs* pairs) {
   const Graph& g = *p.graph;
   EpilogueCode e;
   std::map<int, std::string> vals;
   const TensorDesc& yd = g.tensor(p.y).desc;
   std::string yv = fmt::format("v{}", p.y);
+  const size_t col = p.is_conv ? 1 : coords.size() - 1;
   if (p.bias >= 0) {
     const TensorDesc& bd = g.tensor(p.bias).desc;
-    std::string ch = p.is_conv ? coords[1] : coords.back();
-    e.lines.push_back(fmt::format("{}const float {} = {} + {}({} + {} * {});", ind, yv, acc,
-                                  load_fn(bd.dtype), args.tensor(g, p.bias, true), ch,
-                                  stride_code(args, bd)[0]));
+    std::string ld =
+        operand_load(args, g, p.bias, {{col, stride_code(args, bd)[0]}}, coords, col, pairs, ind);
+    e.lines.push_back(fmt::format("{}const float {} = {} + {};", ind, yv, acc, ld));
     e.ops.push_back("bias");
   } else {
     e.lines.push_back(fmt::format("{}const float {} = {};", ind, yv, acc));
@@ -232,15 +278,15 @@ EpilogueCode epilogue(const Problem& p, ArgList& args, const std::vector<std::st
       const TensorDesc& td = g.tensor(t).desc;
       std::vector<int> map = operand_dim_map(g, n, static_cast<int>(slot), yd.shape);
       auto st = stride_code(args, td);
-      std::string off;
+      std::vector<Term> terms;
       for (size_t i = 0; i < map.size(); ++i) {
         if (map[i] < 0) continue;
         if (td.shape[map[i]].is_static() && td.shape[map[i]].value() == 1) continue;
-        off += fmt::format("{}{} * {}", off.empty() ? "" : " + ", coords[i], st[map[i]]);
+        terms.push_back({i, st[map[i]]});
       }
       std::string v = fmt::format("v{}", t);
-      e.lines.push_back(fmt::format("{}const float {} = {}({} + {});", ind, v, load_fn(td.dtype),
-                                    args.tensor(g, t, true), off.empty() ? "0" : off));
+      e.lines.push_back(fmt::format("{}const float {} = {};", ind, v,
+                                    operand_load(args, g, t, terms, coords, col, pairs, ind)));
       vals[t] = v;
       x.push_back(v);
     }

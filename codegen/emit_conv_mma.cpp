@@ -617,16 +617,19 @@ KernelSpec emit_mma(const Problem& p, const ContractionConfig& cfg_in, int sm) {
     auto lni = b.block("for (int ni = 0; ni < G::NI; ++ni) {{");
     if (outputs_pair_storable(p, a)) {
       // Columns (2 l, 2 l + 1) of a lane are adjacent in memory: one 4-byte (16-bit types) or
-      // 8-byte (f32) store per pair.
+      // 8-byte (f32) store per pair, and one 4-byte load per pair of a 16-bit operand read
+      // along the columns (EpiloguePairs).
       b.line("const long long col0 = n0 + wn * {} + ni * 8 + (lane & 3) * 2;", cfg.wn);
       if (!cols_exact) b.line("if (col0 >= {}) continue;", n_code);
+      EpiloguePairs pairs;
+      EpilogueCode e = epilogue(p, a, coords, "acc_v", "", "o", "e", &pairs);
+      for (auto& l : pairs.pre) b.put(l);
       for (int t : p.group->outputs) b.line("float o{}[2];", t);
       b.line("#pragma unroll");
       {
         auto le = b.block("for (int e = 0; e < 2; ++e) {{");
         b.line("const long long col = col0 + e;");
         b.line("const float acc_v = acc[mi][ni][hh * 2 + e];");
-        EpilogueCode e = epilogue(p, a, coords, "acc_v", "", "o", "e");
         for (auto& l : e.lines) b.put(l);
       }
       std::vector<std::string> c0 = coords;

@@ -13,6 +13,19 @@ __device__ __forceinline__ float kc_ld_f16(const unsigned short* p) {
 __device__ __forceinline__ float kc_ld_bf16(const unsigned short* p) {
   return __uint_as_float(((unsigned)*p) << 16);
 }
+// Two adjacent 16-bit values at p (4-byte aligned) as one 32-bit word (first in the low half),
+// and element e (0, 1) of such a word as f32: the values kc_ld_f16 / kc_ld_bf16 of p + e read.
+__device__ __forceinline__ unsigned kc_ld_x2(const unsigned short* p) {
+  return *reinterpret_cast<const unsigned*>(p);
+}
+__device__ __forceinline__ float kc_f16_of_x2(unsigned w, int e) {
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"((unsigned short)(e ? w >> 16 : w & 0xffffu)));
+  return f;
+}
+__device__ __forceinline__ float kc_bf16_of_x2(unsigned w, int e) {
+  return __uint_as_float(e ? w & 0xffff0000u : w << 16);
+}
 __device__ __forceinline__ unsigned short kc_f32_to_f16(float f) {
   unsigned short h;
   asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
