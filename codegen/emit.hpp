@@ -12,7 +12,8 @@ struct EmitContext {
 
 KernelSpec emit_pointwise(const EmitContext& cx, const FusionGroup& g);
 KernelSpec emit_rownorm(const EmitContext& cx, const FusionGroup& g);
-KernelSpec emit_channelnorm(const EmitContext& cx, const FusionGroup& g);
+// Two kernels (statistics, apply) for the split schedule, else one.
+std::vector<KernelSpec> emit_channelnorm(const EmitContext& cx, const FusionGroup& g);
 KernelSpec emit_reduction(const EmitContext& cx, const FusionGroup& g);
 KernelSpec emit_window(const EmitContext& cx, const FusionGroup& g);
 KernelSpec emit_copy(const EmitContext& cx, const FusionGroup& g);

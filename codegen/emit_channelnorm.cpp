@@ -1,25 +1,24 @@
 // ChannelNorm groups: groupnorm / instancenorm (statistics per (n, group) over the group's
 // channels and all spatial positions), NCHW or NHWC, with an elementwise prologue and epilogue.
-// Three schedules; the rule takes the cluster path where it fits, else per-group; the resident
-// one is opt-in (channelnorm.algo=resident|cluster|pergroup picks one first):
+// Three schedules. The rule: on sm_90 the cluster path where it fits (no prologue), else the
+// split path where it fits (NHWC, static channels and spatial size), else per-group;
+// channelnorm.algo=split|cluster|pergroup picks one first.
 //
-// Resident path (sm_80+, NHWC, static C and spatial size; "..._g32_resident_..."): DRAM sees
-// exactly one read and one write, with loads and stores of different samples overlapping. Each
-// sample's S x C elements (contiguous) are split into B chunks of threads x vecs 16-byte vectors,
-// one CTA each, grid N*B with blockIdx = n*B + chunk. A thread issues all its vector loads at
-// once and keeps them in registers (raw, the prologue applied per use); threads is a multiple of
-// C / gcd(C, vec) so each lane's channel is fixed. Statistics are shifted sums (x - x0), x0 = the
-// group's first element (every CTA loads the same, so the sums add up; no cancellation for a
-// large mean), reduced over the CTA in shared memory and added with one f32 atomic per group to
-// a per-(n, group) total in the Counters buffer. The CTA then arrives at its sample's counter
-// and waits for all B (one thread spins with acquire loads and backoff, trapping after ~2 s),
-// reads the totals, normalizes its registers and stores. The last CTA to leave zeroes the
-// sample's totals and counters, so the buffer stays zero between launches without a memset.
-// The wait needs all B CTAs of a sample resident together: CTAs are dispatched in blockIdx order
-// (which CUB's decoupled look-back also relies on), so every earlier sample finishes first, and
-// the schedule keeps B <= 256 and within what 64 SMs hold at the CTAs per SM its launch bounds
-// guarantee (choose_channelnorm_resident). B == 1 needs no wait and no counters. The atomics make
-// the f32 sums order-dependent: results may differ in the last bits from run to run.
+// Split path (sm_80+, NHWC, static C and spatial size; "..._g32_split_stats_..." and
+// "..._g32_split_apply_..."): two kernels sharing a workspace, with no CTA ever waiting for
+// another. Each sample's S x C elements (contiguous) are split into B spans of `iters` chunks of
+// threads x vecs 16-byte vectors, one CTA per span in both kernels (grid N*B); a thread keeps a
+// chunk's vectors in registers while the next chunk's loads are in flight, and threads is a
+// multiple of C / gcd(C, vec) so each lane's channel is fixed. The statistics kernel accumulates
+// shifted sums (x - x0), x0 = the group's first element (every CTA loads the same, so the sums
+// add up; no cancellation for a large mean), reduces them over the CTA in shared memory, and
+// stores its per-group partials; the last CTA of the sample to arrive (a self-resetting counter
+// per sample) adds the B partials in chunk order (deterministic) and stores the sample's mean
+// and rstd. The apply kernel reads those, re-reads its span (CTAs and chunks in reverse order,
+// the statistics kernel having asked L2 to keep the input with evict_last), normalizes, applies
+// the affine and the epilogue, and stores with 16-byte vectors. DRAM sees the input twice where
+// L2 does not keep it. Measured (run 22, 16x320x64x64 f16 on the H200): 51.0 us, statistics
+// 25.3 us and apply 28.1 us timed alone, against the cluster path's 47.9.
 //
 // Per-group fallback: one CTA per (n, group). Pass 1 accumulates shifted sums (x - x0) and
 // (x - x0)^2 (x0 = the group's first element, which keeps the variance free of cancellation for
@@ -44,9 +43,10 @@
 // then the centered sum of squares. Finally normalize + affine + epilogue from shared memory
 // with 16-byte stores. Each thread only touches the shared vectors it copied itself, so the data
 // needs no CTA barrier. Two CTAs per SM (launch bounds, <= ~110 KB shared each). Measured at
-// 40.6% of copy bandwidth for 16x320x64x64 f16 on an H200: loads, reductions and stores of a CTA
-// run one after another and two CTAs per SM do not overlap them enough. The resident path was
-// built to overlap them and measured slower (19.8 %, run 17): see the rule below.
+// 40.6-41.5% of copy bandwidth for 16x320x64x64 f16 on an H200: loads, reductions and stores of
+// a CTA run one after another and two CTAs per SM do not overlap them enough. A register-resident
+// schedule whose CTAs waited for their sample's other CTAs measured slower (19.8 %, run 17) and
+// was replaced by the split path.
 #include <algorithm>
 #include <functional>
 #include <map>
@@ -309,9 +309,10 @@ bool emit_cluster(const EmitContext& cx, const FusionGroup& grp, bool no_prologu
   return true;
 }
 
-// The resident schedule (see the file comment); false when the shape is not covered.
-bool emit_resident(const EmitContext& cx, const FusionGroup& grp, const std::vector<int>& prologue,
-                   const std::vector<int>& epilogue, KernelSpec* out) {
+// The split schedule (see the file comment): a statistics kernel and an apply kernel; false when
+// the shape is not covered.
+bool emit_split(const EmitContext& cx, const FusionGroup& grp, const std::vector<int>& prologue,
+                const std::vector<int>& epilogue, std::vector<KernelSpec>* out) {
   const Graph& g = cx.graph;
   const Node& A = g.nodes()[grp.anchor];
   const int in_t = A.inputs[0], out_t = A.outputs[0];
@@ -352,16 +353,16 @@ bool emit_resident(const EmitContext& cx, const FusionGroup& grp, const std::vec
   if (prologue.empty() && vin.empty()) return false;
   for (int t : grp.outputs)
     if (dense(t)) vout.push_back(t);
-  const ChannelNormResident sch = choose_channelnorm_resident(
+  const ChannelNormSplit sch = choose_channelnorm_split(
       C, G, S, V, static_cast<int>(vin.size()), !prologue.empty(), cx.opts.sm, cx.opts.schedule);
   if (!sch.ok) return false;
-  const int T = sch.threads, NV = sch.vecs;
-  const int64_t B = sch.ctas, SV = C * S / V;
-  const bool tail = SV % (int64_t{T} * NV) != 0;  // the last chunk of a sample is partial
-
-  GroupParams gp(g, grp);
-  DimParams& dp = gp.dims;
-  const std::string name = group_kernel_name(g, grp, fmt::format("g{}_resident", G));
+  const int T = sch.threads, NV = sch.vecs, L = sch.iters;
+  const int64_t B = sch.ctas, SV = C * S / V, chunk = int64_t{T} * NV;
+  const bool tail = SV % (chunk * L) != 0;  // the last CTA of a sample has a partial span
+  // Workspace floats per sample: B chunk partials (sum, sum of squares) per group, then the
+  // sample's (mean, rstd) per group.
+  const int64_t parts = B * G * 2, per_sample = parts + 2 * G;
+  const std::string count = fmt::format("{}.0f", Cg * S);
   std::vector<int> ident(r);
   std::iota(ident.begin(), ident.end(), 0);
   auto identity_key = [&](int t) {
@@ -369,244 +370,323 @@ bool emit_resident(const EmitContext& cx, const FusionGroup& grp, const std::vec
     for (int i = 0; i < r; ++i) k += fmt::format(",{}", i);
     return k;
   };
-  // Coordinates of the element at channel `c`, pixel `p` of sample n.
-  auto coords = [&](const std::string& c, const std::string& p) {
-    std::vector<std::string> cs(r, "0");
-    cs[0] = "n";
-    cs[1] = c;
-    auto sc = decompose(p, spatial, row_major_strides(spatial), dp);
-    for (size_t k = 0; k < sc.size(); ++k) cs[2 + k] = sc[k];
-    return cs;
-  };
 
-  Writer w;
-  // Lane l of vector i: element e = vi * V + l of the sample, channel e % C (fixed per thread and
-  // lane: threads * V is a multiple of C).
-  const std::string lane_ch = C % V == 0 ? "(c0 + l)" : fmt::format("((c0 + l) % {})", C);
-  const std::string lane_pix = fmt::format("((vi * {} + l) / {})", V, C);
-  const std::string lane_lin = fmt::format("(sbase + vi * {} + l)", V);
-  // A loader for one lane: the register-held inputs from their unpacked vectors a<t>_1.
-  std::map<std::string, std::string> lane_pre;
-  for (int t : vin) lane_pre[identity_key(t)] = fmt::format("a{}_1[l]", t);
-  auto lane_loader = [&] {
-    return ElementLoader{g, X, ds, lane_lin, coords(lane_ch, lane_pix), &dp, "", lane_pre};
-  };
-  // The prologue for one element; returns the anchor input's value, all values in `vals`.
-  auto element = [&](ElementLoader& ld, std::map<int, std::string>* vals) {
-    PointwiseEmitter pe{g, ld.fn(), {}, ""};
-    pe.emit(w, prologue);
-    *vals = pe.values;
-    if (vals->count(in_t)) return vals->at(in_t);
-    auto it = ld.cache.find(identity_key(in_t));
-    std::string v = it != ld.cache.end()
-                        ? it->second
-                        : load_f32(tensor_param(in_t) + " + " + ld.offset(in_t, ident));
-    (*vals)[in_t] = v;
-    return v;
-  };
-  // Loops over this thread's vectors, unpacking the register-held inputs; `lane` emits the body
-  // of the per-lane loop.
-  auto over_vectors = [&](const std::function<void()>& before, const std::function<void()>& lane,
-                          const std::function<void()>& after) {
-    w.line("#pragma unroll");
-    w.open("for (int i = 0; i < {}; ++i) {{", NV);
-    w.line("const long long vi = vbase + i * {} + t;", T);
-    if (tail) w.open("if (vi < {}) {{", SV);
-    for (int t : vin) {
-      w.line("float a{}_1[{}];", t, V);
-      w.line("kiln_cn_unpack(a{}_0[i], {}, a{}_1);", t, tensor_param(t), t);
+  for (int phase = 0; phase < 2; ++phase) {
+    const bool apply = phase == 1;
+    GroupParams gp(g, grp);
+    DimParams& dp = gp.dims;
+    const std::string name =
+        group_kernel_name(g, grp, fmt::format("g{}_split_{}", G, apply ? "apply" : "stats"));
+    // Coordinates of the element at channel `c`, pixel `p` of sample n.
+    auto coords = [&](const std::string& c, const std::string& p) {
+      std::vector<std::string> cs(r, "0");
+      cs[0] = "n";
+      cs[1] = c;
+      auto sc = decompose(p, spatial, row_major_strides(spatial), dp);
+      for (size_t k = 0; k < sc.size(); ++k) cs[2 + k] = sc[k];
+      return cs;
+    };
+    Writer w;
+    // Lane l of vector i: element e = vi * V + l of the sample, channel e % C (fixed per thread
+    // and lane: threads * V is a multiple of C).
+    const std::string lane_ch = C % V == 0 ? "(c0 + l)" : fmt::format("((c0 + l) % {})", C);
+    const std::string lane_pix = fmt::format("((vi * {} + l) / {})", V, C);
+    const std::string lane_lin = fmt::format("(sbase + vi * {} + l)", V);
+    // A loader for one lane: the register-held inputs from their unpacked vectors a<t>_1.
+    std::map<std::string, std::string> lane_pre;
+    for (int t : vin) lane_pre[identity_key(t)] = fmt::format("a{}_1[l]", t);
+    auto lane_loader = [&] {
+      return ElementLoader{g, X, ds, lane_lin, coords(lane_ch, lane_pix), &dp, "", lane_pre};
+    };
+    // The prologue for one element; returns the anchor input's value, all values in `vals`.
+    auto element = [&](ElementLoader& ld, std::map<int, std::string>* vals) {
+      PointwiseEmitter pe{g, ld.fn(), {}, ""};
+      pe.emit(w, prologue);
+      *vals = pe.values;
+      if (vals->count(in_t)) return vals->at(in_t);
+      auto it = ld.cache.find(identity_key(in_t));
+      std::string v = it != ld.cache.end()
+                          ? it->second
+                          : load_f32(tensor_param(in_t) + " + " + ld.offset(in_t, ident));
+      (*vals)[in_t] = v;
+      return v;
+    };
+    // Loops over this thread's vectors, unpacking the register-held inputs; `lane` emits the
+    // body of the per-lane loop.
+    auto over_vectors = [&](const std::function<void()>& before, const std::function<void()>& lane,
+                            const std::function<void()>& after) {
+      w.line("#pragma unroll");
+      w.open("for (int i = 0; i < {}; ++i) {{", NV);
+      w.line("const long long vi = vbase + i * {} + t;", T);
+      if (tail) w.open("if (vi < {}) {{", SV);
+      for (int t : vin) {
+        w.line("float a{}_1[{}];", t, V);
+        w.line("kiln_cn_unpack(a{}_0[i], {}, a{}_1);", t, tensor_param(t), t);
+      }
+      before();
+      w.line("#pragma unroll");
+      w.open("for (int l = 0; l < {}; ++l) {{", V);
+      lane();
+      w.close();
+      after();
+      if (tail) w.close();
+      w.close();
+    };
+
+    w.line("// group {}: {} ({} groups of {} channels) over {}", grp.id, op_name(A.op), G, Cg,
+           xd.str());
+    w.line("// split, {}: {} CTAs per sample, each {} chunk{} of {} threads x {} vectors{}",
+           apply ? "apply" : "statistics", B, L, L > 1 ? "s" : "", T, NV,
+           sch.hints ? ", L2 policies" : "");
+    w.open(
+        "extern \"C\" __global__ void __launch_bounds__({}, {}) {}(KILN_PARAMS, float* "
+        "__restrict__ kc_ws{}) {{",
+        T, sch.ctas_per_sm, name, !apply && B > 1 ? ", unsigned* __restrict__ kc_cnt" : "");
+    if (apply) w.line("__shared__ float gmean[{0}], grstd[{0}];", G);
+    if (apply)
+      w.line("// reversed: the chunks the statistics kernel read last are the likeliest in L2");
+    w.line("const long long bid = {};",
+           apply ? "static_cast<long long>(gridDim.x) - 1 - blockIdx.x" : "blockIdx.x");
+    w.line("const long long n = bid / {};", B);
+    w.line("const int t = threadIdx.x;");
+    w.line("const long long sbase = n * {};  // first element of the sample", C * S);
+    w.line("const long long vbase0 = (bid % {}) * {};  // this CTA's span", B, chunk * L);
+    w.line("const int c0 = t * {} % {};  // channel of lane 0", V, C);
+    w.line("float* const ws = kc_ws + n * {};  // the sample's partials, then its mean and rstd",
+           per_sample);
+    // 1. Every load of the chunk in flight at once. The statistics kernel asks L2 to keep the
+    // input (evict_last) for the apply kernel's re-read, which marks it evict_first again.
+    if (sch.hints)
+      w.line("const unsigned long long pol = kiln_cn_policy_{}();",
+             apply ? "evict_first" : "evict_last");
+    // Loads of the chunk at `base` into a<t>_<buf> (all in flight at once).
+    auto load_chunk = [&](int buf, const std::string& base) {
+      w.line("#pragma unroll");
+      w.open("for (int i = 0; i < {}; ++i) {{", NV);
+      w.line("const long long vi = {} + i * {} + t;", base, T);
+      for (int t : vin)
+        w.line("{}a{}_{}[i] = {}({} + sbase + vi * {}{});",
+               tail ? fmt::format("if (vi < {}) ", SV) : "", t, buf,
+               sch.hints ? "kiln_cn_ld16_hint" : "kiln_ld16_stream", tensor_param(t), V,
+               sch.hints ? ", pol" : "");
+      w.close();
+    };
+    // The span's chunks in order (the apply kernel: last first), each loaded while the one
+    // before it is processed: a<t>_0 holds the current chunk, a<t>_2 the next.
+    auto chunk_base = [&](const std::string& it) {
+      return L == 1 ? std::string("vbase0")
+                    : fmt::format("(vbase0 + ({}) * {})",
+                                  apply ? fmt::format("{} - ({})", L - 1, it) : it, chunk);
+    };
+    for (int t : vin) w.line("uint4 a{}_0[{}];  // as loaded; a<t>_1: unpacked to f32", t, NV);
+    load_chunk(0, chunk_base("0"));
+    auto over_span = [&](const std::function<void()>& process) {
+      if (L == 1) {
+        w.line("const long long vbase = vbase0;");
+        process();
+        return;
+      }
+      w.line("#pragma unroll 1");
+      w.open("for (int it = 0; it < {}; ++it) {{", L);
+      w.line("const long long vbase = {};", chunk_base("it"));
+      for (int t : vin) w.line("uint4 a{}_2[{}];", t, NV);
+      w.open("if (it + 1 < {}) {{", L);
+      load_chunk(2, chunk_base("it + 1"));
+      w.close();
+      process();
+      w.line("#pragma unroll");
+      w.open("for (int i = 0; i < {}; ++i) {{", NV);
+      for (int t : vin) w.line("a{0}_0[i] = a{0}_2[i];", t);
+      w.close();
+      w.close();
+    };
+    if (!apply) {
+      // 2. The shift of each group: its first element (the same in every CTA of the sample).
+      w.line("__shared__ float red1[{0}], red2[{0}];  // per-lane partials: rows of {1} channels",
+             int64_t{T} * V, C);
+      w.line("__shared__ float gshift[{}];", G);
+      w.open("for (int gi = t; gi < {}; gi += {}) {{", G, T);
+      {
+        ElementLoader ld{g,
+                         X,
+                         ds,
+                         fmt::format("(sbase + gi * {})", Cg),
+                         coords(fmt::format("(gi * {})", Cg), "0"),
+                         &dp,
+                         "",
+                         {}};
+        std::map<int, std::string> vals;
+        w.line("gshift[gi] = {};", element(ld, &vals));
+      }
+      w.close();
+      w.line("__syncthreads();");
+      w.line("float shift[{0}], s1[{0}], s2[{0}];", V);
+      w.line("#pragma unroll");
+      w.open("for (int l = 0; l < {}; ++l) {{", V);
+      w.line("shift[l] = gshift[{} / {}];", lane_ch, Cg);
+      w.line("s1[l] = 0.0f;");
+      w.line("s2[l] = 0.0f;");
+      w.close();
+      // 3. Shifted sums per lane, then over the CTA: rows of C channels halved in a tree, then
+      // per group over its Cg channels (a warp per group).
+      std::map<int, std::string> vals;
+      over_span([&] {
+        over_vectors([] {},
+                     [&] {
+                       ElementLoader ld = lane_loader();
+                       w.line("const float d = {} - shift[l];", element(ld, &vals));
+                       w.line("s1[l] += d;");
+                       w.line("s2[l] = fmaf(d, d, s2[l]);");
+                     },
+                     [] {});
+      });
+      w.line("#pragma unroll");
+      w.open("for (int l = 0; l < {}; ++l) {{", V);
+      w.line("red1[t * {0} + l] = s1[l];", V);
+      w.line("red2[t * {0} + l] = s2[l];", V);
+      w.close();
+      w.line("__syncthreads();");
+      for (int64_t rows = int64_t{T} * V / C; rows > 1;) {
+        const int64_t h = rows / 2, from = (rows - h) * C;
+        w.open("for (int k = t; k < {}; k += {}) {{", h * C, T);
+        w.line("red1[k] += red1[k + {}];", from);
+        w.line("red2[k] += red2[k + {}];", from);
+        w.close();
+        w.line("__syncthreads();");
+        rows -= h;
+      }
+      const int warps = T / 32;
+      // mean and rstd of group gi from its shifted sums a, b, into the sample's workspace.
+      auto finish = [&](const std::string& a, const std::string& b) {
+        w.line("const float dm = {} / {};", a, count);
+        w.line("ws[{} + 2 * gi] = gshift[gi] + dm;", parts);
+        w.line("ws[{} + 2 * gi + 1] = rsqrtf(fmaxf({} / {} - dm * dm, 0.0f) + {});", parts, b,
+               count, cuda_float(A.attr_float("eps")));
+      };
+      if (warps * 32 != T) w.open("if (t < {}) {{", warps * 32);
+      w.open("for (int gi = t / 32; gi < {}; gi += {}) {{", G, warps);
+      w.line("float a = 0.0f, b = 0.0f;");
+      w.open("for (int c = t % 32; c < {}; c += 32) {{", Cg);
+      w.line("a += red1[gi * {} + c];", Cg);
+      w.line("b += red2[gi * {} + c];", Cg);
+      w.close();
+      w.line("a = kiln_warp_sum(a);");
+      w.line("b = kiln_warp_sum(b);");
+      w.open("if (t % 32 == 0) {{");
+      if (B == 1) {
+        finish("a", "b");
+      } else {
+        w.line("ws[(bid % {}) * {} + 2 * gi] = a;", B, 2 * G);
+        w.line("ws[(bid % {}) * {} + 2 * gi + 1] = b;", B, 2 * G);
+        w.line("__threadfence();  // the partials before this CTA's arrival");
+      }
+      w.close();
+      w.close();
+      if (warps * 32 != T) w.close();
+      if (B > 1) {
+        // 4. The sample's last CTA to arrive adds the B partials of each group in chunk order
+        // (deterministic), writes mean and rstd, and zeroes its counter for the next launch.
+        w.line("__shared__ unsigned last;");
+        w.line("__syncthreads();");
+        w.line("if (t == 0) last = atomicAdd(kc_cnt + n, 1u) == {}u;", B - 1);
+        w.line("__syncthreads();");
+        w.line("if (!last) return;");
+        w.line("__threadfence();");
+        if (warps * 32 != T) w.open("if (t < {}) {{", warps * 32);
+        w.open("for (int gi = t / 32; gi < {}; gi += {}) {{", G, warps);
+        w.line("float a = 0.0f, b = 0.0f;");
+        w.open("for (int k = t % 32; k < {}; k += 32) {{", B);
+        w.line("a += kiln_cn_ld_relaxed(ws + k * {} + 2 * gi);", 2 * G);
+        w.line("b += kiln_cn_ld_relaxed(ws + k * {} + 2 * gi + 1);", 2 * G);
+        w.close();
+        w.line("a = kiln_warp_sum(a);");
+        w.line("b = kiln_warp_sum(b);");
+        w.open("if (t % 32 == 0) {{");
+        finish("a", "b");
+        w.close();
+        w.close();
+        if (warps * 32 != T) w.close();
+        w.line("if (t == 0) kc_cnt[n] = 0u;");
+      }
+      w.close();
+      KernelSpec k =
+          group_kernel_spec(name, w, gp, T, X[0] * Dim(B), device_file("kiln_channelnorm.cuh"));
+      // Its own minimum traffic: one read of the register-held inputs.
+      Dim bytes(0);
+      for (int t : vin)
+        bytes =
+            bytes + shape_numel(X) * Dim(static_cast<int64_t>(dtype_size(g.tensor(t).desc.dtype)));
+      k.bytes_moved = bytes;
+      out->push_back(std::move(k));
+      continue;
     }
-    before();
+    // Apply: the sample's statistics (written by the statistics kernel), then per lane the affine
+    // y = (x - mean) * a + b, a = rstd * scale; normalize, epilogue, store.
+    w.open("for (int gi = t; gi < {}; gi += {}) {{", G, T);
+    w.line("gmean[gi] = ws[{} + 2 * gi];", parts);
+    w.line("grstd[gi] = ws[{} + 2 * gi + 1];", parts);
+    w.close();
+    w.line("__syncthreads();");
+    w.line("float mean[{0}], ka[{0}], kb[{0}];", V);
     w.line("#pragma unroll");
     w.open("for (int l = 0; l < {}; ++l) {{", V);
-    lane();
+    {
+      std::vector<std::string> c = coords(lane_ch, "0");
+      auto param = [&](size_t slot) { return channel_param(g, A, slot, c, dp); };
+      w.line("const int gi = {} / {};", lane_ch, Cg);
+      w.line("mean[l] = gmean[gi];");
+      w.line("ka[l] = {};", A.inputs.size() > 1 ? "grstd[gi] * " + param(1) : "grstd[gi]");
+      w.line("kb[l] = {};", A.inputs.size() > 2 ? param(2) : std::string("0.0f"));
+    }
     w.close();
-    after();
-    if (tail) w.close();
-    w.close();
-  };
-
-  w.line("// group {}: {} ({} groups of {} channels) over {}", grp.id, op_name(A.op), G, Cg,
-         xd.str());
-  // Launch bounds: registers for the CTAs per SM the schedule counted on (see
-  // choose_channelnorm_resident: all of a sample's CTAs must be resident together).
-  w.line("// resident: {} CTAs per sample, {} threads x {} vectors in registers", B, T, NV);
-  w.open("extern \"C\" __global__ void __launch_bounds__({}, {}) {}(KILN_PARAMS{}) {{", T,
-         sch.ctas_per_sm, name, B > 1 ? ", unsigned* __restrict__ kc_cnt" : "");
-  w.line("__shared__ float red1[{0}], red2[{0}];  // per-lane partials: rows of {1} channels",
-         int64_t{T} * V, C);
-  w.line("__shared__ float gshift[{0}], gmean[{0}], grstd[{0}];", G);
-  w.line("const long long n = blockIdx.x / {};", B);
-  w.line("const int t = threadIdx.x;");
-  w.line("const long long sbase = n * {};  // first element of the sample", C * S);
-  w.line("const long long vbase = static_cast<long long>(blockIdx.x % {}) * {};", B,
-         int64_t{T} * NV);
-  w.line("const int c0 = t * {} % {};  // channel of lane 0", V, C);
-  // 1. Every load of the chunk in flight at once.
-  for (int t : vin) w.line("uint4 a{}_0[{}];  // as loaded; a<t>_1: unpacked to f32", t, NV);
-  w.line("#pragma unroll");
-  w.open("for (int i = 0; i < {}; ++i) {{", NV);
-  w.line("const long long vi = vbase + i * {} + t;", T);
-  for (int t : vin)
-    w.line("{}a{}_0[i] = kiln_ld16_stream({} + sbase + vi * {});",
-           tail ? fmt::format("if (vi < {}) ", SV) : "", t, tensor_param(t), V);
-  w.close();
-  // 2. The shift of each group: its first element (the same in every CTA of the sample).
-  w.open("for (int gi = t; gi < {}; gi += {}) {{", G, T);
-  {
-    ElementLoader ld{g,
-                     X,
-                     ds,
-                     fmt::format("(sbase + gi * {})", Cg),
-                     coords(fmt::format("(gi * {})", Cg), "0"),
-                     &dp,
-                     "",
-                     {}};
     std::map<int, std::string> vals;
-    w.line("gshift[gi] = {};", element(ld, &vals));
-  }
-  w.close();
-  w.line("__syncthreads();");
-  w.line("float shift[{0}], s1[{0}], s2[{0}];", V);
-  w.line("#pragma unroll");
-  w.open("for (int l = 0; l < {}; ++l) {{", V);
-  w.line("shift[l] = gshift[{} / {}];", lane_ch, Cg);
-  w.line("s1[l] = 0.0f;");
-  w.line("s2[l] = 0.0f;");
-  w.close();
-  // 3. Shifted sums per lane, then over the CTA: rows of C channels halved in a tree, then per
-  // group over its Cg channels (a warp per group).
-  std::map<int, std::string> vals;
-  over_vectors([] {},
-               [&] {
-                 ElementLoader ld = lane_loader();
-                 w.line("const float d = {} - shift[l];", element(ld, &vals));
-                 w.line("s1[l] += d;");
-                 w.line("s2[l] = fmaf(d, d, s2[l]);");
-               },
-               [] {});
-  w.line("#pragma unroll");
-  w.open("for (int l = 0; l < {}; ++l) {{", V);
-  w.line("red1[t * {0} + l] = s1[l];", V);
-  w.line("red2[t * {0} + l] = s2[l];", V);
-  w.close();
-  w.line("__syncthreads();");
-  for (int64_t rows = int64_t{T} * V / C; rows > 1;) {
-    const int64_t h = rows / 2, from = (rows - h) * C;
-    w.open("for (int k = t; k < {}; k += {}) {{", h * C, T);
-    w.line("red1[k] += red1[k + {}];", from);
-    w.line("red2[k] += red2[k + {}];", from);
+    over_span([&] {
+      over_vectors(
+          [&] {
+            for (int t : vout) w.line("float o{}[{}];", t, V);
+          },
+          [&] {
+            ElementLoader ld = lane_loader();
+            w.line("const float y = ({} - mean[l]) * ka[l] + kb[l];", element(ld, &vals));
+            std::map<int, std::string> seed = vals;
+            seed[out_t] = "y";
+            PointwiseEmitter pe{g, ld.fn(), seed, ""};
+            pe.emit(w, epilogue);
+            for (int t : grp.outputs) {
+              if (std::find(vout.begin(), vout.end(), t) != vout.end())
+                w.line("o{}[l] = {};", t, pe.values.at(t));
+              else
+                w.line("{};",
+                       store_f32(tensor_param(t) + " + " + ld.offset(t, ident), pe.values.at(t)));
+            }
+          },
+          [&] {
+            for (int t : vout)
+              w.line("{}({} + sbase + vi * {}, o{}{});",
+                     sch.hints ? "kiln_cn_stv_hint" : "kiln_stv", tensor_param(t), V, t,
+                     sch.hints ? ", pol" : "");
+          });
+    });
     w.close();
-    w.line("__syncthreads();");
-    rows -= h;
+    out->push_back(
+        group_kernel_spec(name, w, gp, T, X[0] * Dim(B), device_file("kiln_channelnorm.cuh")));
   }
-  const int warps = T / 32;
-  const std::string count = fmt::format("{}.0f", Cg * S);
-  // mean and rstd of group gi from its shifted sums a, b.
-  auto finish = [&](const std::string& a, const std::string& b) {
-    w.line("const float dm = {} / {};", a, count);
-    w.line("gmean[gi] = gshift[gi] + dm;");
-    w.line("grstd[gi] = rsqrtf(fmaxf({} / {} - dm * dm, 0.0f) + {});", b, count,
-           cuda_float(A.attr_float("eps")));
-  };
-  if (warps * 32 != T) w.open("if (t < {}) {{", warps * 32);
-  w.open("for (int gi = t / 32; gi < {}; gi += {}) {{", G, warps);
-  w.line("float a = 0.0f, b = 0.0f;");
-  w.open("for (int c = t % 32; c < {}; c += 32) {{", Cg);
-  w.line("a += red1[gi * {} + c];", Cg);
-  w.line("b += red2[gi * {} + c];", Cg);
-  w.close();
-  w.line("a = kiln_warp_sum(a);");
-  w.line("b = kiln_warp_sum(b);");
-  w.open("if (t % 32 == 0) {{");
-  if (B == 1) {
-    finish("a", "b");
-  } else {
-    w.line("atomicAdd(reinterpret_cast<float*>(kc_cnt) + n * {} + 2 + 2 * gi, a);", 2 + 2 * G);
-    w.line("atomicAdd(reinterpret_cast<float*>(kc_cnt) + n * {} + 3 + 2 * gi, b);", 2 + 2 * G);
-  }
-  w.close();
-  w.close();
-  if (warps * 32 != T) w.close();
+  KernelArg ws;
+  ws.kind = KernelArg::Kind::Scratch;
+  ws.value = X[0] * Dim(per_sample * 4);
+  for (KernelSpec& k : *out) k.args.push_back(ws);
   if (B > 1) {
-    // 4. Wait for the sample's other CTAs, read its totals, then the last CTA to leave zeroes
-    // the sums and both counters (kept zero between launches).
-    w.line("unsigned* const cnt = kc_cnt + n * {};  // arrived, departed, sums", 2 + 2 * G);
-    w.line("float* const tot = reinterpret_cast<float*>(cnt + 2);");
-    w.line("__syncthreads();");
-    w.line("if (t == 0) kiln_cn_arrive_and_wait(cnt, {}u);", B);
-    w.line("__syncthreads();");
-    w.open("for (int gi = t; gi < {}; gi += {}) {{", G, T);
-    finish("kiln_cn_ld_relaxed(tot + 2 * gi)", "kiln_cn_ld_relaxed(tot + 2 * gi + 1)");
-    w.close();
-    w.line("__syncthreads();");
-    w.open("if (t < 32) {{");
-    w.line("unsigned last = 0;");
-    w.open("if (t == 0) {{");
-    w.line("__threadfence();  // this CTA's reads of the totals before its departure");
-    w.line("last = atomicAdd(cnt + 1, 1u) == {}u;", B - 1);
-    w.line("__threadfence();");
-    w.close();
-    w.line("__syncwarp();");
-    w.open("if (__shfl_sync(0xffffffffu, last, 0)) {{");
-    w.line("for (int k = t; k < {}; k += 32) tot[k] = 0.0f;", 2 * G);
-    w.line("if (t == 0) cnt[0] = cnt[1] = 0u;");
-    w.close();
-    w.close();
-  } else {
-    w.line("__syncthreads();");
-  }
-  // 5. Per-lane affine y = (x - mean) * a + b, a = rstd * scale; normalize, epilogue, store.
-  w.line("float mean[{0}], ka[{0}], kb[{0}];", V);
-  w.line("#pragma unroll");
-  w.open("for (int l = 0; l < {}; ++l) {{", V);
-  {
-    std::vector<std::string> c = coords(lane_ch, "0");
-    auto param = [&](size_t slot) { return channel_param(g, A, slot, c, dp); };
-    w.line("const int gi = {} / {};", lane_ch, Cg);
-    w.line("mean[l] = gmean[gi];");
-    w.line("ka[l] = {};", A.inputs.size() > 1 ? "grstd[gi] * " + param(1) : "grstd[gi]");
-    w.line("kb[l] = {};", A.inputs.size() > 2 ? param(2) : std::string("0.0f"));
-  }
-  w.close();
-  over_vectors(
-      [&] {
-        for (int t : vout) w.line("float o{}[{}];", t, V);
-      },
-      [&] {
-        ElementLoader ld = lane_loader();
-        w.line("const float y = ({} - mean[l]) * ka[l] + kb[l];", element(ld, &vals));
-        std::map<int, std::string> seed = vals;
-        seed[out_t] = "y";
-        PointwiseEmitter pe{g, ld.fn(), seed, ""};
-        pe.emit(w, epilogue);
-        for (int t : grp.outputs) {
-          if (std::find(vout.begin(), vout.end(), t) != vout.end())
-            w.line("o{}[l] = {};", t, pe.values.at(t));
-          else
-            w.line("{};",
-                   store_f32(tensor_param(t) + " + " + ld.offset(t, ident), pe.values.at(t)));
-        }
-      },
-      [&] {
-        for (int t : vout) w.line("kiln_stv({} + sbase + vi * {}, o{});", tensor_param(t), V, t);
-      });
-  w.close();
-
-  *out = group_kernel_spec(name, w, gp, T, X[0] * Dim(B), device_file("kiln_channelnorm.cuh"));
-  if (B > 1) {
-    // Per sample: two counters and the f32 sum and sum of squares of each group (0.0f is zero).
-    KernelArg cnt;
+    KernelArg cnt;  // per sample: CTAs of the statistics kernel that have arrived
     cnt.kind = KernelArg::Kind::Counters;
-    cnt.value = X[0] * Dim(2 + 2 * G);
-    out->args.push_back(cnt);
+    cnt.value = X[0];
+    out->front().args.push_back(cnt);
   }
   return true;
 }
 
 }  // namespace
 
-KernelSpec emit_channelnorm(const EmitContext& cx, const FusionGroup& grp) {
+std::vector<KernelSpec> emit_channelnorm(const EmitContext& cx, const FusionGroup& grp) {
   const Graph& g = cx.graph;
   KILN_ASSERT(grp.anchor >= 0, "channelnorm group {} without anchor", grp.id);
   const Node& A = g.nodes()[grp.anchor];
@@ -636,17 +716,17 @@ KernelSpec emit_channelnorm(const EmitContext& cx, const FusionGroup& grp) {
     return false;
   };
 
-  // ---- The rule: cluster, else per-group (measured on the H200, run 17: cluster 41.5 %,
-  // resident 19.8-27.5 %, per-group 15.9 % of copy for 16x320x64x64 f16). The resident kernel's
-  // CTAs of a sample hold their SM slots while they wait for the sample's last CTA, so only ~4
-  // samples stream at a time; and its wait assumes all of a sample's CTAs fit on the GPU at once,
-  // which a GPU shared through MPS may not grant (it traps after ~2 s rather than hang). Its gain
-  // over per-group does not pay for that risk: it is opt-in (channelnorm.algo=resident).
+  // ---- The rule: split where it applies (NHWC, static channels and spatial size), else the
+  // sm_90 cluster path, else per-group. See the file comment for what each measured.
   const int algo = cx.opts.schedule.channelnorm_algo;
-  if (algo == kChannelNormResident && channels_last)
-    if (KernelSpec k; emit_resident(cx, grp, prologue, epilogue, &k)) return k;
+  // sm_90 without a prologue: the cluster path, measured faster there (run 22: 47.9 us against
+  // the split path's 51.0 for 16x320x64x64 f16).
+  if (algo == kChannelNormRule && cx.opts.sm >= 90)
+    if (KernelSpec k; emit_cluster(cx, grp, prologue.empty(), channels_last, &k)) return {k};
+  if (algo <= kChannelNormSplit && channels_last)
+    if (std::vector<KernelSpec> ks; emit_split(cx, grp, prologue, epilogue, &ks)) return ks;
   if (algo <= kChannelNormCluster)
-    if (KernelSpec k; emit_cluster(cx, grp, prologue.empty(), channels_last, &k)) return k;
+    if (KernelSpec k; emit_cluster(cx, grp, prologue.empty(), channels_last, &k)) return {k};
 
   ChannelNormSchedule sch =
       choose_channelnorm(M.is_static() ? M.value() : -1, false, 1, cx.opts.sm);
@@ -753,7 +833,7 @@ KernelSpec emit_channelnorm(const EmitContext& cx, const FusionGroup& grp) {
   w.close();
   w.close();
 
-  return group_kernel_spec(name, w, gp, T, X[0] * Dim(G));
+  return {group_kernel_spec(name, w, gp, T, X[0] * Dim(G))};
 }
 
 }  // namespace kiln

@@ -1,4 +1,5 @@
-// generate_kernels: one kernel per fusion group, dispatched on the group kind.
+// generate_kernels: the kernels of each fusion group (one, or a channel norm's two), dispatched
+// on the group kind.
 #include <fmt/format.h>
 
 #include <map>
@@ -34,31 +35,7 @@ std::vector<KernelSpec> generate_kernels(const Graph& g, const Plan& p,
     std::string source, entry;
   };
   std::map<std::string, Shared> by_code;  // canonical source before entry patching -> as used
-  for (const FusionGroup& grp : p.groups) {
-    KernelSpec k;
-    switch (grp.kind) {
-      case GroupKind::Pointwise:
-        k = emit_pointwise(cx, grp);
-        break;
-      case GroupKind::RowNorm:
-        k = emit_rownorm(cx, grp);
-        break;
-      case GroupKind::ChannelNorm:
-        k = emit_channelnorm(cx, grp);
-        break;
-      case GroupKind::Reduction:
-        k = emit_reduction(cx, grp);
-        break;
-      case GroupKind::Window:
-        k = emit_window(cx, grp);
-        break;
-      case GroupKind::Contraction:
-        k = emit_contraction(cx, grp);
-        break;
-      case GroupKind::Copy:
-        k = emit_copy(cx, grp);
-        break;
-    }
+  auto add = [&](KernelSpec k, const FusionGroup& grp) {
     k.group = grp.id;
     // Sources carry no graph tensor ids: a repeated block generates the same text (one compile).
     k.source = canonical_source(k.source);
@@ -85,6 +62,33 @@ std::vector<KernelSpec> generate_kernels(const Graph& g, const Plan& p,
     }
     by_code.emplace(code, Shared{k.source, k.entry});
     out.push_back(std::move(k));
+  };
+  for (const FusionGroup& grp : p.groups) {
+    std::vector<KernelSpec> ks;
+    switch (grp.kind) {
+      case GroupKind::Pointwise:
+        ks = {emit_pointwise(cx, grp)};
+        break;
+      case GroupKind::RowNorm:
+        ks = {emit_rownorm(cx, grp)};
+        break;
+      case GroupKind::ChannelNorm:
+        ks = emit_channelnorm(cx, grp);
+        break;
+      case GroupKind::Reduction:
+        ks = {emit_reduction(cx, grp)};
+        break;
+      case GroupKind::Window:
+        ks = {emit_window(cx, grp)};
+        break;
+      case GroupKind::Contraction:
+        ks = {emit_contraction(cx, grp)};
+        break;
+      case GroupKind::Copy:
+        ks = {emit_copy(cx, grp)};
+        break;
+    }
+    for (KernelSpec& k : ks) add(std::move(k), grp);
   }
   return out;
 }

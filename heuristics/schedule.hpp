@@ -15,13 +15,8 @@ namespace kiln {
 // entries. An override that a shape cannot take (e.g. more threads than a row has vectors) is
 // clamped to what it can.
 // channelnorm.algo values; a schedule a shape cannot take falls back to the next one of the rule
-// (resident, then cluster, then per-group).
-enum : int {
-  kChannelNormRule = 0,
-  kChannelNormResident,
-  kChannelNormCluster,
-  kChannelNormPerGroup
-};
+// (split, then cluster, then per-group).
+enum : int { kChannelNormRule = 0, kChannelNormSplit, kChannelNormCluster, kChannelNormPerGroup };
 
 struct ScheduleOverrides {
   int pointwise_vecs = 0;        // 16-byte vectors per thread, 1..8
@@ -30,9 +25,11 @@ struct ScheduleOverrides {
   int channelnorm_slice_kb = 0;  // cluster groupnorm: shared-memory slice per CTA, 8..200 KiB
   int channelnorm_cluster = 0;   // cluster groupnorm: CTAs per cluster, 1, 2, 4 or 8
   int channelnorm_cb = 0;        // cluster groupnorm: channels per cluster (divides C)
-  int channelnorm_algo = 0;      // kChannelNorm*: resident, cluster or pergroup (by name)
-  int channelnorm_vecs = 0;      // resident groupnorm: 16-byte vectors per thread, 1..16
-  int channelnorm_threads = 0;   // resident groupnorm: threads per CTA (rounded to the unit)
+  int channelnorm_algo = 0;      // kChannelNorm*: split, cluster or pergroup (by name)
+  int channelnorm_vecs = 0;      // split groupnorm: 16-byte vectors per thread, 1..16
+  int channelnorm_threads = 0;   // split groupnorm: threads per CTA (rounded to the unit)
+  int channelnorm_hints = 0;     // split groupnorm L2 policies: 1 on (the rule), 2 off
+  int channelnorm_iters = 0;     // split groupnorm: chunks per CTA, 1..64
   bool empty() const;
 };
 // Parses "family.key=value,..." (the keys above); throws kiln::Error(User) naming a bad item and
@@ -76,23 +73,21 @@ struct ChannelNormSchedule {
 };
 ChannelNormSchedule choose_channelnorm(int64_t group_elems, bool contiguous, int vec_elems, int sm);
 
-// The register-resident channel-norm schedule (codegen/emit_channelnorm.cpp): each sample's
-// S x C dense channels-last elements split into `ctas` chunks of threads x vecs 16-byte vectors.
-struct ChannelNormResident {
+// The split channel-norm schedule (codegen/emit_channelnorm.cpp): a statistics kernel and an
+// apply kernel over each sample's S x C dense channels-last elements, split into `ctas` chunks
+// of threads x vecs 16-byte vectors, one CTA each in both kernels.
+struct ChannelNormSplit {
   bool ok = false;      // false: the shape does not fit (then the cluster or per-group path)
   int threads = 0;      // a multiple of C / gcd(C, vec): each thread's lanes keep fixed channels
   int vecs = 0;         // 16-byte vectors per thread (of each register-held input)
-  int64_t ctas = 0;     // per sample; all of a sample's CTAs must be resident together
-  int ctas_per_sm = 1;  // guaranteed by launch bounds (registers), shared memory and threads
+  int iters = 1;        // chunks of threads x vecs per CTA, the next loaded during the current
+  int64_t ctas = 0;     // per sample
+  int ctas_per_sm = 1;  // the occupancy the launch bounds ask registers for
+  bool hints = true;    // L2 eviction policies: keep the input for the apply kernel's re-read
 };
-// A sample's CTAs wait for each other, so all of them must fit on the GPU at once: at most 256,
-// and at most ctas_per_sm x 64 (the resident path assumes a GPU of 64 SMs or more; on a smaller
-// one the wait traps after ~2 s instead of hanging).
-constexpr int64_t kChannelNormResidentMaxCtas = 256;
-constexpr int64_t kChannelNormResidentMinSms = 64;
 // `vector_inputs`: dense inputs held in registers (1 without a prologue).
-ChannelNormResident choose_channelnorm_resident(int64_t channels, int64_t groups, int64_t spatial,
-                                                int vec_elems, int vector_inputs, bool prologue,
-                                                int sm, const ScheduleOverrides& o = {});
+ChannelNormSplit choose_channelnorm_split(int64_t channels, int64_t groups, int64_t spatial,
+                                          int vec_elems, int vector_inputs, bool prologue, int sm,
+                                          const ScheduleOverrides& o = {});
 
 }  // namespace kiln

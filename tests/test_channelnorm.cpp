@@ -1,6 +1,7 @@
-// ChannelNorm schedule choice (codegen/emit_channelnorm.cpp): the resident path for NHWC inputs
-// with static channels and spatial size, the sm_90 cluster path and the per-group kernel through
-// channelnorm.algo or where the resident one does not fit; every kernel compiles with NVRTC.
+// ChannelNorm schedule choice (codegen/emit_channelnorm.cpp): the split path (statistics + apply
+// kernels) for NHWC inputs with static channels and spatial size, the sm_90 cluster path and the
+// per-group kernel through channelnorm.algo or where the split one does not fit; every kernel
+// compiles with NVRTC.
 // Numerics run in tests/gpu/test_ops_gpu.cpp.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -26,11 +27,14 @@ Tensor cst(Graph& g, const std::string& name, DType t, Shape s) {
   return g.constant_random(name, d, "uniform", 0.5, 1.5, 3);
 }
 
-KernelSpec only_kernel(const Graph& g, int sm, const std::string& schedule = "") {
+std::vector<KernelSpec> kernels(const Graph& g, int sm, const std::string& schedule = "") {
   CodegenOptions co;
   co.sm = sm;
   co.schedule = parse_schedule_overrides(schedule);
-  std::vector<KernelSpec> ks = generate_kernels(g, plan_fusion(g), co);
+  return generate_kernels(g, plan_fusion(g), co);
+}
+KernelSpec only_kernel(const Graph& g, int sm, const std::string& schedule = "") {
+  std::vector<KernelSpec> ks = kernels(g, sm, schedule);
   EXPECT_EQ(ks.size(), 1u);
   return ks.at(0);
 }
@@ -53,70 +57,93 @@ int counters_args(const KernelSpec& k) {
   return n;
 }
 
-TEST(ChannelNorm, ResidentScheduleChoice) {
-  // The benchmark shape: 40 vectors per pixel, 320 threads (8 pixels a row), four vectors each:
-  // 20 KB chunks, 128 CTAs per sample.
-  ChannelNormResident s = choose_channelnorm_resident(320, 32, 64 * 64, 8, 1, false, 90);
+TEST(ChannelNorm, SplitScheduleChoice) {
+  // The benchmark shape: 40 vectors per pixel, 320 threads (8 pixels a row), eight vectors each:
+  // 40 KB chunks, four per CTA, 16 CTAs per sample.
+  ChannelNormSplit s = choose_channelnorm_split(320, 32, 64 * 64, 8, 1, false, 90);
   ASSERT_TRUE(s.ok);
   EXPECT_EQ(s.threads, 320);
-  EXPECT_EQ(s.vecs, 4);
-  EXPECT_EQ(s.ctas, 128);
-  ChannelNormResident o = choose_channelnorm_resident(
+  EXPECT_EQ(s.vecs, 8);
+  EXPECT_EQ(s.iters, 4);
+  EXPECT_EQ(s.ctas, 16);
+  EXPECT_EQ(s.ctas_per_sm, 2);  // 96 registers x 320 threads
+  EXPECT_TRUE(s.hints);
+  ChannelNormSplit o = choose_channelnorm_split(
       320, 32, 64 * 64, 8, 1, false, 90,
-      parse_schedule_overrides("channelnorm.vecs=8,channelnorm.threads=200"));
+      parse_schedule_overrides(
+          "channelnorm.vecs=4,channelnorm.threads=200,channelnorm.hints=2,channelnorm.iters=1"));
   ASSERT_TRUE(o.ok);
   EXPECT_EQ(o.threads, 160);  // rounded down to whole warps of whole pixel rows
-  EXPECT_EQ(o.vecs, 8);
-  EXPECT_EQ(o.ctas, 128);
-  EXPECT_EQ(s.ctas_per_sm, 4);  // 48 registers x 320 threads
-  // Larger images take more vectors per thread to stay at 128 CTAs per sample, as long as all of
-  // a sample's CTAs fit on a 64-SM GPU at the CTAs per SM the registers allow.
-  ChannelNormResident big = choose_channelnorm_resident(320, 32, 96 * 96, 8, 1, false, 90);
+  EXPECT_EQ(o.vecs, 4);
+  EXPECT_EQ(o.iters, 1);
+  EXPECT_EQ(o.ctas, 256);
+  EXPECT_FALSE(o.hints);
+  EXPECT_EQ(choose_channelnorm_split(320, 32, 64 * 64, 8, 1, false, 90,
+                                     parse_schedule_overrides("channelnorm.vecs=4"))
+                .ctas_per_sm,
+            2);  // 72 registers (four per CTA spilled heavily: run 22)
+  // No residency limit: any image size, the CTA count grows with it.
+  ChannelNormSplit big = choose_channelnorm_split(320, 32, 256 * 256, 8, 1, false, 90);
   ASSERT_TRUE(big.ok);
-  EXPECT_EQ(big.vecs, 9);
-  EXPECT_EQ(big.ctas, 128);
-  EXPECT_EQ(big.ctas_per_sm, 2);
-  EXPECT_FALSE(choose_channelnorm_resident(320, 32, 128 * 128, 8, 1, false, 90).ok);
-  EXPECT_FALSE(choose_channelnorm_resident(320, 32, 256 * 256, 8, 1, false, 90).ok);
+  EXPECT_EQ(big.ctas, 256);
+  // Two register-held inputs (a prologue add): four vectors each.
+  EXPECT_EQ(choose_channelnorm_split(320, 32, 64 * 64, 8, 2, true, 90).vecs, 4);
   // Tiny samples: one CTA, no idle warps beyond the unit; channels not a multiple of the vector
   // (threads * 8 a multiple of 12); elements not a multiple of the vector: no.
-  ChannelNormResident tiny = choose_channelnorm_resident(320, 32, 2, 8, 1, false, 80);
+  ChannelNormSplit tiny = choose_channelnorm_split(320, 32, 2, 8, 1, false, 80);
   ASSERT_TRUE(tiny.ok);
   EXPECT_EQ(tiny.threads, 160);
   EXPECT_EQ(tiny.vecs, 1);
   EXPECT_EQ(tiny.ctas, 1);
-  ChannelNormResident odd = choose_channelnorm_resident(12, 4, 24 * 40, 8, 2, true, 90);
+  ChannelNormSplit odd = choose_channelnorm_split(12, 4, 24 * 40, 8, 2, true, 90);
   ASSERT_TRUE(odd.ok);
   EXPECT_EQ(odd.threads * 8 % 12, 0);
-  EXPECT_FALSE(choose_channelnorm_resident(12, 4, 35, 8, 1, false, 90).ok);
+  EXPECT_FALSE(choose_channelnorm_split(12, 4, 35, 8, 1, false, 90).ok);
+  EXPECT_FALSE(choose_channelnorm_split(320, 32, 64 * 64, 8, 1, false, 75).ok);
 }
 
-TEST(ChannelNorm, ResidentPathForNhwcGroupnorm) {
+TEST(ChannelNorm, SplitPathForNhwcGroupnorm) {
   Graph g("gn");
   Tensor x = g.input("x", DType::F16, {"N", 320, 64, 64}, Layout::NHWC);
   Tensor y = g.groupnorm(x, 32, cst(g, "s", DType::F16, {320}), cst(g, "b", DType::F16, {320}));
   g.output(g.silu(y));
-  // The rule prefers the cluster path on sm_90 (measured faster, run 17); sm_80 has no clusters.
-  EXPECT_TRUE(has(only_kernel(g, 90).name, "_cluster")) << only_kernel(g, 90).name;
+  // The rule on sm_90: the cluster path (measured faster, run 22); on sm_80 the split path.
+  EXPECT_TRUE(has(only_kernel(g, 90).name, "_cluster8")) << only_kernel(g, 90).name;
   for (int sm : {80, 90}) {
-    KernelSpec k = only_kernel(g, sm, "channelnorm.algo=resident");
-    // Opt-in only: the rule never takes it (sm_80: per-group).
-    EXPECT_FALSE(has(only_kernel(g, sm).name, "_resident")) << only_kernel(g, sm).name;
-    EXPECT_TRUE(has(k.name, "_g32_resident")) << k.name;
-    EXPECT_EQ(k.block[0], 320);
-    EXPECT_EQ(k.smem_bytes, 0);
-    EXPECT_EQ(k.grid[0].eval({{"N", 16}}), 16 * 128);
-    ASSERT_EQ(counters_args(k), 1);
-    EXPECT_EQ(k.args.back().kind, KernelArg::Kind::Counters);
-    EXPECT_EQ(k.args.back().value.eval({{"N", 16}}), 16 * (2 + 2 * 32));
-    EXPECT_TRUE(has(k.source, "kiln_cn_arrive_and_wait"));
-    expect_compiles(k, sm);
+    // Two kernels, statistics then apply, sharing the workspace; the statistics kernel's last
+    // CTA per sample finalizes (one self-resetting counter per sample).
+    std::vector<KernelSpec> ks = kernels(g, sm, sm == 90 ? "channelnorm.algo=split" : "");
+    ASSERT_EQ(ks.size(), 2u);
+    EXPECT_EQ(ks[0].name, "channelnorm_f16_g32_split_stats_groupnorm_silu");
+    EXPECT_EQ(ks[1].name, "channelnorm_f16_g32_split_apply_groupnorm_silu");
+    for (const KernelSpec& k : ks) {
+      EXPECT_EQ(k.block[0], 320);
+      EXPECT_EQ(k.smem_bytes, 0);
+      EXPECT_EQ(k.grid[0].eval({{"N", 16}}), 16 * 16);
+      EXPECT_EQ(k.args[4].kind, KernelArg::Kind::Scratch);
+      EXPECT_EQ(k.args[4].value.eval({{"N", 16}}), 16 * (16 * 32 * 2 + 2 * 32) * 4);
+      EXPECT_TRUE(has(k.source, "kiln_cn_ld16_hint"));
+      expect_compiles(k, sm);
+    }
+    EXPECT_EQ(counters_args(ks[0]), 1);
+    EXPECT_EQ(ks[0].args.back().value.eval({{"N", 16}}), 16);
+    EXPECT_EQ(counters_args(ks[1]), 0);
+    EXPECT_TRUE(has(ks[0].source, "evict_last"));
+    EXPECT_TRUE(has(ks[1].source, "kiln_cn_stv_hint"));
+    // Statistics read the input once; apply reads it and writes the output.
+    EXPECT_EQ(ks[0].bytes_moved.eval({{"N", 16}}), int64_t{16} * 320 * 64 * 64 * 2);
+    EXPECT_GT(ks[1].bytes_moved.eval({{"N", 16}}), int64_t{2} * 16 * 320 * 64 * 64 * 2);
+    std::vector<KernelSpec> plain = kernels(g, sm, "channelnorm.algo=split,channelnorm.hints=2");
+    ASSERT_EQ(plain.size(), 2u);
+    EXPECT_TRUE(has(ks[0].source, "pol = kiln_cn_policy_evict_last()"));
+    EXPECT_FALSE(has(plain[0].source, "pol = kiln_cn_policy"));
+    EXPECT_TRUE(has(plain[1].source, "kiln_stv("));
+    expect_compiles(plain[1], sm);
   }
   // channelnorm.algo reaches the other two.
   EXPECT_TRUE(has(only_kernel(g, 90, "channelnorm.algo=cluster").name, "_cluster8"));
   EXPECT_TRUE(has(only_kernel(g, 90, "channelnorm.algo=pergroup").name, "_pergroup"));
   EXPECT_TRUE(has(only_kernel(g, 80, "channelnorm.algo=cluster").name, "_pergroup"));
-  EXPECT_TRUE(has(only_kernel(g, 90, "channelnorm.algo=resident").name, "_resident"));
 }
 
 TEST(ChannelNorm, ClusterPathForNhwcGroupnorm) {
@@ -158,19 +185,24 @@ TEST(ChannelNorm, FallbackShapes) {
     g.output(g.groupnorm(x, 8));
     EXPECT_NE(only_kernel(g, 90).name.find("_pergroup"), std::string::npos);
   }
-  {  // a prologue: resident, not cluster
+  {  // a prologue: split, and not cluster
     Graph g("gn");
     Tensor x = g.input("x", DType::F16, {2, 64, 8, 8}, Layout::NHWC);
     g.output(g.groupnorm(g.add_node1("relu", {x}), 8));
     KernelSpec k = only_kernel(g, 90, "channelnorm.algo=cluster");
     EXPECT_NE(k.name.find("_pergroup"), std::string::npos) << k.name;
     expect_compiles(k, 90);
+    EXPECT_EQ(kernels(g, 90).size(), 2u);
+    EXPECT_EQ(kernels(g, 80).size(), 2u);
   }
-  {  // more than 256 CTAs per sample (and a slice too large for the cluster path)
+  {  // a large image: split (no residency limit), the slice too large for the cluster path
     Graph g("gn");
     Tensor x = g.input("x", DType::F16, {1, 320, 256, 256}, Layout::NHWC);
     g.output(g.groupnorm(x, 32));
-    EXPECT_NE(only_kernel(g, 90).name.find("_pergroup"), std::string::npos);
+    EXPECT_NE(kernels(g, 90).at(0).name.find("_split_stats"), std::string::npos);
+    EXPECT_EQ(kernels(g, 90).at(0).grid[0].eval({}), 256);
+    EXPECT_NE(only_kernel(g, 90, "channelnorm.algo=cluster").name.find("_pergroup"),
+              std::string::npos);
   }
 }
 
@@ -197,10 +229,10 @@ TEST(ChannelNorm, ClusterPathVariantsCompile) {
   }
 }
 
-// Every resident variant compiles for sm_80 and sm_90: dtypes, groupnorm / instancenorm, with and
+// Every split variant compiles for sm_80 and sm_90: dtypes, groupnorm / instancenorm, with and
 // without a prologue (and prologue outputs), an epilogue reading the input, one CTA or several
 // per sample, a partial last chunk, channels not a multiple of the vector, symbolic N.
-TEST(ChannelNorm, ResidentPathVariantsCompile) {
+TEST(ChannelNorm, SplitPathVariantsCompile) {
   struct Variant {
     std::string what;
     std::function<void(Graph&, DType)> build;
@@ -241,11 +273,20 @@ TEST(ChannelNorm, ResidentPathVariantsCompile) {
       Graph g("cn");
       v.build(g, dt);
       for (int sm : {80, 90}) {
-        KernelSpec k = only_kernel(g, sm, "channelnorm.algo=resident");
-        SCOPED_TRACE(fmt::format("{} {} sm_{}: {}", v.what, dtype_name(dt), sm, k.name));
-        EXPECT_TRUE(has(k.name, "_resident"));
-        EXPECT_EQ(counters_args(k), v.several_ctas ? 1 : 0);
-        expect_compiles(k, sm);
+        // The rules (mostly one CTA per sample at these sizes), and one vector per thread
+        // (several CTAs per sample, the last partial) without L2 policies.
+        for (const char* spec : {"channelnorm.algo=split",
+                                 "channelnorm.algo=split,channelnorm.vecs=1,channelnorm.iters=3,"
+                                 "channelnorm.hints=2"}) {
+          std::vector<KernelSpec> ks = kernels(g, sm, spec);
+          ASSERT_EQ(ks.size(), 2u);
+          SCOPED_TRACE(
+              fmt::format("{} {} sm_{} '{}': {}", v.what, dtype_name(dt), sm, spec, ks[0].name));
+          EXPECT_TRUE(has(ks[0].name, "_split_stats"));
+          EXPECT_TRUE(has(ks[1].name, "_split_apply"));
+          if (has(spec, "vecs=1")) EXPECT_EQ(counters_args(ks[0]), v.several_ctas ? 1 : 0);
+          for (const KernelSpec& k : ks) expect_compiles(k, sm);
+        }
       }
     }
 }

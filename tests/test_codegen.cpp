@@ -51,7 +51,9 @@ class Batch {
       co.sm = sm;
       co.schedule = ov_;
       std::vector<KernelSpec> ks = generate_kernels(g, p, co);
-      EXPECT_EQ(ks.size(), p.groups.size());
+      size_t two = 0;  // groups of two kernels: the split channel norm's statistics + apply
+      for (const KernelSpec& k : ks) two += k.name.find("_split_stats") != std::string::npos;
+      EXPECT_EQ(ks.size(), p.groups.size() + two);
       for (const KernelSpec& k : ks) add_kernel(g, k, sm);
     }
   }
@@ -239,8 +241,7 @@ TEST(Codegen, ScheduleOverridesParseAndClamp) {
   EXPECT_EQ(cn.channelnorm_algo, kChannelNormCluster);
   EXPECT_EQ(cn.channelnorm_vecs, 8);
   EXPECT_EQ(cn.channelnorm_threads, 160);
-  EXPECT_EQ(parse_schedule_overrides("channelnorm.algo=resident").channelnorm_algo,
-            kChannelNormResident);
+  EXPECT_EQ(parse_schedule_overrides("channelnorm.algo=split").channelnorm_algo, kChannelNormSplit);
   EXPECT_EQ(parse_schedule_overrides("channelnorm.algo=pergroup").channelnorm_algo,
             kChannelNormPerGroup);
   EXPECT_TRUE(parse_schedule_overrides("channelnorm.algo=0").empty());
@@ -306,14 +307,19 @@ TEST(Codegen, ScheduleOverrideVariantsCompile) {
     }
     return out;
   };
-  const std::vector<std::string> base = sources({});
-  for (const char* spec :
-       {"pointwise.vecs=8,pointwise.threads=128,rownorm.threads=128,channelnorm.algo=resident,"
-        "channelnorm.vecs=8",
-        "pointwise.vecs=1,pointwise.threads=512,rownorm.threads=1024,channelnorm.algo=cluster,"
-        "channelnorm.cluster=4,channelnorm.slice_kb=160",
-        "pointwise.vecs=2,pointwise.threads=128,rownorm.threads=64,channelnorm.algo=cluster,"
-        "channelnorm.cb=40"}) {
+  // Each setting against the rules (sm_90: the cluster channel norm), and the split one against
+  // channelnorm.algo=split alone (two kernels).
+  for (auto [base_spec, spec] : std::vector<std::pair<const char*, const char*>>{
+           {"channelnorm.algo=split",
+            "pointwise.vecs=8,pointwise.threads=128,rownorm.threads=128,channelnorm.algo=split,"
+            "channelnorm.vecs=4,channelnorm.hints=2"},
+           {"",
+            "pointwise.vecs=1,pointwise.threads=512,rownorm.threads=1024,channelnorm.algo=cluster,"
+            "channelnorm.cluster=4,channelnorm.slice_kb=160"},
+           {"",
+            "pointwise.vecs=2,pointwise.threads=128,rownorm.threads=64,channelnorm.algo=cluster,"
+            "channelnorm.cb=40"}}) {
+    const std::vector<std::string> base = sources(parse_schedule_overrides(base_spec));
     ScheduleOverrides ov = parse_schedule_overrides(spec);
     std::vector<std::string> v = sources(ov);
     ASSERT_EQ(v.size(), base.size());

@@ -95,12 +95,13 @@ std::string to_dot(const Graph& g, const Plan& p, const std::vector<KernelSpec>&
   // One cluster per fusion group.
   for (size_t gi = 0; gi < p.groups.size(); ++gi) {
     const FusionGroup& grp = p.groups[gi];
+    // The group's kernels (a split channel norm has two), one line each.
     std::string kname, extra;
     for (size_t k = 0; k < ks.size(); ++k)
       if (ks[k].group == grp.id) {
-        kname = ks[k].name;
-        extra = fmt::format("\\n{}-bound, predicted {:.4f} ms",
-                            est[k].compute_bound ? "compute" : "memory", est[k].predicted_ms);
+        kname += (kname.empty() ? "" : "\\n") + dot_escape(ks[k].name);
+        extra += fmt::format("\\n{}-bound, predicted {:.4f} ms",
+                             est[k].compute_bound ? "compute" : "memory", est[k].predicted_ms);
         if (est[k].measured_ms >= 0)
           extra += fmt::format(", measured {:.4f} ms", est[k].measured_ms);
       }
@@ -109,7 +110,7 @@ std::string to_dot(const Graph& g, const Plan& p, const std::vector<KernelSpec>&
         "  subgraph cluster_g{} {{\n    label=\"group {} ({})\\n{}{}\";\n    "
         "style=\"filled,rounded\";"
         "\n    fillcolor=\"{}\";\n    color=\"{}\";\n    penwidth=2;\n",
-        grp.id, grp.id, group_kind_name(grp.kind), dot_escape(kname), extra, kFill[c], kBorder[c]);
+        grp.id, grp.id, group_kind_name(grp.kind), kname, extra, kFill[c], kBorder[c]);
     for (int n : grp.nodes) {
       const Node& nd = g.nodes()[n];
       s += fmt::format(

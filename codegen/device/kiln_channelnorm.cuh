@@ -1,5 +1,5 @@
-// kiln channelnorm device helpers: included after the prelude by the resident (sm_80+: grid-wide
-// per-sample wait) and cluster (sm_90: thread-block clusters) paths of
+// kiln channelnorm device helpers: included after the prelude by the split (sm_80+: statistics
+// and apply kernels) and cluster (sm_90: thread-block clusters) paths of
 // codegen/emit_channelnorm.cpp. The cluster helpers are inline and only emitted where called.
 // Guarded, not `#pragma once`: several kernels may be concatenated into one NVRTC program.
 #ifndef KILN_CHANNELNORM_CUH
@@ -57,40 +57,55 @@ KILN_DEVICE void kiln_cn_unpack(uint4 r, const T* tag, float* v) {
   kiln_unpack(r.w, tag, v + 6);
 }
 
-// ---- resident path: CTAs of one sample meet through counters in global memory
-KILN_DEVICE unsigned kiln_cn_ld_acquire(const unsigned* p) {
-  unsigned v;
-  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
-// A float other CTAs accumulated with atomics: from L2, never a stale L1 line.
+// ---- split path: a statistics kernel, then an apply kernel that re-reads the input from L2
+// A float other CTAs wrote: from L2, never a stale L1 line.
 KILN_DEVICE float kiln_cn_ld_relaxed(const float* p) {
   float v;
   asm volatile("ld.relaxed.gpu.global.f32 %0, [%1];" : "=f"(v) : "l"(p) : "memory");
   return v;
 }
-KILN_DEVICE unsigned long long kiln_cn_globaltimer() {
-  unsigned long long t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
+// L2 eviction policies (sm_80+) for the loads and stores below: the statistics kernel reads
+// with evict_last so that the input outlives the flush's and other traffic's lines until the
+// apply kernel re-reads it with evict_first; the apply kernel's stores are evict_first too.
+KILN_DEVICE unsigned long long kiln_cn_policy_evict_last() {
+  unsigned long long p;
+  asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(p));
+  return p;
 }
-// One thread of the CTA: publishes the CTA's earlier writes and atomics (fence, then the
-// arrival), then waits until `expected` CTAs have arrived at `*counter`. The waiters rely on all
-// of them being resident at once (see emit_channelnorm.cpp); if that ever fails, trap after about
-// two seconds instead of hanging the device.
-KILN_DEVICE void kiln_cn_arrive_and_wait(unsigned* counter, unsigned expected) {
-  __threadfence();
-  atomicAdd(counter, 1u);
-  if (kiln_cn_ld_acquire(counter) < expected) {
-    const unsigned long long t0 = kiln_cn_globaltimer();
-    unsigned ns = 32;
-    while (kiln_cn_ld_acquire(counter) < expected) {
-      asm volatile("nanosleep.u32 %0;" ::"r"(ns));
-      ns = ns < 256 ? ns * 2 : ns;  // short: the last arrival is at most a chunk load away
-      if (kiln_cn_globaltimer() - t0 > 2000000000ull) asm volatile("trap;");
-    }
-  }
-  __threadfence();
+KILN_DEVICE unsigned long long kiln_cn_policy_evict_first() {
+  unsigned long long p;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p));
+  return p;
+}
+KILN_DEVICE uint4 kiln_cn_ld16_hint(const void* p, unsigned long long pol) {
+  uint4 r;
+  asm volatile("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
+               : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+               : "l"(p), "l"(pol));
+  return r;
+}
+KILN_DEVICE void kiln_cn_st16_hint(void* p, uint4 v, unsigned long long pol) {
+  asm volatile("st.global.L2::cache_hint.v4.u32 [%0], {%1, %2, %3, %4}, %5;" ::"l"(p), "r"(v.x),
+               "r"(v.y), "r"(v.z), "r"(v.w), "l"(pol)
+               : "memory");
+}
+KILN_DEVICE void kiln_cn_stv_hint(float* p, const float* v, unsigned long long pol) {
+  kiln_cn_st16_hint(p,
+                    make_uint4(__float_as_uint(v[0]), __float_as_uint(v[1]),
+                               __float_as_uint(v[2]), __float_as_uint(v[3])),
+                    pol);
+}
+KILN_DEVICE void kiln_cn_stv_hint(kiln_f16* p, const float* v, unsigned long long pol) {
+  kiln_cn_st16_hint(p,
+                    make_uint4(kiln_pack_f16x2(v[0], v[1]), kiln_pack_f16x2(v[2], v[3]),
+                               kiln_pack_f16x2(v[4], v[5]), kiln_pack_f16x2(v[6], v[7])),
+                    pol);
+}
+KILN_DEVICE void kiln_cn_stv_hint(kiln_bf16* p, const float* v, unsigned long long pol) {
+  kiln_cn_st16_hint(p,
+                    make_uint4(kiln_pack_bf16x2(v[0], v[1]), kiln_pack_bf16x2(v[2], v[3]),
+                               kiln_pack_bf16x2(v[4], v[5]), kiln_pack_bf16x2(v[6], v[7])),
+                    pol);
 }
 
 #endif  // KILN_CHANNELNORM_CUH

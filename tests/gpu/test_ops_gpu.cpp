@@ -34,6 +34,7 @@ struct Case {
   double rtol_scale = 1.0;  // for cases whose reference rounds many intermediates
   int runs = 1;             // launches of the compiled graph, each checked (state across runs)
   std::string schedule;     // EngineOptions::schedule (an opt-in kernel), "" = the rules
+  std::string kernel;       // a part of some kernel's name the compiled graph must have
 };
 
 TensorDesc desc(DType t, Shape s, Layout l = Layout::NCHW) {
@@ -208,7 +209,7 @@ std::vector<Case> make_cases() {
     Case c;
     c.name = "groupnorm_sd_bf16_nhwc_16x320x64x64";
     c.inputs = {{"x", {{2, 320, 64, 64}}}};
-    c.runs = 2;  // resident: 128 CTAs per sample
+    c.runs = 2;
     c.build = [] {
       auto g = std::make_shared<Graph>("gnsd");
       Tensor x = g->input("x", DType::BF16, {"N", 320, 64, 64}, Layout::NHWC);
@@ -218,13 +219,19 @@ std::vector<Case> make_cases() {
       return g;
     };
     cases.push_back(c);
+    c.name += "_split";  // 16 CTAs per sample of four chunks, self-resetting counters
+    c.schedule = "channelnorm.algo=split";
+    c.kernel = "_split_apply";
+    cases.push_back(c);
   }
-  // ---- the resident channel-norm path (opt-in: channelnorm.algo=resident; each case also runs
-  // under the rules: cluster or per-group) (NHWC, static C and image): several CTAs per sample
-  // meeting through counters (9x7: 2 per sample for 16-bit, 4 for f32, a partial last chunk), one
-  // CTA per sample (1x2), a prologue with its output stored and a large mean, channels not a
-  // multiple of the vector with two dense inputs and a residual epilogue. Each runs twice on one
-  // engine (the counters must be back to zero after the first launch).
+  // ---- the split channel-norm path (the rule for NHWC, static C and image where the sm_90
+  // cluster path does not apply; each case runs under the rules, split, split without L2
+  // policies and under channelnorm.algo=cluster: cluster or per-group): several
+  // statistics CTAs per sample meeting through counters (9x7: 2 per sample for 16-bit, 4 for f32,
+  // a partial last chunk), one CTA per sample (1x2), a prologue with its output stored and a
+  // large mean, channels not a multiple of the vector with two dense inputs and a residual
+  // epilogue. Each runs twice on one engine (the counters must be back to zero after the first
+  // launch).
   for (DType dt : kDtypes) {
     for (auto [h, w] : {std::pair<int64_t, int64_t>{9, 7}, {1, 2}}) {
       Case c;
@@ -266,10 +273,23 @@ std::vector<Case> make_cases() {
       return g;
     };
     cases.push_back(e);
-    for (Case r : {cases[cases.size() - 4], cases[cases.size() - 3], d, e}) {
-      r.name += "_resident";
-      r.schedule = "channelnorm.algo=resident";
-      cases.push_back(r);
+    const std::vector<Case> base(cases.end() - 4, cases.end());
+    for (const Case& r : base) {
+      Case split = r, plain = r, cluster = r;
+      split.name += "_split";
+      split.schedule = "channelnorm.algo=split";
+      split.kernel = "_split_apply";
+      cases.push_back(split);
+      // Several statistics CTAs per sample of three chunks each, a partial last span.
+      plain.name += "_split_vecs1_iters3_nohints";
+      plain.schedule =
+          "channelnorm.algo=split,channelnorm.vecs=1,channelnorm.iters=3,"
+          "channelnorm.hints=2";
+      plain.kernel = "_split_apply";
+      cases.push_back(plain);
+      cluster.name += "_cluster";
+      cluster.schedule = "channelnorm.algo=cluster";
+      cases.push_back(cluster);
     }
   }
   // ---- reductions
@@ -447,11 +467,11 @@ TEST(OpsGpuCompile, EveryCaseCompilesToCubin) {
       }
       CompiledGraph cg = (scheduled ? *scheduled : eng).compile(*g);
       EXPECT_FALSE(cg.kernels().empty()) << c.name;
-      if (!c.schedule.empty()) {
-        bool resident = false;
+      if (!c.kernel.empty()) {
+        bool found = false;
         for (const KernelInfo& k : cg.kernels())
-          resident |= k.name.find("_resident") != std::string::npos;
-        EXPECT_TRUE(resident) << c.name;
+          found |= k.name.find(c.kernel) != std::string::npos;
+        EXPECT_TRUE(found) << c.name << ": no kernel named *" << c.kernel << "*";
       }
     } catch (const std::exception& e) {
       ADD_FAILURE() << c.name << ": " << e.what();
