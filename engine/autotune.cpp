@@ -8,6 +8,7 @@
 #include <map>
 #include <thread>
 
+#include "engine/env.hpp"
 #include "kiln/error.hpp"
 #include "runtime/kernel_timer.hpp"
 
@@ -111,6 +112,9 @@ std::vector<AutotuneResult> autotune_contractions(const Graph& g, const Plan& pl
         continue;
       }
       ++r.candidates;
+      if (env().dump_tune)
+        fmt::print(stderr, "kiln: autotune {}: {} {:.4f} ms{}\n", site.key, site.configs[i].str(),
+                   ms[i], i == 0 ? " (rules)" : "");
       if (best == n || ms[i] < ms[best]) best = i;
     }
     if (best == n) {  // nothing ran: keep the rules (the executor reports the real error)

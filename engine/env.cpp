@@ -23,7 +23,8 @@ const std::vector<ListItem>& dump_items() {
   static const std::vector<ListItem> items = {{"plan", &EnvConfig::dump_plan},
                                               {"cuda", &EnvConfig::dump_cuda},
                                               {"ptx", &EnvConfig::dump_ptx},
-                                              {"launch", &EnvConfig::dump_launch}};
+                                              {"launch", &EnvConfig::dump_launch},
+                                              {"tune", &EnvConfig::dump_tune}};
   return items;
 }
 

@@ -22,6 +22,7 @@ struct EnvConfig {
   bool dump_cuda = false;    // write every compiled CUDA source to dump_dir()
   bool dump_ptx = false;     // write the PTX of every compiled kernel too
   bool dump_launch = false;  // print every kernel launch (name, grid, block, bound dims)
+  bool dump_tune = false;    // every autotune candidate's measured time, on stderr
   // KILN_DISABLE
   bool disable_fusion = false;
   bool disable_autotune = false;
