@@ -37,6 +37,10 @@ struct Problem {
   ConvProblem conv;
   MatmulProblem mm;
   std::string where;  // "group 3 (conv1 relu)" for messages
+  // The TMA GEMM kernels stage the accumulator tile through shared memory and run the epilogue
+  // over 8-column vectors (16-byte loads and stores) where the outputs allow it; false
+  // (KILN_SCHEDULE contraction.staged=2): the per-fragment epilogue everywhere.
+  bool staged_epilogue = true;
 };
 
 Problem describe(const Graph& g, const FusionGroup& grp);
@@ -90,8 +94,11 @@ struct EpilogueCode {
 // in `pre`, lines for before the loop, addressed by col0: `a<tensor id>_<n>`) and element `e` of
 // it taken in the loop. The same values as two 16-bit loads (buffers are 16-byte aligned and the
 // offset is even), half the loads.
+// With `width` 8: the same for 8 adjacent columns (col0 .. col0 + 7, e in 0..7), one 16-byte
+// load (uint4) where every other stride is a literal multiple of 8.
 struct EpiloguePairs {
   std::string col0 = "col0", e = "e";
+  int width = 2;
   std::vector<std::string> pre;              // filled by epilogue()
   std::map<std::string, std::string> words;  // load expression -> its word's name
 };
@@ -103,7 +110,7 @@ EpilogueCode epilogue(const Problem& p, ArgList& args, const std::vector<std::st
                       EpiloguePairs* pairs = nullptr);
 // True when every output of the group is contiguous along the last GEMM coordinate (the conv
 // channel / matmul column) with an even static extent: pairs of columns can be stored as one.
-bool outputs_pair_storable(const Problem& p, ArgList& args);
+bool outputs_pair_storable(const Problem& p, ArgList& args, int width = 2);
 // The epilogue's logical output coordinates of GEMM row `row` and column `col` (code names in
 // scope): a conv writes the decomposition of `row` into (n, oh, ow) to `w` and returns
 // {n, col, oh, ow}; a matmul returns {b0.., row, col}.

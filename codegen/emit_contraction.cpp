@@ -195,11 +195,13 @@ std::string device_preamble() {
 
 namespace {
 
-bool is_even_literal(const std::string& stride) {
-  if (stride.size() < 3 || stride.compare(stride.size() - 2, 2, "LL") != 0) return false;
+// A literal stride ("802816LL") that is a multiple of `m`.
+bool is_multiple_literal(const std::string& stride, int m) {
+  if (stride.size() < 3 || stride.size() > 20 || stride.compare(stride.size() - 2, 2, "LL") != 0)
+    return false;
   for (size_t i = 0; i + 2 < stride.size(); ++i)
     if (!std::isdigit(static_cast<unsigned char>(stride[i]))) return false;
-  return (stride[stride.size() - 3] - '0') % 2 == 0;
+  return std::stoll(stride.substr(0, stride.size() - 2)) % m == 0;
 }
 
 // One load term: `coord` * `stride` (code).
@@ -221,7 +223,7 @@ std::string operand_load(ArgList& args, const Graph& g, int t, const std::vector
     if (m.coord == col)
       along_col = m.stride == "1LL";
     else
-      pair = pair && is_even_literal(m.stride);
+      pair = pair && is_multiple_literal(m.stride, pairs->width);
   }
   pair = pair && along_col;
   std::string off;
@@ -230,10 +232,13 @@ std::string operand_load(ArgList& args, const Graph& g, int t, const std::vector
                        pair && m.coord == col ? pairs->col0 : coords[m.coord], m.stride);
   if (off.empty()) off = "0";
   if (!pair) return fmt::format("{}({} + {})", load_fn(td.dtype), ptr, off);
-  std::string load = fmt::format("kc_ld_x2({} + {})", ptr, off);
+  const int wd = pairs->width;
+  std::string load = fmt::format("kc_ld_x{}({} + {})", wd, ptr, off);
   auto [it, fresh] = pairs->words.emplace(load, fmt::format("a{}_{}", t, pairs->words.size()));
-  if (fresh) pairs->pre.push_back(fmt::format("{}const unsigned {} = {};", ind, it->second, load));
-  return fmt::format("kc_{}_of_x2({}, {})", dtype_name(td.dtype), it->second, pairs->e);
+  if (fresh)
+    pairs->pre.push_back(
+        fmt::format("{}const {} {} = {};", ind, wd == 2 ? "unsigned" : "uint4", it->second, load));
+  return fmt::format("kc_{}_of_x{}({}, {})", dtype_name(td.dtype), wd, it->second, pairs->e);
 }
 
 }  // namespace
@@ -317,22 +322,23 @@ EpilogueCode epilogue(const Problem& p, ArgList& args, const std::vector<std::st
   return e;
 }
 
-bool outputs_pair_storable(const Problem& p, ArgList& args) {
+bool outputs_pair_storable(const Problem& p, ArgList& args, int width) {
   const Graph& g = *p.graph;
   const TensorDesc& yd = g.tensor(p.y).desc;
   size_t col = p.is_conv ? 1 : yd.shape.size() - 1;
   const Dim& ext = yd.shape[col];
-  if (!ext.is_static() || ext.value() % 2 != 0) return false;
+  if (!ext.is_static() || ext.value() % width != 0) return false;
   for (int t : p.group->outputs) {
     const TensorDesc& td = g.tensor(t).desc;
     if (td.shape != yd.shape) return false;
     auto st = stride_code(args, td);
     if (st[col] != "1LL") return false;
-    // Every other stride even, so that a pair is 2-element aligned.
+    // Every other stride a multiple of the width, so that a vector is width-element aligned
+    // (dense layouts: multiples of the column extent).
     for (size_t i = 0; i < st.size(); ++i) {
       if (i == col) continue;
       if (td.layout == Layout::Strided) {
-        if (td.strides[i] % 2 != 0) return false;
+        if (td.strides[i] % width != 0) return false;
       }
     }
   }
@@ -602,6 +608,7 @@ std::map<std::string, int64_t> estimate_bindings(const contraction::Problem& p) 
 KernelSpec emit_contraction(const EmitContext& cx, const FusionGroup& g) {
   contraction::Problem p = contraction::describe(cx.graph, g);
   ContractionProblemInfo info = contraction::problem_info(p, cx.opts.sm, cx.opts.arch_specific);
+  p.staged_epilogue = cx.opts.schedule.contraction_staged != 2;
   ContractionConfig cfg = choose_contraction_config(info);
   if (cx.opts.tuned) {
     std::optional<ContractionConfig> t =
@@ -620,6 +627,7 @@ std::vector<TuningSite> contraction_tuning_sites(const Graph& g, const Plan& pla
   for (const FusionGroup& grp : plan.groups) {
     if (grp.kind != GroupKind::Contraction) continue;
     contraction::Problem p = contraction::describe(g, grp);
+    p.staged_epilogue = opts.schedule.contraction_staged != 2;
     ContractionProblemInfo info = contraction::problem_info(p, opts.sm, opts.arch_specific);
     TuningSite site;
     site.group = grp.id;

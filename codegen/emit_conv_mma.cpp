@@ -584,79 +584,167 @@ KernelSpec emit_mma(const Problem& p, const ContractionConfig& cfg_in, int sm) {
       b.close();
       b.close();
     }
+    // ---- staged epilogue (TMA GEMM kernels): the consumers write their accumulators to the
+    // (now idle) stage buffers as a BM x BN f32 tile (rows padded by 8 floats: a half-warp's
+    // 8-byte fragment stores hit distinct banks), then each thread runs the epilogue over whole
+    // 8-column vectors of a row: 16-byte loads of 16-bit residual / bias operands and 16-byte
+    // stores, a warp covering 32 consecutive vectors, where the per-fragment epilogue below
+    // moves 4 bytes per access. Its one unrolled 8-lane body also compiles faster than the
+    // fragment loop's MI x NI x 2 x 2 copies.
+    const int ethreads = (cfg.bm / 64) * 128;  // the consumer warpgroups
+    const int pitch = cfg.bn + 8;
+    const bool staged =
+        p.staged_epilogue && wg && warp_spec && cfg.tma && splits == 1 && !spatial &&
+        outputs_pair_storable(p, a, 8) &&
+        int64_t{cfg.bm} * pitch * 4 <= int64_t{cfg.stages} * (cfg.bm + cfg.bn) * cfg.bk * 2;
+    if (staged) {
+      const bool cols_exact = gn.is_static() && gn.value() % cfg.bn == 0;
+      b.line("// staged epilogue: {} x {} f32 tile in shared memory, 8-column vectors", cfg.bm,
+             cfg.bn);
+      b.line("float* const kc_tile = reinterpret_cast<float*>(G::aligned(kc_smem));");
+      // Every consumer's wgmma has retired (mainloop) and no stage is read again: the stage
+      // buffers are free once all consumers are past this barrier (the producer has returned).
+      b.line("asm volatile(\"bar.sync 1, {};\" ::: \"memory\");", ethreads);
+      b.line("const int warp = tid >> 5, lane = tid & 31;");
+      b.line("const int wrow = (warp >> 2) * {} + (warp & 3) * 16 + (lane >> 2);", cfg.wm);
+      b.line("#pragma unroll");
+      b.open("for (int mi = 0; mi < G::MI; ++mi) {{");
+      b.line("#pragma unroll");
+      b.open("for (int ni = 0; ni < G::NI; ++ni) {{");
+      b.line("#pragma unroll");
+      b.open("for (int hh = 0; hh < 2; ++hh) {{");
+      b.line(
+          "*reinterpret_cast<float2*>(kc_tile + (wrow + mi * 16 + hh * 8) * {} + ni * 8 + (lane "
+          "& 3) * 2) = make_float2(acc[mi][ni][hh * 2], acc[mi][ni][hh * 2 + 1]);",
+          pitch);
+      b.close();
+      b.close();
+      b.close();
+      b.line("asm volatile(\"bar.sync 1, {};\" ::: \"memory\");", ethreads);
+      // Two loops: a full tile (every row in range; columns exact) unrolled so that several
+      // vectors' operand loads are in flight per thread before their first use, and the
+      // bottom edge tile with row checks.
+      const int iters = cfg.bm * cfg.bn / 8 / ethreads;
+      auto vector_loop = [&](bool checked) {
+        b.line("#pragma unroll {}", checked ? 1 : std::min(4, iters));
+        b.open("for (int i = tid; i < {}; i += {}) {{", cfg.bm * cfg.bn / 8, ethreads);
+        b.line("const int tr = i / {}, tc = (i % {}) * 8;", cfg.bn / 8, cfg.bn / 8);
+        b.line("const long long row = m0 + tr;");
+        if (checked) b.line("if (row >= {}) continue;", m_code);
+        b.line("const long long col0 = n0 + tc;");
+        if (!cols_exact) b.line("if (col0 >= {}) continue;", n_code);
+        coords = epilogue_coords(b, p, a);
+        EpiloguePairs pairs;
+        pairs.width = 8;
+        EpilogueCode e = epilogue(p, a, coords, "acc_v", "", "o", "e", &pairs);
+        for (auto& l : pairs.pre) b.put(l);
+        b.line("const float4 s0 = *reinterpret_cast<const float4*>(kc_tile + tr * {} + tc);",
+               pitch);
+        b.line("const float4 s1 = *reinterpret_cast<const float4*>(kc_tile + tr * {} + tc + 4);",
+               pitch);
+        b.line("const float accs[8] = {{s0.x, s0.y, s0.z, s0.w, s1.x, s1.y, s1.z, s1.w}};");
+        for (int t : p.group->outputs) b.line("float o{}[8];", t);
+        b.line("#pragma unroll");
+        {
+          auto le = b.block("for (int e = 0; e < 8; ++e) {{");
+          b.line("const long long col = col0 + e;");
+          b.line("const float acc_v = accs[e];");
+          for (auto& l : e.lines) b.put(l);
+        }
+        std::vector<std::string> c0 = coords;
+        for (auto& c : c0)
+          if (c == "col") c = "col0";
+        for (int t : p.group->outputs) {
+          const TensorDesc& td = g.tensor(t).desc;
+          auto st = stride_code(a, td);
+          std::string off;
+          for (size_t i = 0; i < c0.size(); ++i)
+            off += fmt::format("{}{} * {}", i ? " + " : "", c0[i], st[i]);
+          b.line("kc_st_{}x8({} + {}, o{});", dtype_name(td.dtype), a.tensor(g, t, false), off, t);
+        }
+        b.close();
+      };
+      b.open("if (m0 + {} <= {}) {{", cfg.bm, m_code);
+      vector_loop(false);
+      b.reopen("} else {");
+      vector_loop(true);
+      b.close();
+    }
     // ---- epilogue: accumulator (mi, ni, e) of lane l sits at row mi*16 + l/4 + (e/2)*8,
     // column ni*8 + (l%4)*2 + e%2 of the warp tile (mma.sync m16n8 and wgmma m64nN alike; a
     // wgmma warp tile is 16 rows x BN: warp w of warpgroup g owns rows g*64 + w*16).
-    b.line("const int warp = tid >> 5, lane = tid & 31;");
-    if (wg) {
-      b.line("const int wm = warp >> 2, wn = 0, wr = (warp & 3) * 16;");
-    } else {
-      b.line("const int wm = warp % G::WARPS_M, wn = warp / G::WARPS_M, wr = 0;");
-    }
-    b.line("#pragma unroll");
-    auto lmi = b.block("for (int mi = 0; mi < G::MI; ++mi) {{");
-    b.line("#pragma unroll");
-    auto lh = b.block("for (int hh = 0; hh < 2; ++hh) {{");
-    if (spatial) {  // tile row -> output pixel of the CTA's block
-      b.line("const int lrow = wm * {} + wr + mi * 16 + hh * 8 + (lane >> 2);", cfg.wm);
-      b.line("const long long oh = sp_oh0 + lrow / {}, ow = sp_ow0 + lrow % {};", sp_tile.second,
-             sp_tile.second);
-      b.line("if (oh >= {} || ow >= {}) continue;", p.conv.oh.value(), p.conv.ow.value());
-      b.line("const long long n = sp_n;");
-      coords = {"n", "col", "oh", "ow"};
-    } else {
-      b.line("const long long row = m0 + wm * {} + wr + mi * 16 + hh * 8 + (lane >> 2);", cfg.wm);
-      b.line("if (row >= {}) continue;", m_code);
-      coords = epilogue_coords(b, p, a);
-    }
-    // Every column of the grid's tiles is in range when the tiles divide N exactly (grid y is
-    // N / BN, a CTA's columns n0 .. n0 + BN - 1): no column check, which would be dead code
-    // (and the unrolled epilogue's compare-and-branch per column group costs NVRTC time).
-    const bool cols_exact = gn.is_static() && gn.value() % cfg.bn == 0;
-    b.line("#pragma unroll");
-    auto lni = b.block("for (int ni = 0; ni < G::NI; ++ni) {{");
-    if (outputs_pair_storable(p, a)) {
-      // Columns (2 l, 2 l + 1) of a lane are adjacent in memory: one 4-byte (16-bit types) or
-      // 8-byte (f32) store per pair, and one 4-byte load per pair of a 16-bit operand read
-      // along the columns (EpiloguePairs).
-      b.line("const long long col0 = n0 + wn * {} + ni * 8 + (lane & 3) * 2;", cfg.wn);
-      if (!cols_exact) b.line("if (col0 >= {}) continue;", n_code);
-      EpiloguePairs pairs;
-      EpilogueCode e = epilogue(p, a, coords, "acc_v", "", "o", "e", &pairs);
-      for (auto& l : pairs.pre) b.put(l);
-      for (int t : p.group->outputs) b.line("float o{}[2];", t);
+    if (!staged) {
+      b.line("const int warp = tid >> 5, lane = tid & 31;");
+      if (wg) {
+        b.line("const int wm = warp >> 2, wn = 0, wr = (warp & 3) * 16;");
+      } else {
+        b.line("const int wm = warp % G::WARPS_M, wn = warp / G::WARPS_M, wr = 0;");
+      }
       b.line("#pragma unroll");
-      {
+      auto lmi = b.block("for (int mi = 0; mi < G::MI; ++mi) {{");
+      b.line("#pragma unroll");
+      auto lh = b.block("for (int hh = 0; hh < 2; ++hh) {{");
+      if (spatial) {  // tile row -> output pixel of the CTA's block
+        b.line("const int lrow = wm * {} + wr + mi * 16 + hh * 8 + (lane >> 2);", cfg.wm);
+        b.line("const long long oh = sp_oh0 + lrow / {}, ow = sp_ow0 + lrow % {};", sp_tile.second,
+               sp_tile.second);
+        b.line("if (oh >= {} || ow >= {}) continue;", p.conv.oh.value(), p.conv.ow.value());
+        b.line("const long long n = sp_n;");
+        coords = {"n", "col", "oh", "ow"};
+      } else {
+        b.line("const long long row = m0 + wm * {} + wr + mi * 16 + hh * 8 + (lane >> 2);", cfg.wm);
+        b.line("if (row >= {}) continue;", m_code);
+        coords = epilogue_coords(b, p, a);
+      }
+      // Every column of the grid's tiles is in range when the tiles divide N exactly (grid y is
+      // N / BN, a CTA's columns n0 .. n0 + BN - 1): no column check, which would be dead code
+      // (and the unrolled epilogue's compare-and-branch per column group costs NVRTC time).
+      const bool cols_exact = gn.is_static() && gn.value() % cfg.bn == 0;
+      b.line("#pragma unroll");
+      auto lni = b.block("for (int ni = 0; ni < G::NI; ++ni) {{");
+      if (outputs_pair_storable(p, a)) {
+        // Columns (2 l, 2 l + 1) of a lane are adjacent in memory: one 4-byte (16-bit types) or
+        // 8-byte (f32) store per pair, and one 4-byte load per pair of a 16-bit operand read
+        // along the columns (EpiloguePairs).
+        b.line("const long long col0 = n0 + wn * {} + ni * 8 + (lane & 3) * 2;", cfg.wn);
+        if (!cols_exact) b.line("if (col0 >= {}) continue;", n_code);
+        EpiloguePairs pairs;
+        EpilogueCode e = epilogue(p, a, coords, "acc_v", "", "o", "e", &pairs);
+        for (auto& l : pairs.pre) b.put(l);
+        for (int t : p.group->outputs) b.line("float o{}[2];", t);
+        b.line("#pragma unroll");
+        {
+          auto le = b.block("for (int e = 0; e < 2; ++e) {{");
+          b.line("const long long col = col0 + e;");
+          b.line("const float acc_v = acc[mi][ni][hh * 2 + e];");
+          for (auto& l : e.lines) b.put(l);
+        }
+        std::vector<std::string> c0 = coords;
+        for (auto& c : c0)
+          if (c == "col") c = "col0";
+        for (int t : p.group->outputs) {
+          const TensorDesc& td = g.tensor(t).desc;
+          auto st = stride_code(a, td);
+          std::string off;
+          for (size_t i = 0; i < c0.size(); ++i)
+            off += fmt::format("{}{} * {}", i ? " + " : "", c0[i], st[i]);
+          std::string ptr = a.tensor(g, t, false);
+          if (td.dtype == DType::F32) {
+            b.line("kc_st_f32x2({} + {}, o{}[0], o{}[1]);", ptr, off, t, t);
+          } else {
+            b.line("*reinterpret_cast<unsigned*>({} + {}) = kc_pack_{}(o{}[0], o{}[1]);", ptr, off,
+                   dtype_name(td.dtype), t, t);
+          }
+        }
+      } else {
+        b.line("#pragma unroll");
         auto le = b.block("for (int e = 0; e < 2; ++e) {{");
-        b.line("const long long col = col0 + e;");
+        b.line("const long long col = n0 + wn * {} + ni * 8 + (lane & 3) * 2 + e;", cfg.wn);
+        if (!cols_exact) b.line("if (col >= {}) continue;", n_code);
         b.line("const float acc_v = acc[mi][ni][hh * 2 + e];");
+        EpilogueCode e = epilogue(p, a, coords, "acc_v", "");
         for (auto& l : e.lines) b.put(l);
       }
-      std::vector<std::string> c0 = coords;
-      for (auto& c : c0)
-        if (c == "col") c = "col0";
-      for (int t : p.group->outputs) {
-        const TensorDesc& td = g.tensor(t).desc;
-        auto st = stride_code(a, td);
-        std::string off;
-        for (size_t i = 0; i < c0.size(); ++i)
-          off += fmt::format("{}{} * {}", i ? " + " : "", c0[i], st[i]);
-        std::string ptr = a.tensor(g, t, false);
-        if (td.dtype == DType::F32) {
-          b.line("kc_st_f32x2({} + {}, o{}[0], o{}[1]);", ptr, off, t, t);
-        } else {
-          b.line("*reinterpret_cast<unsigned*>({} + {}) = kc_pack_{}(o{}[0], o{}[1]);", ptr, off,
-                 dtype_name(td.dtype), t, t);
-        }
-      }
-    } else {
-      b.line("#pragma unroll");
-      auto le = b.block("for (int e = 0; e < 2; ++e) {{");
-      b.line("const long long col = n0 + wn * {} + ni * 8 + (lane & 3) * 2 + e;", cfg.wn);
-      if (!cols_exact) b.line("if (col >= {}) continue;", n_code);
-      b.line("const float acc_v = acc[mi][ni][hh * 2 + e];");
-      EpilogueCode e = epilogue(p, a, coords, "acc_v", "");
-      for (auto& l : e.lines) b.put(l);
     }
   }
   std::string src = device_preamble() + device_text("contraction_mma.cuh") + "\n";

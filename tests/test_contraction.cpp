@@ -569,10 +569,11 @@ std::vector<Graph> bench_graphs() {
   return gs;
 }
 
-KernelSpec emit_arch_specific(const Graph& g) {
+KernelSpec emit_arch_specific(const Graph& g, const std::string& schedule = "") {
   CodegenOptions o;
   o.sm = 90;
   o.arch_specific = true;
+  o.schedule = parse_schedule_overrides(schedule);
   EmitContext cx{g, o};
   return emit_contraction(cx, make_group(g));
 }
@@ -963,7 +964,9 @@ TEST(Contraction, ColumnCheckOnlyForPartialTiles) {
 
 // The tiled epilogue reads a 16-bit operand that runs along the columns (bias, residual) as one
 // 32-bit word per column pair (half the loads, less NVRTC time); f32 operands stay scalar loads.
+// (The TMA kernels' staged epilogue is off here: see StagedEpilogue.)
 TEST(Contraction, EpiloguePairLoads) {
+  const std::string unstaged = "contraction.staged=2";
   auto graph = [](int64_t k, DType res_dt) {
     Graph g("pairs");
     Tensor x = g.input("x", DType::F16, {"N", 256, 14, 14}, Layout::NHWC);
@@ -981,7 +984,7 @@ TEST(Contraction, EpiloguePairLoads) {
     return n;
   };
   {  // bias and residual as pairs
-    KernelSpec k = emit_arch_specific(graph(256, DType::F16));
+    KernelSpec k = emit_arch_specific(graph(256, DType::F16), unstaged);
     SCOPED_TRACE(k.name);
     std::string body = k.source.substr(k.source.find("extern \"C\""));
     EXPECT_EQ(count(body, "kc_ld_x2("), 2u);
@@ -991,7 +994,7 @@ TEST(Contraction, EpiloguePairLoads) {
     compile_for(k, {"sm_90a"});
   }
   {  // an f32 residual stays a scalar load; the bias is still a pair
-    KernelSpec k = emit_arch_specific(graph(256, DType::F32));
+    KernelSpec k = emit_arch_specific(graph(256, DType::F32), unstaged);
     SCOPED_TRACE(k.name);
     std::string body = k.source.substr(k.source.find("extern \"C\""));
     EXPECT_EQ(count(body, "kc_ld_x2("), 1u);
@@ -1005,7 +1008,7 @@ TEST(Contraction, EpiloguePairLoads) {
         g.constant_random("w", {DType::BF16, {512, 768}, Layout::NCHW, {}}, "normal", 0, 0.05, 1);
     Tensor b = g.constant_random("b", {DType::BF16, {768}, Layout::NCHW, {}}, "normal", 0, 1, 2);
     g.output(g.add(g.matmul(a, w, b), b));
-    KernelSpec k = emit_arch_specific(g);
+    KernelSpec k = emit_arch_specific(g, unstaged);
     SCOPED_TRACE(k.name);
     std::string body = k.source.substr(k.source.find("extern \"C\""));
     EXPECT_EQ(count(body, "kc_ld_x2("), 1u);
@@ -1015,7 +1018,7 @@ TEST(Contraction, EpiloguePairLoads) {
   {  // K = 200 (a partial last column tile) and mma.sync alike
     Graph g = graph(200, DType::F16);
     for (bool arch_specific : {false, true}) {
-      KernelSpec k = arch_specific ? emit_arch_specific(g) : emit(g, make_group(g), 80);
+      KernelSpec k = arch_specific ? emit_arch_specific(g, unstaged) : emit(g, make_group(g), 80);
       SCOPED_TRACE(k.name);
       EXPECT_TRUE(uses_mma(k));
       std::string body = k.source.substr(k.source.find("extern \"C\""));
@@ -1023,5 +1026,60 @@ TEST(Contraction, EpiloguePairLoads) {
       EXPECT_EQ(count(body, "kc_ld_x2("), 2u);
       compile_for(k, {arch_specific ? "sm_90a" : "sm_80"});
     }
+  }
+}
+
+// The TMA GEMM kernels (1x1 convs, plain matmuls) stage the accumulator tile through shared
+// memory and run the epilogue over 8-column vectors: one 16-byte load per 16-bit operand vector
+// (f32 operands: scalar), one 16-byte store per output vector; a full-tile loop and an edge-tile
+// loop with row checks; a column check only for a partial last column tile.
+TEST(Contraction, StagedEpilogue) {
+  auto graph = [](int64_t k, DType res_dt) {
+    Graph g("staged");
+    Tensor x = g.input("x", DType::F16, {"N", 256, 14, 14}, Layout::NHWC);
+    Tensor w = g.constant_random("w", {DType::F16, {k, 256, 1, 1}, Layout::NHWC, {}}, "normal", 0,
+                                 0.05, 1);
+    Tensor b = g.constant_random("b", {DType::F16, {k}, Layout::NCHW, {}}, "normal", 0, 1, 2);
+    Tensor y = g.conv2d(x, w, b, Conv2dOptions{});
+    Tensor r = g.input("r", res_dt, {"N", k, 14, 14}, Layout::NHWC);
+    g.output(g.relu(g.add(y, res_dt == DType::F16 ? r : g.cast(r, DType::F16))));
+    return g;
+  };
+  auto count = [](const std::string& s, const std::string& what) {
+    size_t n = 0;
+    for (size_t at = s.find(what); at != std::string::npos; at = s.find(what, at + 1)) ++n;
+    return n;
+  };
+  {
+    KernelSpec k = emit_arch_specific(graph(256, DType::F16));
+    SCOPED_TRACE(k.name);
+    ASSERT_NE(k.name.find("_tma"), std::string::npos);
+    std::string body = k.source.substr(k.source.find("extern \"C\""));
+    EXPECT_EQ(count(body, "staged epilogue"), 1u);
+    EXPECT_EQ(count(body, "bar.sync 1, "), 2u);
+    EXPECT_EQ(count(body, "kc_ld_x8("), 4u);  // bias and residual, in both loops
+    EXPECT_EQ(count(body, "kc_st_f16x8("), 2u);
+    EXPECT_EQ(count(body, "kc_ld_x2("), 0u);
+    EXPECT_EQ(count(body, "if (row >= "), 1u);  // the edge-tile loop only
+    EXPECT_EQ(count(body, "if (col0 >="), 0u);
+    compile_for(k, {"sm_90a"});
+    // Off: the per-fragment epilogue.
+    KernelSpec off = emit_arch_specific(graph(256, DType::F16), "contraction.staged=2");
+    EXPECT_EQ(off.source.find("staged epilogue"), std::string::npos);
+  }
+  {  // an f32 residual: scalar loads; K = 200: a partial last column tile, 8-column vectors
+    for (auto [kk, dt] : {std::pair<int64_t, DType>{256, DType::F32}, {200, DType::F16}}) {
+      KernelSpec k = emit_arch_specific(graph(kk, dt));
+      SCOPED_TRACE(k.name);
+      std::string body = k.source.substr(k.source.find("extern \"C\""));
+      EXPECT_EQ(count(body, "staged epilogue"), 1u);
+      if (dt == DType::F32) EXPECT_EQ(count(body, "kc_ld_f32("), 2u);
+      if (kk == 200) EXPECT_EQ(count(body, "if (col0 >= 200LL) continue;"), 2u);
+      compile_for(k, {"sm_90a"});
+    }
+  }
+  {  // K = 196: not a multiple of 8 columns: the per-fragment epilogue
+    KernelSpec k = emit_arch_specific(graph(196, DType::F16));
+    EXPECT_EQ(k.source.find("staged epilogue"), std::string::npos) << k.name;
   }
 }

@@ -26,6 +26,19 @@ __device__ __forceinline__ float kc_f16_of_x2(unsigned w, int e) {
 __device__ __forceinline__ float kc_bf16_of_x2(unsigned w, int e) {
   return __uint_as_float(e ? w & 0xffff0000u : w << 16);
 }
+// Eight adjacent 16-bit values at p (16-byte aligned) as one uint4, and element e (0..7) of it.
+__device__ __forceinline__ uint4 kc_ld_x8(const unsigned short* p) {
+  return *reinterpret_cast<const uint4*>(p);
+}
+__device__ __forceinline__ unsigned kc_word_of_x8(uint4 w, int e) {
+  return e < 2 ? w.x : e < 4 ? w.y : e < 6 ? w.z : w.w;
+}
+__device__ __forceinline__ float kc_f16_of_x8(uint4 w, int e) {
+  return kc_f16_of_x2(kc_word_of_x8(w, e), e & 1);
+}
+__device__ __forceinline__ float kc_bf16_of_x8(uint4 w, int e) {
+  return kc_bf16_of_x2(kc_word_of_x8(w, e), e & 1);
+}
 __device__ __forceinline__ unsigned short kc_f32_to_f16(float f) {
   unsigned short h;
   asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));

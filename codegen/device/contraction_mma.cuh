@@ -185,6 +185,24 @@ __device__ __forceinline__ void kc_st_f32x2(float* p, float a, float b) {
   asm volatile("st.global.v2.f32 [%0], {%1, %2};\n" ::"l"(p), "f"(a), "f"(b));
 }
 
+// 16-byte stores of eight f32 results as f16 / bf16 (16-byte aligned), and 2 x 16 bytes as f32.
+__device__ __forceinline__ void kc_st_f16x8(unsigned short* p, const float* v) {
+  asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"l"(p), "r"(kc_pack_f16(v[0], v[1])),
+               "r"(kc_pack_f16(v[2], v[3])), "r"(kc_pack_f16(v[4], v[5])),
+               "r"(kc_pack_f16(v[6], v[7])));
+}
+__device__ __forceinline__ void kc_st_bf16x8(unsigned short* p, const float* v) {
+  asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"l"(p),
+               "r"(kc_pack_bf16(v[0], v[1])), "r"(kc_pack_bf16(v[2], v[3])),
+               "r"(kc_pack_bf16(v[4], v[5])), "r"(kc_pack_bf16(v[6], v[7])));
+}
+__device__ __forceinline__ void kc_st_f32x8(float* p, const float* v) {
+  asm volatile("st.global.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(p), "f"(v[0]), "f"(v[1]),
+               "f"(v[2]), "f"(v[3]));
+  asm volatile("st.global.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(p + 4), "f"(v[4]), "f"(v[5]),
+               "f"(v[6]), "f"(v[7]));
+}
+
 // Split-K helpers: L2 (coherent) loads of partial sums written by other CTAs, the counter
 // increment and a device-scope fence.
 __device__ __forceinline__ float kc_ld_cg_f32(const float* p) {
