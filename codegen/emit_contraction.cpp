@@ -608,7 +608,7 @@ std::map<std::string, int64_t> estimate_bindings(const contraction::Problem& p) 
 KernelSpec emit_contraction(const EmitContext& cx, const FusionGroup& g) {
   contraction::Problem p = contraction::describe(cx.graph, g);
   ContractionProblemInfo info = contraction::problem_info(p, cx.opts.sm, cx.opts.arch_specific);
-  p.staged_epilogue = cx.opts.schedule.contraction_staged != 2;
+  p.staged_epilogue = cx.opts.schedule.contraction_staged == 1;
   ContractionConfig cfg = choose_contraction_config(info);
   if (cx.opts.tuned) {
     std::optional<ContractionConfig> t =
@@ -627,7 +627,7 @@ std::vector<TuningSite> contraction_tuning_sites(const Graph& g, const Plan& pla
   for (const FusionGroup& grp : plan.groups) {
     if (grp.kind != GroupKind::Contraction) continue;
     contraction::Problem p = contraction::describe(g, grp);
-    p.staged_epilogue = opts.schedule.contraction_staged != 2;
+    p.staged_epilogue = opts.schedule.contraction_staged == 1;
     ContractionProblemInfo info = contraction::problem_info(p, opts.sm, opts.arch_specific);
     TuningSite site;
     site.group = grp.id;

@@ -47,7 +47,7 @@ const char* schedule_override_keys() {
          "(power of two 64..1024), channelnorm.slice_kb (8..200), channelnorm.cluster (1, 2, 4, "
          "8), channelnorm.cb (channels per cluster), channelnorm.algo (split, cluster, pergroup), "
          "channelnorm.vecs (1..16), channelnorm.threads (32..1024), channelnorm.hints (1 on, 2 "
-         "off), channelnorm.iters (1..64), contraction.staged (1 on, 2 off)";
+         "off), channelnorm.iters (1..64), contraction.staged (1 on, 2 off: the rule)";
 }
 
 ScheduleOverrides parse_schedule_overrides(const std::string& spec) {

@@ -1029,10 +1029,11 @@ TEST(Contraction, EpiloguePairLoads) {
   }
 }
 
-// The TMA GEMM kernels (1x1 convs, plain matmuls) stage the accumulator tile through shared
-// memory and run the epilogue over 8-column vectors: one 16-byte load per 16-bit operand vector
-// (f32 operands: scalar), one 16-byte store per output vector; a full-tile loop and an edge-tile
-// loop with row checks; a column check only for a partial last column tile.
+// With contraction.staged=1 (opt-in), the TMA GEMM kernels (1x1 convs, plain matmuls) stage the
+// accumulator tile through shared memory and run the epilogue over 8-column vectors: one 16-byte
+// load per 16-bit operand vector (f32 operands: scalar), one 16-byte store per output vector; a
+// full-tile loop and an edge-tile loop with row checks; a column check only for a partial last
+// column tile.
 TEST(Contraction, StagedEpilogue) {
   auto graph = [](int64_t k, DType res_dt) {
     Graph g("staged");
@@ -1051,7 +1052,7 @@ TEST(Contraction, StagedEpilogue) {
     return n;
   };
   {
-    KernelSpec k = emit_arch_specific(graph(256, DType::F16));
+    KernelSpec k = emit_arch_specific(graph(256, DType::F16), "contraction.staged=1");
     SCOPED_TRACE(k.name);
     ASSERT_NE(k.name.find("_tma"), std::string::npos);
     std::string body = k.source.substr(k.source.find("extern \"C\""));
@@ -1063,13 +1064,15 @@ TEST(Contraction, StagedEpilogue) {
     EXPECT_EQ(count(body, "if (row >= "), 1u);  // the edge-tile loop only
     EXPECT_EQ(count(body, "if (col0 >="), 0u);
     compile_for(k, {"sm_90a"});
-    // Off: the per-fragment epilogue.
-    KernelSpec off = emit_arch_specific(graph(256, DType::F16), "contraction.staged=2");
-    EXPECT_EQ(off.source.find("staged epilogue"), std::string::npos);
+    // The rule (and contraction.staged=2): the per-fragment epilogue.
+    for (const char* spec : {"", "contraction.staged=2"}) {
+      KernelSpec off = emit_arch_specific(graph(256, DType::F16), spec);
+      EXPECT_EQ(off.source.find("staged epilogue"), std::string::npos) << spec;
+    }
   }
   {  // an f32 residual: scalar loads; K = 200: a partial last column tile, 8-column vectors
     for (auto [kk, dt] : {std::pair<int64_t, DType>{256, DType::F32}, {200, DType::F16}}) {
-      KernelSpec k = emit_arch_specific(graph(kk, dt));
+      KernelSpec k = emit_arch_specific(graph(kk, dt), "contraction.staged=1");
       SCOPED_TRACE(k.name);
       std::string body = k.source.substr(k.source.find("extern \"C\""));
       EXPECT_EQ(count(body, "staged epilogue"), 1u);
@@ -1079,7 +1082,7 @@ TEST(Contraction, StagedEpilogue) {
     }
   }
   {  // K = 196: not a multiple of 8 columns: the per-fragment epilogue
-    KernelSpec k = emit_arch_specific(graph(196, DType::F16));
+    KernelSpec k = emit_arch_specific(graph(196, DType::F16), "contraction.staged=1");
     EXPECT_EQ(k.source.find("staged epilogue"), std::string::npos) << k.name;
   }
 }
