@@ -563,26 +563,35 @@ bool emit_split(const EmitContext& cx, const FusionGroup& grp, const std::vector
         w.line("ws[{} + 2 * gi + 1] = rsqrtf(fmaxf({} / {} - dm * dm, 0.0f) + {});", parts, b,
                count, cuda_float(A.attr_float("eps")));
       };
-      if (warps * 32 != T) w.open("if (t < {}) {{", warps * 32);
-      w.open("for (int gi = t / 32; gi < {}; gi += {}) {{", G, warps);
-      w.line("float a = 0.0f, b = 0.0f;");
-      w.open("for (int c = t % 32; c < {}; c += 32) {{", Cg);
-      w.line("a += red1[gi * {} + c];", Cg);
-      w.line("b += red2[gi * {} + c];", Cg);
-      w.close();
-      w.line("a = kiln_warp_sum(a);");
-      w.line("b = kiln_warp_sum(b);");
-      w.open("if (t % 32 == 0) {{");
-      if (B == 1) {
-        finish("a", "b");
-      } else {
-        w.line("ws[(bid % {}) * {} + 2 * gi] = a;", B, 2 * G);
-        w.line("ws[(bid % {}) * {} + 2 * gi + 1] = b;", B, 2 * G);
-        w.line("__threadfence();  // the partials before this CTA's arrival");
-      }
-      w.close();
-      w.close();
-      if (warps * 32 != T) w.close();
+      // Per group gi (a warp each): a and b, the sums over k < n of `sa` and `sb`, then `done`
+      // in the warp's lane 0.
+      auto warp_group_sums = [&](int64_t n, const std::string& sa, const std::string& sb,
+                                 const std::function<void()>& done) {
+        if (warps * 32 != T) w.open("if (t < {}) {{", warps * 32);
+        w.open("for (int gi = t / 32; gi < {}; gi += {}) {{", G, warps);
+        w.line("float a = 0.0f, b = 0.0f;");
+        w.open("for (int k = t % 32; k < {}; k += 32) {{", n);
+        w.line("a += {};", sa);
+        w.line("b += {};", sb);
+        w.close();
+        w.line("a = kiln_warp_sum(a);");
+        w.line("b = kiln_warp_sum(b);");
+        w.open("if (t % 32 == 0) {{");
+        done();
+        w.close();
+        w.close();
+        if (warps * 32 != T) w.close();
+      };
+      warp_group_sums(Cg, fmt::format("red1[gi * {} + k]", Cg),
+                      fmt::format("red2[gi * {} + k]", Cg), [&] {
+                        if (B == 1) {
+                          finish("a", "b");
+                          return;
+                        }
+                        w.line("ws[(bid % {}) * {} + 2 * gi] = a;", B, 2 * G);
+                        w.line("ws[(bid % {}) * {} + 2 * gi + 1] = b;", B, 2 * G);
+                        w.line("__threadfence();  // the partials before this CTA's arrival");
+                      });
       if (B > 1) {
         // 4. The sample's last CTA to arrive adds the B partials of each group in chunk order
         // (deterministic), writes mean and rstd, and zeroes its counter for the next launch.
@@ -592,20 +601,9 @@ bool emit_split(const EmitContext& cx, const FusionGroup& grp, const std::vector
         w.line("__syncthreads();");
         w.line("if (!last) return;");
         w.line("__threadfence();");
-        if (warps * 32 != T) w.open("if (t < {}) {{", warps * 32);
-        w.open("for (int gi = t / 32; gi < {}; gi += {}) {{", G, warps);
-        w.line("float a = 0.0f, b = 0.0f;");
-        w.open("for (int k = t % 32; k < {}; k += 32) {{", B);
-        w.line("a += kiln_cn_ld_relaxed(ws + k * {} + 2 * gi);", 2 * G);
-        w.line("b += kiln_cn_ld_relaxed(ws + k * {} + 2 * gi + 1);", 2 * G);
-        w.close();
-        w.line("a = kiln_warp_sum(a);");
-        w.line("b = kiln_warp_sum(b);");
-        w.open("if (t % 32 == 0) {{");
-        finish("a", "b");
-        w.close();
-        w.close();
-        if (warps * 32 != T) w.close();
+        warp_group_sums(B, fmt::format("kiln_cn_ld_relaxed(ws + k * {} + 2 * gi)", 2 * G),
+                        fmt::format("kiln_cn_ld_relaxed(ws + k * {} + 2 * gi + 1)", 2 * G),
+                        [&] { finish("a", "b"); });
         w.line("if (t == 0) kc_cnt[n] = 0u;");
       }
       w.close();

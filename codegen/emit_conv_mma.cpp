@@ -591,6 +591,25 @@ KernelSpec emit_mma(const Problem& p, const ContractionConfig& cfg_in, int sm) {
     // stores, a warp covering 32 consecutive vectors, where the per-fragment epilogue below
     // moves 4 bytes per access. Its one unrolled 8-lane body also compiles faster than the
     // fragment loop's MI x NI x 2 x 2 copies.
+    // The epilogue over columns col0 .. col0 + width - 1 (e), each output's values into o<t>[e].
+    auto lane_loop = [&](int width, const std::string& acc_v, const EpilogueCode& e) {
+      for (int t : p.group->outputs) b.line("float o{}[{}];", t, width);
+      b.line("#pragma unroll");
+      b.open("for (int e = 0; e < {}; ++e) {{", width);
+      b.line("const long long col = col0 + e;");
+      b.line("const float acc_v = {};", acc_v);
+      for (auto& l : e.lines) b.put(l);
+      b.close();
+    };
+    // The offset of output t's element at the epilogue coordinates, column col0.
+    auto col0_offset = [&](int t) {
+      const auto st = stride_code(a, g.tensor(t).desc);
+      std::string off;
+      for (size_t i = 0; i < coords.size(); ++i)
+        off += fmt::format("{}{} * {}", i ? " + " : "", coords[i] == "col" ? "col0" : coords[i],
+                           st[i]);
+      return off;
+    };
     const int ethreads = (cfg.bm / 64) * 128;  // the consumer warpgroups
     const int pitch = cfg.bn + 8;
     const bool staged =
@@ -643,25 +662,10 @@ KernelSpec emit_mma(const Problem& p, const ContractionConfig& cfg_in, int sm) {
         b.line("const float4 s1 = *reinterpret_cast<const float4*>(kc_tile + tr * {} + tc + 4);",
                pitch);
         b.line("const float accs[8] = {{s0.x, s0.y, s0.z, s0.w, s1.x, s1.y, s1.z, s1.w}};");
-        for (int t : p.group->outputs) b.line("float o{}[8];", t);
-        b.line("#pragma unroll");
-        {
-          auto le = b.block("for (int e = 0; e < 8; ++e) {{");
-          b.line("const long long col = col0 + e;");
-          b.line("const float acc_v = accs[e];");
-          for (auto& l : e.lines) b.put(l);
-        }
-        std::vector<std::string> c0 = coords;
-        for (auto& c : c0)
-          if (c == "col") c = "col0";
-        for (int t : p.group->outputs) {
-          const TensorDesc& td = g.tensor(t).desc;
-          auto st = stride_code(a, td);
-          std::string off;
-          for (size_t i = 0; i < c0.size(); ++i)
-            off += fmt::format("{}{} * {}", i ? " + " : "", c0[i], st[i]);
-          b.line("kc_st_{}x8({} + {}, o{});", dtype_name(td.dtype), a.tensor(g, t, false), off, t);
-        }
+        lane_loop(8, "accs[e]", e);
+        for (int t : p.group->outputs)
+          b.line("kc_st_{}x8({} + {}, o{});", dtype_name(g.tensor(t).desc.dtype),
+                 a.tensor(g, t, false), col0_offset(t), t);
         b.close();
       };
       b.open("if (m0 + {} <= {}) {{", cfg.bm, m_code);
@@ -711,23 +715,10 @@ KernelSpec emit_mma(const Problem& p, const ContractionConfig& cfg_in, int sm) {
         EpiloguePairs pairs;
         EpilogueCode e = epilogue(p, a, coords, "acc_v", "", "o", "e", &pairs);
         for (auto& l : pairs.pre) b.put(l);
-        for (int t : p.group->outputs) b.line("float o{}[2];", t);
-        b.line("#pragma unroll");
-        {
-          auto le = b.block("for (int e = 0; e < 2; ++e) {{");
-          b.line("const long long col = col0 + e;");
-          b.line("const float acc_v = acc[mi][ni][hh * 2 + e];");
-          for (auto& l : e.lines) b.put(l);
-        }
-        std::vector<std::string> c0 = coords;
-        for (auto& c : c0)
-          if (c == "col") c = "col0";
+        lane_loop(2, "acc[mi][ni][hh * 2 + e]", e);
         for (int t : p.group->outputs) {
           const TensorDesc& td = g.tensor(t).desc;
-          auto st = stride_code(a, td);
-          std::string off;
-          for (size_t i = 0; i < c0.size(); ++i)
-            off += fmt::format("{}{} * {}", i ? " + " : "", c0[i], st[i]);
+          const std::string off = col0_offset(t);
           std::string ptr = a.tensor(g, t, false);
           if (td.dtype == DType::F32) {
             b.line("kc_st_f32x2({} + {}, o{}[0], o{}[1]);", ptr, off, t, t);

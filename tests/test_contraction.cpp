@@ -962,29 +962,34 @@ TEST(Contraction, ColumnCheckOnlyForPartialTiles) {
   }
 }
 
+namespace {
+// A 1x1 conv 256 -> k at 14x14, f16 NHWC, with bias and a residual add of dtype `res_dt`, relu.
+Graph residual_conv_graph(int64_t k, DType res_dt) {
+  Graph g("residual_conv");
+  Tensor x = g.input("x", DType::F16, {"N", 256, 14, 14}, Layout::NHWC);
+  Tensor w =
+      g.constant_random("w", {DType::F16, {k, 256, 1, 1}, Layout::NHWC, {}}, "normal", 0, 0.05, 1);
+  Tensor b = g.constant_random("b", {DType::F16, {k}, Layout::NCHW, {}}, "normal", 0, 1, 2);
+  Tensor y = g.conv2d(x, w, b, Conv2dOptions{});
+  Tensor r = g.input("r", res_dt, {"N", k, 14, 14}, Layout::NHWC);
+  g.output(g.relu(g.add(y, res_dt == DType::F16 ? r : g.cast(r, DType::F16))));
+  return g;
+}
+size_t count(const std::string& s, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = s.find(what); at != std::string::npos; at = s.find(what, at + 1)) ++n;
+  return n;
+}
+
+}  // namespace
+
 // The tiled epilogue reads a 16-bit operand that runs along the columns (bias, residual) as one
 // 32-bit word per column pair (half the loads, less NVRTC time); f32 operands stay scalar loads.
 // (The TMA kernels' staged epilogue is off here: see StagedEpilogue.)
 TEST(Contraction, EpiloguePairLoads) {
   const std::string unstaged = "contraction.staged=2";
-  auto graph = [](int64_t k, DType res_dt) {
-    Graph g("pairs");
-    Tensor x = g.input("x", DType::F16, {"N", 256, 14, 14}, Layout::NHWC);
-    Tensor w = g.constant_random("w", {DType::F16, {k, 256, 1, 1}, Layout::NHWC, {}}, "normal", 0,
-                                 0.05, 1);
-    Tensor b = g.constant_random("b", {DType::F16, {k}, Layout::NCHW, {}}, "normal", 0, 1, 2);
-    Tensor y = g.conv2d(x, w, b, Conv2dOptions{});
-    Tensor r = g.input("r", res_dt, {"N", k, 14, 14}, Layout::NHWC);
-    g.output(g.relu(g.add(y, res_dt == DType::F16 ? r : g.cast(r, DType::F16))));
-    return g;
-  };
-  auto count = [](const std::string& s, const std::string& what) {
-    size_t n = 0;
-    for (size_t at = s.find(what); at != std::string::npos; at = s.find(what, at + 1)) ++n;
-    return n;
-  };
   {  // bias and residual as pairs
-    KernelSpec k = emit_arch_specific(graph(256, DType::F16), unstaged);
+    KernelSpec k = emit_arch_specific(residual_conv_graph(256, DType::F16), unstaged);
     SCOPED_TRACE(k.name);
     std::string body = k.source.substr(k.source.find("extern \"C\""));
     EXPECT_EQ(count(body, "kc_ld_x2("), 2u);
@@ -994,7 +999,7 @@ TEST(Contraction, EpiloguePairLoads) {
     compile_for(k, {"sm_90a"});
   }
   {  // an f32 residual stays a scalar load; the bias is still a pair
-    KernelSpec k = emit_arch_specific(graph(256, DType::F32), unstaged);
+    KernelSpec k = emit_arch_specific(residual_conv_graph(256, DType::F32), unstaged);
     SCOPED_TRACE(k.name);
     std::string body = k.source.substr(k.source.find("extern \"C\""));
     EXPECT_EQ(count(body, "kc_ld_x2("), 1u);
@@ -1016,7 +1021,7 @@ TEST(Contraction, EpiloguePairLoads) {
     compile_for(k, {"sm_90a"});
   }
   {  // K = 200 (a partial last column tile) and mma.sync alike
-    Graph g = graph(200, DType::F16);
+    Graph g = residual_conv_graph(200, DType::F16);
     for (bool arch_specific : {false, true}) {
       KernelSpec k = arch_specific ? emit_arch_specific(g, unstaged) : emit(g, make_group(g), 80);
       SCOPED_TRACE(k.name);
@@ -1035,24 +1040,8 @@ TEST(Contraction, EpiloguePairLoads) {
 // full-tile loop and an edge-tile loop with row checks; a column check only for a partial last
 // column tile.
 TEST(Contraction, StagedEpilogue) {
-  auto graph = [](int64_t k, DType res_dt) {
-    Graph g("staged");
-    Tensor x = g.input("x", DType::F16, {"N", 256, 14, 14}, Layout::NHWC);
-    Tensor w = g.constant_random("w", {DType::F16, {k, 256, 1, 1}, Layout::NHWC, {}}, "normal", 0,
-                                 0.05, 1);
-    Tensor b = g.constant_random("b", {DType::F16, {k}, Layout::NCHW, {}}, "normal", 0, 1, 2);
-    Tensor y = g.conv2d(x, w, b, Conv2dOptions{});
-    Tensor r = g.input("r", res_dt, {"N", k, 14, 14}, Layout::NHWC);
-    g.output(g.relu(g.add(y, res_dt == DType::F16 ? r : g.cast(r, DType::F16))));
-    return g;
-  };
-  auto count = [](const std::string& s, const std::string& what) {
-    size_t n = 0;
-    for (size_t at = s.find(what); at != std::string::npos; at = s.find(what, at + 1)) ++n;
-    return n;
-  };
   {
-    KernelSpec k = emit_arch_specific(graph(256, DType::F16), "contraction.staged=1");
+    KernelSpec k = emit_arch_specific(residual_conv_graph(256, DType::F16), "contraction.staged=1");
     SCOPED_TRACE(k.name);
     ASSERT_NE(k.name.find("_tma"), std::string::npos);
     std::string body = k.source.substr(k.source.find("extern \"C\""));
@@ -1066,13 +1055,13 @@ TEST(Contraction, StagedEpilogue) {
     compile_for(k, {"sm_90a"});
     // The rule (and contraction.staged=2): the per-fragment epilogue.
     for (const char* spec : {"", "contraction.staged=2"}) {
-      KernelSpec off = emit_arch_specific(graph(256, DType::F16), spec);
+      KernelSpec off = emit_arch_specific(residual_conv_graph(256, DType::F16), spec);
       EXPECT_EQ(off.source.find("staged epilogue"), std::string::npos) << spec;
     }
   }
   {  // an f32 residual: scalar loads; K = 200: a partial last column tile, 8-column vectors
     for (auto [kk, dt] : {std::pair<int64_t, DType>{256, DType::F32}, {200, DType::F16}}) {
-      KernelSpec k = emit_arch_specific(graph(kk, dt), "contraction.staged=1");
+      KernelSpec k = emit_arch_specific(residual_conv_graph(kk, dt), "contraction.staged=1");
       SCOPED_TRACE(k.name);
       std::string body = k.source.substr(k.source.find("extern \"C\""));
       EXPECT_EQ(count(body, "staged epilogue"), 1u);
@@ -1082,7 +1071,7 @@ TEST(Contraction, StagedEpilogue) {
     }
   }
   {  // K = 196: not a multiple of 8 columns: the per-fragment epilogue
-    KernelSpec k = emit_arch_specific(graph(196, DType::F16), "contraction.staged=1");
+    KernelSpec k = emit_arch_specific(residual_conv_graph(196, DType::F16), "contraction.staged=1");
     EXPECT_EQ(k.source.find("staged epilogue"), std::string::npos) << k.name;
   }
 }
