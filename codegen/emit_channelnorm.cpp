@@ -442,9 +442,10 @@ bool emit_split(const EmitContext& cx, const FusionGroup& grp, const std::vector
         "extern \"C\" __global__ void __launch_bounds__({}, {}) {}(KILN_PARAMS, float* "
         "__restrict__ kc_ws{}) {{",
         T, sch.ctas_per_sm, name, !apply && B > 1 ? ", unsigned* __restrict__ kc_cnt" : "");
-    if (apply) w.line("__shared__ float gmean[{0}], grstd[{0}];", G);
-    if (apply)
+    if (apply) {
+      w.line("__shared__ float gmean[{0}], grstd[{0}];", G);
       w.line("// reversed: the chunks the statistics kernel read last are the likeliest in L2");
+    }
     w.line("const long long bid = {};",
            apply ? "static_cast<long long>(gridDim.x) - 1 - blockIdx.x" : "blockIdx.x");
     w.line("const long long n = bid / {};", B);

@@ -584,13 +584,10 @@ KernelSpec emit_mma(const Problem& p, const ContractionConfig& cfg_in, int sm) {
       b.close();
       b.close();
     }
-    // ---- staged epilogue (TMA GEMM kernels): the consumers write their accumulators to the
-    // (now idle) stage buffers as a BM x BN f32 tile (rows padded by 8 floats: a half-warp's
-    // 8-byte fragment stores hit distinct banks), then each thread runs the epilogue over whole
-    // 8-column vectors of a row: 16-byte loads of 16-bit residual / bias operands and 16-byte
-    // stores, a warp covering 32 consecutive vectors, where the per-fragment epilogue below
-    // moves 4 bytes per access. Its one unrolled 8-lane body also compiles faster than the
-    // fragment loop's MI x NI x 2 x 2 copies.
+    // Every column of the grid's tiles is in range when the tiles divide N exactly (grid y is
+    // N / BN, a CTA's columns n0 .. n0 + BN - 1): no column check, which would be dead code
+    // (and the unrolled epilogue's compare-and-branch per column group costs NVRTC time).
+    const bool cols_exact = gn.is_static() && gn.value() % cfg.bn == 0;
     // The epilogue over columns col0 .. col0 + width - 1 (e), each output's values into o<t>[e].
     auto lane_loop = [&](int width, const std::string& acc_v, const EpilogueCode& e) {
       for (int t : p.group->outputs) b.line("float o{}[{}];", t, width);
@@ -610,6 +607,13 @@ KernelSpec emit_mma(const Problem& p, const ContractionConfig& cfg_in, int sm) {
                            st[i]);
       return off;
     };
+    // ---- staged epilogue (TMA GEMM kernels, opt-in: contraction.staged=1): the consumers write
+    // their accumulators to the (now idle) stage buffers as a BM x BN f32 tile (rows padded by 8
+    // floats: a half-warp's 8-byte fragment stores hit distinct banks), then each thread runs the
+    // epilogue over whole 8-column vectors of a row: 16-byte loads of 16-bit residual / bias
+    // operands and 16-byte stores, a warp covering 32 consecutive vectors, where the per-fragment
+    // epilogue below moves 4 bytes per access. Measured no faster on the ResNet-50 expansion conv
+    // (run 24; that kernel is latency-bound) and ~10 % slower to compile, hence not the rule.
     const int ethreads = (cfg.bm / 64) * 128;  // the consumer warpgroups
     const int pitch = cfg.bn + 8;
     const bool staged =
@@ -617,7 +621,6 @@ KernelSpec emit_mma(const Problem& p, const ContractionConfig& cfg_in, int sm) {
         outputs_pair_storable(p, a, 8) &&
         int64_t{cfg.bm} * pitch * 4 <= int64_t{cfg.stages} * (cfg.bm + cfg.bn) * cfg.bk * 2;
     if (staged) {
-      const bool cols_exact = gn.is_static() && gn.value() % cfg.bn == 0;
       b.line("// staged epilogue: {} x {} f32 tile in shared memory, 8-column vectors", cfg.bm,
              cfg.bn);
       b.line("float* const kc_tile = reinterpret_cast<float*>(G::aligned(kc_smem));");
@@ -700,10 +703,6 @@ KernelSpec emit_mma(const Problem& p, const ContractionConfig& cfg_in, int sm) {
         b.line("if (row >= {}) continue;", m_code);
         coords = epilogue_coords(b, p, a);
       }
-      // Every column of the grid's tiles is in range when the tiles divide N exactly (grid y is
-      // N / BN, a CTA's columns n0 .. n0 + BN - 1): no column check, which would be dead code
-      // (and the unrolled epilogue's compare-and-branch per column group costs NVRTC time).
-      const bool cols_exact = gn.is_static() && gn.value() % cfg.bn == 0;
       b.line("#pragma unroll");
       auto lni = b.block("for (int ni = 0; ni < G::NI; ++ni) {{");
       if (outputs_pair_storable(p, a)) {

@@ -207,9 +207,9 @@ ChannelNormSplit choose_channelnorm_split(int64_t channels, int64_t groups, int6
   // Shared memory: two partial sums per lane, shift, mean and rstd per group.
   const int64_t smem = (2 * t * V + 3 * groups) * 4;
   if (smem > 46 * 1024) return s;
-  // Eight vectors (128 bytes) per thread and input, all loads issued at once: with 4-6 CTAs of
-  // ~320 threads per SM that is ~200 KB in flight per SM, several times what HBM3e's latency
-  // needs; fewer when a sample is small.
+  // Eight vectors (128 bytes) per thread and input, all loads of a chunk issued at once (two
+  // CTAs of 320 threads per SM: ~80 KB in flight per SM); fewer when a sample is small. Four
+  // measured slower in run 22, where the launch bounds made them spill.
   int64_t v = o.channelnorm_vecs ? o.channelnorm_vecs : (vector_inputs > 1 ? 4 : 8);
   v = std::max<int64_t>(1, std::min(v, (sv + t - 1) / t));
   const int64_t chunks = (sv + t * v - 1) / (t * v);

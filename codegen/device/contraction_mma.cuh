@@ -192,9 +192,9 @@ __device__ __forceinline__ void kc_st_f16x8(unsigned short* p, const float* v) {
                "r"(kc_pack_f16(v[6], v[7])));
 }
 __device__ __forceinline__ void kc_st_bf16x8(unsigned short* p, const float* v) {
-  asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"l"(p),
-               "r"(kc_pack_bf16(v[0], v[1])), "r"(kc_pack_bf16(v[2], v[3])),
-               "r"(kc_pack_bf16(v[4], v[5])), "r"(kc_pack_bf16(v[6], v[7])));
+  asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"l"(p), "r"(kc_pack_bf16(v[0], v[1])),
+               "r"(kc_pack_bf16(v[2], v[3])), "r"(kc_pack_bf16(v[4], v[5])),
+               "r"(kc_pack_bf16(v[6], v[7])));
 }
 __device__ __forceinline__ void kc_st_f32x8(float* p, const float* v) {
   asm volatile("st.global.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(p), "f"(v[0]), "f"(v[1]),

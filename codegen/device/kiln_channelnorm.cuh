@@ -89,23 +89,9 @@ KILN_DEVICE void kiln_cn_st16_hint(void* p, uint4 v, unsigned long long pol) {
                "r"(v.y), "r"(v.z), "r"(v.w), "l"(pol)
                : "memory");
 }
-KILN_DEVICE void kiln_cn_stv_hint(float* p, const float* v, unsigned long long pol) {
-  kiln_cn_st16_hint(p,
-                    make_uint4(__float_as_uint(v[0]), __float_as_uint(v[1]),
-                               __float_as_uint(v[2]), __float_as_uint(v[3])),
-                    pol);
-}
-KILN_DEVICE void kiln_cn_stv_hint(kiln_f16* p, const float* v, unsigned long long pol) {
-  kiln_cn_st16_hint(p,
-                    make_uint4(kiln_pack_f16x2(v[0], v[1]), kiln_pack_f16x2(v[2], v[3]),
-                               kiln_pack_f16x2(v[4], v[5]), kiln_pack_f16x2(v[6], v[7])),
-                    pol);
-}
-KILN_DEVICE void kiln_cn_stv_hint(kiln_bf16* p, const float* v, unsigned long long pol) {
-  kiln_cn_st16_hint(p,
-                    make_uint4(kiln_pack_bf16x2(v[0], v[1]), kiln_pack_bf16x2(v[2], v[3]),
-                               kiln_pack_bf16x2(v[4], v[5]), kiln_pack_bf16x2(v[6], v[7])),
-                    pol);
+template <class T>
+KILN_DEVICE void kiln_cn_stv_hint(T* p, const float* v, unsigned long long pol) {
+  kiln_cn_st16_hint(p, kiln_pack16(v, p), pol);
 }
 
 #endif  // KILN_CHANNELNORM_CUH

@@ -125,17 +125,22 @@ KILN_DEVICE void kiln_ldv(const T* p, float* v) {
   kiln_unpack(r.z, p, v + 4);
   kiln_unpack(r.w, p, v + 6);
 }
-KILN_DEVICE void kiln_stv(float* p, const float* v) {
-  kiln_st16(p, make_uint4(__float_as_uint(v[0]), __float_as_uint(v[1]), __float_as_uint(v[2]),
-                          __float_as_uint(v[3])));
+// kiln_vec<T>::N floats as one 16-byte vector of T (the pointer only selects the type).
+KILN_DEVICE uint4 kiln_pack16(const float* v, const float*) {
+  return make_uint4(__float_as_uint(v[0]), __float_as_uint(v[1]), __float_as_uint(v[2]),
+                    __float_as_uint(v[3]));
 }
-KILN_DEVICE void kiln_stv(kiln_f16* p, const float* v) {
-  kiln_st16(p, make_uint4(kiln_pack_f16x2(v[0], v[1]), kiln_pack_f16x2(v[2], v[3]),
-                          kiln_pack_f16x2(v[4], v[5]), kiln_pack_f16x2(v[6], v[7])));
+KILN_DEVICE uint4 kiln_pack16(const float* v, const kiln_f16*) {
+  return make_uint4(kiln_pack_f16x2(v[0], v[1]), kiln_pack_f16x2(v[2], v[3]),
+                    kiln_pack_f16x2(v[4], v[5]), kiln_pack_f16x2(v[6], v[7]));
 }
-KILN_DEVICE void kiln_stv(kiln_bf16* p, const float* v) {
-  kiln_st16(p, make_uint4(kiln_pack_bf16x2(v[0], v[1]), kiln_pack_bf16x2(v[2], v[3]),
-                          kiln_pack_bf16x2(v[4], v[5]), kiln_pack_bf16x2(v[6], v[7])));
+KILN_DEVICE uint4 kiln_pack16(const float* v, const kiln_bf16*) {
+  return make_uint4(kiln_pack_bf16x2(v[0], v[1]), kiln_pack_bf16x2(v[2], v[3]),
+                    kiln_pack_bf16x2(v[4], v[5]), kiln_pack_bf16x2(v[6], v[7]));
+}
+template <class T>
+KILN_DEVICE void kiln_stv(T* p, const float* v) {
+  kiln_st16(p, kiln_pack16(v, p));
 }
 
 // Streaming variants for single-use row/element data (not for parameters reused across rows):
@@ -167,17 +172,9 @@ KILN_DEVICE void kiln_ldv_stream(const T* p, float* v) {
   kiln_unpack(r.z, p, v + 4);
   kiln_unpack(r.w, p, v + 6);
 }
-KILN_DEVICE void kiln_stv_stream(float* p, const float* v) {
-  kiln_st16_stream(p, make_uint4(__float_as_uint(v[0]), __float_as_uint(v[1]),
-                                 __float_as_uint(v[2]), __float_as_uint(v[3])));
-}
-KILN_DEVICE void kiln_stv_stream(kiln_f16* p, const float* v) {
-  kiln_st16_stream(p, make_uint4(kiln_pack_f16x2(v[0], v[1]), kiln_pack_f16x2(v[2], v[3]),
-                                 kiln_pack_f16x2(v[4], v[5]), kiln_pack_f16x2(v[6], v[7])));
-}
-KILN_DEVICE void kiln_stv_stream(kiln_bf16* p, const float* v) {
-  kiln_st16_stream(p, make_uint4(kiln_pack_bf16x2(v[0], v[1]), kiln_pack_bf16x2(v[2], v[3]),
-                                 kiln_pack_bf16x2(v[4], v[5]), kiln_pack_bf16x2(v[6], v[7])));
+template <class T>
+KILN_DEVICE void kiln_stv_stream(T* p, const float* v) {
+  kiln_st16_stream(p, kiln_pack16(v, p));
 }
 
 // ---------------------------------------------------------------- reductions
