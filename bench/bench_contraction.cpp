@@ -4,8 +4,9 @@
 //   bench_contraction matmul M N K [act] [dtype]            matmul + bias + act (default bf16)
 //   --mma (anywhere): the mma.sync kernel where the sm_90a wgmma one would be chosen
 //   --static (anywhere): batch dim static (a shape-specialized graph): tiles from the concrete M
-//   --config=wgBMxBNx64_sS[_ws|_tma] (anywhere): that sm_90a wgmma tile (_ws: warp-specialized,
-//   _tma: warp-specialized with TMA loads)
+//   --config=wgBMxBNx64_sS[_ws|_tma|_i2c] (anywhere): that sm_90a wgmma tile (_ws:
+//   warp-specialized, _tma: warp-specialized with TMA loads, _i2c: the same with a conv's A by
+//   im2col-mode TMA)
 //   --autotune (anywhere): every candidate config timed at this shape, the fastest reported
 //
 // act: relu (default for conv), gelu_tanh (default for matmul), none. Prints one JSON line: the
@@ -40,8 +41,8 @@ int usage() {
       "--mma: the mma.sync kernel instead of the sm_90a wgmma one\n"
       "--static: the batch size (conv N / matmul M) is a static dim, as in a\n"
       "  shape-specialized graph: tiles are chosen from the concrete M\n"
-      "--config=wgBMxBNx64_sS[_ws|_tma]: force that sm_90a wgmma tile (_ws: warp-specialized,\n"
-      "  _tma: warp-specialized with TMA loads)\n"
+      "--config=wgBMxBNx64_sS[_ws|_tma|_i2c]: force that sm_90a wgmma tile (_ws: warp-\n"
+      "  specialized, _tma: warp-specialized with TMA loads, _i2c: a conv's A by im2col TMA)\n"
       "--autotune: time every candidate config (what EngineOptions::autotune measures) at\n"
       "  this shape and report the fastest (the candidates' times go to stderr)\n");
   return 2;
@@ -75,7 +76,8 @@ int main(int argc, char** argv) {
       if (std::sscanf(argv[i] + 9, "wg%dx%dx%d_s%d", &bm, &bn, &bk, &st) != 4 || bk != 64)
         return usage();
       forced = wgmma_tile(bm, bn, st);
-      forced.tma = std::strstr(argv[i] + 9, "_tma") != nullptr;
+      forced.im2col = std::strstr(argv[i] + 9, "_i2c") != nullptr;
+      forced.tma = forced.im2col || std::strstr(argv[i] + 9, "_tma") != nullptr;
       forced.ws = forced.tma || std::strstr(argv[i] + 9, "_ws") != nullptr;
     } else {
       av.push_back(argv[i]);

@@ -42,6 +42,9 @@ struct Problem {
   // (KILN_SCHEDULE contraction.staged=1): measured no faster than the per-fragment epilogue on
   // the ResNet-50 expansion conv (run 24: 0.2098 vs 0.2077 ms at N = 128) and slower to compile.
   bool staged_epilogue = false;
+  // Convs may load A by im2col-mode TMA (KILN_SCHEDULE contraction.im2col=2: never, the
+  // spatial pixel blocks instead).
+  bool im2col_allowed = true;
 };
 
 Problem describe(const Graph& g, const FusionGroup& grp);
@@ -64,6 +67,10 @@ class ArgList {
                             int box_rows, int box_cols) {
     return tensor_map(id, {cols, rows}, {row_stride}, {box_cols, box_rows}, {1, 1});
   }
+  // An im2col-mode TMA descriptor over the 4-D NHWC tensor `id` (dims C, W, H, N; traversal
+  // strides; KernelArg::map_im2col).
+  std::string tensor_map_im2col(int id, std::vector<Dim> dims, std::vector<Dim> strides,
+                                std::vector<int> elem_strides, std::vector<int> im2col);
   std::string params() const;  // "const float* __restrict__ t3, long long s0, ..."
   const std::vector<KernelArg>& args() const { return args_; }
 
@@ -137,6 +144,9 @@ bool wgmma_supported(const Problem& p);
 bool tma_supported(const Problem& p);
 // A conv the spatially tiled TMA kernel takes (4-D boxes of the NHWC input per filter tap).
 bool tma_spatial_supported(const Problem& p);
+// ... and also by im2col-mode TMA (the bounding-box corners and tap offsets fit the 4-D map's
+// ranges).
+bool tma_im2col_supported(const Problem& p);
 // The kernel for an explicit config (tests and benchmarks force variants with it).
 KernelSpec emit_with_config(const Problem& p, const ContractionConfig& cfg, int sm);
 // The tiled SIMT kernel (codegen/emit_conv_simt.cpp): exact f32 math, any dtype and layout;

@@ -150,6 +150,15 @@ std::string ArgList::tensor_map(int id, std::vector<Dim> dims, std::vector<Dim> 
   return name;
 }
 
+std::string ArgList::tensor_map_im2col(int id, std::vector<Dim> dims, std::vector<Dim> strides,
+                                       std::vector<int> elem_strides, std::vector<int> im2col) {
+  KILN_ASSERT(dims.size() == 4 && im2col.size() == 6, "im2col tensor map of rank {}", dims.size());
+  std::string name =
+      tensor_map(id, std::move(dims), std::move(strides), {1, 1, 1, 1}, std::move(elem_strides));
+  args_.back().map_im2col = std::move(im2col);
+  return name;
+}
+
 std::string ArgList::params() const {
   std::string s;
   for (size_t i = 0; i < decls_.size(); ++i) s += (i ? ", " : "") + decls_[i];
@@ -542,6 +551,7 @@ ContractionProblemInfo problem_info(const Problem& p, int sm, bool arch_specific
   info.wgmma_ok = arch_specific && sm == 90 && wgmma_supported(p);
   info.tma_gemm = info.wgmma_ok && tma_supported(p);
   info.tma_spatial = info.wgmma_ok && !info.tma_gemm && tma_spatial_supported(p);
+  info.tma_im2col = info.tma_spatial && p.im2col_allowed && tma_im2col_supported(p);
   bool e = false;
   if (p.is_conv) {
     info.m = est(p.conv.n * p.conv.oh * p.conv.ow, &e);
@@ -607,8 +617,9 @@ std::map<std::string, int64_t> estimate_bindings(const contraction::Problem& p) 
 
 KernelSpec emit_contraction(const EmitContext& cx, const FusionGroup& g) {
   contraction::Problem p = contraction::describe(cx.graph, g);
-  ContractionProblemInfo info = contraction::problem_info(p, cx.opts.sm, cx.opts.arch_specific);
   p.staged_epilogue = cx.opts.schedule.contraction_staged == 1;
+  p.im2col_allowed = cx.opts.schedule.contraction_im2col != 2;
+  ContractionProblemInfo info = contraction::problem_info(p, cx.opts.sm, cx.opts.arch_specific);
   ContractionConfig cfg = choose_contraction_config(info);
   if (cx.opts.tuned) {
     std::optional<ContractionConfig> t =
@@ -628,6 +639,7 @@ std::vector<TuningSite> contraction_tuning_sites(const Graph& g, const Plan& pla
     if (grp.kind != GroupKind::Contraction) continue;
     contraction::Problem p = contraction::describe(g, grp);
     p.staged_epilogue = opts.schedule.contraction_staged == 1;
+    p.im2col_allowed = opts.schedule.contraction_im2col != 2;
     ContractionProblemInfo info = contraction::problem_info(p, opts.sm, opts.arch_specific);
     TuningSite site;
     site.group = grp.id;

@@ -150,6 +150,12 @@ bool tma_supported(const Problem& p) {
   return m.tb || (m.n.is_static() && m.n.value() % 8 == 0);
 }
 
+// The im2col bounding box's upper corner along one spatial dim (offset from the last input
+// element): the window of the last output position starts at (out - 1) * stride - pad.
+static int64_t im2col_upper(int64_t in, int64_t out, int64_t stride, int64_t pad) {
+  return (out - 1) * stride - pad - (in - 1);
+}
+
 bool tma_spatial_supported(const Problem& p) {
   if (!p.is_conv || !wgmma_supported(p) || (p.dtype != DType::F16 && p.dtype != DType::BF16))
     return false;
@@ -158,6 +164,17 @@ bool tma_spatial_supported(const Problem& p) {
   return c.groups == 1 && c.c % 64 == 0 && c.stride_h <= 8 && c.stride_w <= 8 && c.h.is_static() &&
          c.w.is_static() && c.oh.is_static() && c.ow.is_static() &&
          g.tensor(p.x).desc.layout == Layout::NHWC && g.tensor(p.w).desc.layout == Layout::NHWC;
+}
+
+bool tma_im2col_supported(const Problem& p) {
+  if (!tma_spatial_supported(p)) return false;
+  const ConvProblem& c = p.conv;
+  // The 4-D map's bounding-box corners are signed 8-bit, the tap offsets 16-bit.
+  auto corner = [](int64_t v) { return v >= -128 && v <= 127; };
+  return corner(-c.pad_l) && corner(-c.pad_t) &&
+         corner(im2col_upper(c.w.value(), c.ow.value(), c.stride_w, c.pad_l)) &&
+         corner(im2col_upper(c.h.value(), c.oh.value(), c.stride_h, c.pad_t)) &&
+         (c.s - 1) * c.dil_w < 65536 && (c.r - 1) * c.dil_h < 65536;
 }
 
 namespace {
@@ -220,11 +237,15 @@ KernelSpec emit_mma(const Problem& p, const ContractionConfig& cfg_in, int sm) {
               cfg.str());
   // TMA: plain-GEMM operands (2-D boxes), else a conv tiled by blocks of output pixels whose
   // input windows are 4-D boxes of the NHWC input, one per filter tap (zero-filled padding).
-  const bool spatial = cfg.tma && !tma_supported(p) && tma_spatial_supported(p);
-  KILN_CHECK(!cfg.tma || (warp_spec && cfg.bm <= 128 && (tma_supported(p) || spatial)),
+  // im2col: the same convs, A by im2col-mode TMA over GEMM rows (BM consecutive output pixels).
+  const bool im2col = cfg.tma && cfg.im2col && tma_im2col_supported(p);
+  const bool spatial = cfg.tma && !cfg.im2col && !tma_supported(p) && tma_spatial_supported(p);
+  KILN_CHECK(!cfg.tma || (warp_spec && cfg.bm <= 128 &&
+                          (cfg.im2col ? im2col : tma_supported(p) || spatial)),
              "{}: config {} needs TMA-loadable operands (an unbatched matmul with A not "
              "transposed and 16-byte aligned rows, or an NHWC conv with static spatial dims and "
-             "C a multiple of 64, or a 1x1 stride-1 one with C a multiple of 8)",
+             "C a multiple of 64, or a 1x1 stride-1 one with C a multiple of 8; im2col: an NHWC "
+             "conv of the first kind with padding and bounding-box corners within 127)",
              p.where, cfg.str());
   const std::pair<int, int> sp_tile =
       spatial ? spatial_tile(p.conv, cfg.bm) : std::pair<int, int>{0, 0};
@@ -380,7 +401,36 @@ KernelSpec emit_mma(const Problem& p, const ContractionConfig& cfg_in, int sm) {
         b.line("const long long b{} = bz % {}; bz /= {};", i, d, d);
       }
     }
-    if (spatial) {
+    if (im2col) {
+      // k tile kt = filter tap (r, s) x 64 channels: one im2col load of the tile's BM output
+      // pixels (consecutive GEMM rows, across output rows and images) at the tap's offset.
+      const ConvProblem& c = p.conv;
+      const int64_t oh = c.oh.value(), ow = c.ow.value();
+      const std::string ma = a.tensor_map_im2col(
+          p.x, {Dim(c.c), c.w, c.h, c.n}, {Dim(c.c), Dim(c.c) * c.w, Dim(c.c) * c.w * c.h},
+          {1, static_cast<int>(c.stride_w), static_cast<int>(c.stride_h), 1},
+          {static_cast<int>(-c.pad_l), static_cast<int>(-c.pad_t),
+           static_cast<int>(im2col_upper(c.w.value(), ow, c.stride_w, c.pad_l)),
+           static_cast<int>(im2col_upper(c.h.value(), oh, c.stride_h, c.pad_t)), 64, cfg.bm});
+      const int64_t cb = c.c / 64;
+      // The tile's first output pixel (image, row, column) -> its window's top-left input pixel.
+      b.line("const int i2c_n = (int)(m0 / {});", oh * ow);
+      b.line("const int i2c_h = (int)(m0 / {} % {}) * {} - {};", ow, oh, c.stride_h, c.pad_t);
+      b.line("const int i2c_w = (int)(m0 % {}) * {} - {};", ow, c.stride_w, c.pad_l);
+      b.open("auto load_a = [&](unsigned short* s, int kt, unsigned bar) {{");
+      b.line("const int rs = kt / {}, cb = kt - rs * {};", cb, cb);
+      b.line("const int r = rs / {}, sx = rs - r * {};", c.s, c.s);
+      b.line(
+          "kc_tma_load_im2col_4d(kc_smem_u32(s), &{}, cb * 64, i2c_w, i2c_h, i2c_n, "
+          "(unsigned short)(sx * {}), (unsigned short)(r * {}), bar);",
+          ma, c.dil_w, c.dil_h);
+      b.close("};");
+      const Dim kdim(c.r * c.s * c.c);  // filter KRSC: row k is (r, s, c) contiguous
+      const std::string mb = a.tensor_map_2d(p.w, gn, kdim, kdim, cfg.bn, 64);
+      b.open("auto load_b = [&](unsigned short* s, int kt, unsigned bar) {{");
+      b.line("kc_tma_load_2d(kc_smem_u32(s), &{}, kt * 64, (int)n0, bar);", mb);
+      b.close("};");
+    } else if (spatial) {
       // k tile kt = filter tap (r, s) x 64 channels: a [BH][BW][64] box of the NHWC input at the
       // tap's offset (traversal stride = conv stride; outside the image reads zeros = padding).
       const ConvProblem& c = p.conv;

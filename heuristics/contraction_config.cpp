@@ -15,7 +15,9 @@ std::string ContractionConfig::str() const {
   std::string s =
       fmt::format("{}{}x{}x{}_s{}", kind == Kind::Wgmma ? "wg" : "t", bm, bn, bk, stages);
   if (split_k > 1) s += fmt::format("_sk{}", split_k);
-  if (tma)
+  if (tma && im2col)
+    s += "_i2c";
+  else if (tma)
     s += "_tma";
   else if (ws)
     s += "_ws";
@@ -126,10 +128,11 @@ ContractionConfig wgmma_tile(int bm, int bn, int stages, int split_k) {
   return c;
 }
 
-ContractionConfig wgmma_tma_tile(int bm, int bn, int stages) {
+ContractionConfig wgmma_tma_tile(int bm, int bn, int stages, bool im2col) {
   ContractionConfig c = wgmma_tile(bm, bn, stages);
   c.ws = true;
   c.tma = true;
+  c.im2col = im2col;
   return c;
 }
 
@@ -140,9 +143,10 @@ std::pair<int, int> spatial_pixel_tile(int64_t ow, int bm) {
 
 namespace {
 
-// M tiles of a candidate: BM rows of the GEMM, or pixel blocks of one image (spatial TMA).
+// M tiles of a candidate: BM rows of the GEMM (im2col TMA too), or pixel blocks of one image
+// (spatial TMA).
 int64_t m_tiles(const ContractionProblemInfo& p, int bm, bool spatial) {
-  if (!spatial) return (p.m + bm - 1) / bm;
+  if (!spatial || p.tma_im2col) return (p.m + bm - 1) / bm;
   auto [th, tw] = spatial_pixel_tile(p.ow, bm);
   return p.images * ((p.oh + th - 1) / th) * ((p.ow + tw - 1) / tw);
 }
@@ -152,7 +156,9 @@ int64_t m_tiles(const ContractionProblemInfo& p, int bm, bool spatial) {
 // TMA loads (one producer thread issues whole boxes; measured on the H200, 2026-11-30, run 15:
 // every ResNet-50 conv layer and the 8192x4096x16384 matmul ran 1.05-1.6x faster than the same
 // tile with cp.async) are preferred wherever the operands allow them. Those kernels take tiles of
-// at most two consumer warpgroups and no split-K.
+// at most two consumer warpgroups and no split-K. A conv that is not a plain GEMM takes the
+// im2col form where it can: its M tiles are whole (the spatial form's pixel blocks of one image
+// leave 23 % of a 128-pixel block empty on 28x28, 14x14 and 7x7 outputs).
 ContractionConfig choose_wgmma_config(const ContractionProblemInfo& p) {
   ContractionConfig c;
   if (!p.wgmma_ok || p.sm != 90 || !tensor_core_ok(p)) return c;
@@ -160,8 +166,8 @@ ContractionConfig choose_wgmma_config(const ContractionProblemInfo& p) {
   double best = -1;
   for (const WgCandidate& cand : kWgCandidates) {
     if (tma && cand.bm > 128) continue;
-    ContractionConfig cfg =
-        tma ? wgmma_tma_tile(cand.bm, cand.bn, cand.stages) : wgmma_config(cand, cand.stages, 1);
+    ContractionConfig cfg = tma ? wgmma_tma_tile(cand.bm, cand.bn, cand.stages, p.tma_im2col)
+                                : wgmma_config(cand, cand.stages, 1);
     if (cfg.smem_bytes() > p.smem_optin) continue;
     int64_t tiles_m = m_tiles(p, cand.bm, p.tma_spatial), tiles_n = (p.n + cand.bn - 1) / cand.bn;
     int64_t ctas = tiles_m * tiles_n * p.batch;
@@ -221,7 +227,7 @@ ContractionConfig choose_mma_config(const ContractionProblemInfo& p) {
 bool operator==(const ContractionConfig& a, const ContractionConfig& b) {
   return a.kind == b.kind && a.bm == b.bm && a.bn == b.bn && a.bk == b.bk && a.wm == b.wm &&
          a.wn == b.wn && a.stages == b.stages && a.split_k == b.split_k && a.ws == b.ws &&
-         a.tma == b.tma;
+         a.tma == b.tma && a.im2col == b.im2col;
 }
 
 std::vector<ContractionConfig> contraction_candidates(const ContractionProblemInfo& p, size_t max) {
@@ -237,12 +243,17 @@ std::vector<ContractionConfig> contraction_candidates(const ContractionProblemIn
     const int64_t ktiles = (p.k + 63) / 64;
     // TMA tiles first where the operands take them (they won every layer measured), one stage
     // more too (TMA keeps a whole tile per stage in flight).
+    // An im2col conv also tries the spatial pixel blocks (better L2 reuse of the windows).
     if (rule.tma) {
-      for (const WgCandidate& cand : kWgCandidates)
-        if (cand.bm <= 128) add(wgmma_tma_tile(cand.bm, cand.bn, cand.stages));
-      for (const WgCandidate& cand : kWgCandidates)
-        if (cand.bm <= 128 && cand.stages + 1 <= ktiles + 1)
-          add(wgmma_tma_tile(cand.bm, cand.bn, cand.stages + 1));
+      std::vector<bool> forms = {rule.im2col};
+      if (rule.im2col && p.tma_spatial) forms.push_back(false);
+      for (bool i2c : forms) {
+        for (const WgCandidate& cand : kWgCandidates)
+          if (cand.bm <= 128) add(wgmma_tma_tile(cand.bm, cand.bn, cand.stages, i2c));
+        for (const WgCandidate& cand : kWgCandidates)
+          if (cand.bm <= 128 && cand.stages + 1 <= ktiles + 1)
+            add(wgmma_tma_tile(cand.bm, cand.bn, cand.stages + 1, i2c));
+      }
     }
     // Every tile at its usual depth, then split-K variants (concrete single-GEMM M), then one
     // stage less / more: ordered so that a small `max` keeps the likeliest winners.

@@ -31,6 +31,9 @@ struct ContractionProblemInfo {
   bool tma_gemm = false;
   bool tma_spatial = false;
   int64_t images = 0, oh = 0, ow = 0;
+  // With tma_spatial: the conv can also load A with im2col-mode TMA (GEMM rows = consecutive
+  // output pixels across rows and images: no partial pixel blocks), the rule where allowed.
+  bool tma_im2col = false;
 };
 
 struct ContractionConfig {
@@ -48,6 +51,10 @@ struct ContractionConfig {
   // With ws: the producer is one thread issuing TMA box loads (plain GEMM operands only: an
   // unbatched matmul with A not transposed, or a 1x1 stride-1 conv; 16-byte aligned rows).
   bool tma = false;
+  // With tma on a conv that is not a plain GEMM: A arrives by im2col-mode TMA (BM consecutive
+  // output pixels per load, one load per filter tap and 64 channels) instead of one 4-D box per
+  // pixel block of one image (the spatial tiling).
+  bool im2col = false;
   int threads() const {
     if (kind == Kind::Wgmma) return bm / 64 * 128 + (ws ? 128 : 0);
     return kind == Kind::Mma ? (bm / wm) * (bn / wn) * 32 : 256;
@@ -57,15 +64,16 @@ struct ContractionConfig {
       return (bm + bn) * bk * 2 * stages + 1024 + (ws ? 16 * stages : 0);
     return kind == Kind::Mma ? (bm + bn) * bk * 2 * stages : 0;
   }
-  // "t128x128x32_s4" / "wg128x256x64_s4" / "wg128x256x64_s4_ws" / "..._tma" / "simt" / "direct"
+  // "t128x128x32_s4" / "wg128x256x64_s4" / "wg128x256x64_s4_ws" / "..._tma" / "..._i2c" (TMA,
+  // im2col) / "simt" / "direct"
   std::string str() const;
 };
 
 ContractionConfig choose_contraction_config(const ContractionProblemInfo& p);
 // An sm_90a wgmma tile BM x BN x 64: 64 rows per warpgroup, the whole BN per warpgroup.
 ContractionConfig wgmma_tile(int bm, int bn, int stages, int split_k = 1);
-// The same tile, warp-specialized with TMA loads.
-ContractionConfig wgmma_tma_tile(int bm, int bn, int stages);
+// The same tile, warp-specialized with TMA loads (im2col: a conv's A by im2col-mode TMA).
+ContractionConfig wgmma_tma_tile(int bm, int bn, int stages, bool im2col = false);
 // The output-pixel block (rows x columns of one image) of a spatially tiled TMA conv CTA.
 std::pair<int, int> spatial_pixel_tile(int64_t ow, int bm);
 // The best mma.sync config alone (the fallback when wgmma is not allowed or not wanted).

@@ -28,6 +28,7 @@ constexpr OverrideKey kOverrideKeys[] = {
     {"channelnorm.hints", &ScheduleOverrides::channelnorm_hints, 1, 2},
     {"channelnorm.iters", &ScheduleOverrides::channelnorm_iters, 1, 64},
     {"contraction.staged", &ScheduleOverrides::contraction_staged, 1, 2},
+    {"contraction.im2col", &ScheduleOverrides::contraction_im2col, 1, 2},
 };
 // channelnorm.algo by name (index = value).
 constexpr const char* kChannelNormAlgos[] = {"rule", "split", "cluster", "pergroup"};
@@ -47,7 +48,9 @@ const char* schedule_override_keys() {
          "(power of two 64..1024), channelnorm.slice_kb (8..200), channelnorm.cluster (1, 2, 4, "
          "8), channelnorm.cb (channels per cluster), channelnorm.algo (split, cluster, pergroup), "
          "channelnorm.vecs (1..16), channelnorm.threads (32..1024), channelnorm.hints (1 on, 2 "
-         "off), channelnorm.iters (1..64), contraction.staged (1 on, 2 off: the rule)";
+         "off), channelnorm.iters (1..64), contraction.staged (1 on, 2 off: the rule), "
+         "contraction.im2col (1 on: the rule, 2 "
+         "off)";
 }
 
 ScheduleOverrides parse_schedule_overrides(const std::string& spec) {

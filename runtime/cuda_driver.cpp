@@ -45,7 +45,7 @@ namespace {
 
 // Optional entry points: a driver without them still runs everything else (TMA needs a CUDA 12
 // driver; kernels that use it say so when the entry point is missing).
-#define KILN_CU_OPTIONAL_FUNCS(X) X(cuTensorMapEncodeTiled)
+#define KILN_CU_OPTIONAL_FUNCS(X) X(cuTensorMapEncodeTiled) X(cuTensorMapEncodeIm2col)
 
 struct Api {
 #define KILN_X(name) decltype(&::name) name = nullptr;
@@ -316,6 +316,41 @@ void encode_tensor_map(void* out, DType dtype, uint64_t ptr, const std::vector<u
                                  CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
         fmt::format("cuTensorMapEncodeTiled({} {} (innermost first), address 0x{:x})", shape,
                     dtype_name(dtype), ptr));
+}
+
+void encode_im2col_tensor_map(void* out, DType dtype, uint64_t ptr,
+                              const std::vector<uint64_t>& dims,
+                              const std::vector<uint64_t>& strides_bytes,
+                              const std::vector<uint32_t>& elem_strides, const int lower[2],
+                              const int upper[2], uint32_t channels, uint32_t pixels) {
+  const Api& a = ctx_api();
+  KILN_CHECK(a.cuTensorMapEncodeIm2col != nullptr,
+             "this CUDA driver (version {}) has no cuTensorMapEncodeIm2col: kernels with im2col "
+             "TMA loads need a CUDA 12 or newer driver",
+             state().version);
+  KILN_ASSERT(reinterpret_cast<uintptr_t>(out) % 64 == 0, "tensor map storage not 64-B aligned");
+  KILN_ASSERT(dims.size() == 4 && strides_bytes.size() == 3 && elem_strides.size() == 4,
+              "im2col tensor map of rank {}", dims.size());
+  CUtensorMapDataType t = dtype == DType::F16    ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
+                          : dtype == DType::BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+                                                 : CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
+  cuuint64_t d[4], st[3];
+  cuuint32_t es[4];
+  std::string shape;
+  for (size_t i = 0; i < 4; ++i) {
+    d[i] = dims[i];
+    es[i] = elem_strides[i];
+    if (i < 3) st[i] = strides_bytes[i];
+    shape += fmt::format("{}{}", i ? " x " : "", dims[i]);
+  }
+  check(a.cuTensorMapEncodeIm2col(
+            reinterpret_cast<CUtensorMap*>(out), t, 4, reinterpret_cast<void*>(ptr), d, st, lower,
+            upper, channels, pixels, es, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+            CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
+        fmt::format("cuTensorMapEncodeIm2col({} {} (innermost first), corners w/h {}/{} .. {}/{}, "
+                    "{} channels x {} pixels, address 0x{:x})",
+                    shape, dtype_name(dtype), lower[0], lower[1], upper[0], upper[1], channels,
+                    pixels, ptr));
 }
 
 uint64_t mem_alloc(size_t bytes) {

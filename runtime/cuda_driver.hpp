@@ -48,6 +48,16 @@ void encode_tensor_map(void* out, DType dtype, uint64_t ptr, const std::vector<u
                        const std::vector<uint64_t>& strides_bytes, const std::vector<uint32_t>& box,
                        const std::vector<uint32_t>& elem_strides);
 
+// cuTensorMapEncodeIm2col over a 4-D NHWC tensor (`dims` C, W, H, N): each load walks
+// `pixels` output positions (W fastest, then H, then N) through the bounding box whose corners
+// are `lower` (from the top-left) and `upper` (from the bottom-right), {W, H}, stepping by
+// `elem_strides`, and reads `channels` channels of each; 128-byte swizzle, zero fill.
+void encode_im2col_tensor_map(void* out, DType dtype, uint64_t ptr,
+                              const std::vector<uint64_t>& dims,
+                              const std::vector<uint64_t>& strides_bytes,
+                              const std::vector<uint32_t>& elem_strides, const int lower[2],
+                              const int upper[2], uint32_t channels, uint32_t pixels);
+
 // ---- memory
 uint64_t mem_alloc(size_t bytes);
 void mem_free(uint64_t ptr);  // never throws (logs nothing; errors are ignored on free)

@@ -24,6 +24,13 @@ inline void encode_kernel_tensor_map(TensorMapBytes* out, const KernelArg& a, DT
   for (const Dim& d : a.map_strides) strides.push_back(static_cast<uint64_t>(d.eval(b)) * es);
   for (int v : a.map_box) box.push_back(static_cast<uint32_t>(v));
   for (int v : a.map_elem_strides) estr.push_back(static_cast<uint32_t>(v));
+  if (!a.map_im2col.empty()) {
+    const std::vector<int>& i = a.map_im2col;
+    const int lower[2] = {i[0], i[1]}, upper[2] = {i[2], i[3]};
+    encode_im2col_tensor_map(out->v, dtype, ptr, dims, strides, estr, lower, upper,
+                             static_cast<uint32_t>(i[4]), static_cast<uint32_t>(i[5]));
+    return;
+  }
   encode_tensor_map(out->v, dtype, ptr, dims, strides, box, estr);
 }
 

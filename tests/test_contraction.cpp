@@ -616,14 +616,17 @@ TEST(Contraction, TmaKernelsWhereTheOperandsAllowThem) {
     std::string tile;  // "" = any TMA tile
   };
   std::vector<Case> cases;
-  cases.push_back({bench_conv_graph(128, 128, 28, 3, 1, 1), "wg128x128x64_s5_tma"});
-  cases.push_back({bench_conv_graph(64, 64, 56, 3, 1, 1), "wg128x64x64_s4_tma"});
+  // 3x3 convs: im2col TMA, tiles over GEMM rows (N = 32 where the batch is symbolic).
+  cases.push_back({bench_conv_graph(128, 128, 28, 3, 1, 1), "wg128x64x64_s4_i2c"});
+  cases.push_back({specialize_graph(bench_conv_graph(128, 128, 28, 3, 1, 1), {{"N", 128}}),
+                   "wg128x128x64_s5_i2c"});
+  cases.push_back({bench_conv_graph(64, 64, 56, 3, 1, 1), "wg128x64x64_s4_i2c"});
   cases.push_back({specialize_graph(bench_conv_graph(512, 512, 7, 3, 1, 1), {{"N", 32}}),
-                   "wg64x128x64_s4_tma"});
+                   "wg128x64x64_s4_i2c"});
   cases.push_back({specialize_graph(bench_conv_graph(256, 256, 14, 3, 1, 1), {{"N", 128}}),
-                   "wg128x256x64_s4_tma"});
+                   "wg128x128x64_s5_i2c"});
   cases.push_back({bench_conv_graph(256, 64, 56, 1, 1, 0), "wg128x64x64_s4_tma"});
-  cases.push_back({bench_conv_graph(128, 128, 28, 3, 2, 1), ""});  // strided: element strides
+  cases.push_back({bench_conv_graph(128, 128, 28, 3, 2, 1), "_i2c"});  // strided
   cases.push_back({bench_matmul_graph(false, false), ""});
   for (const Case& c : cases) {
     KernelSpec k = emit_arch_specific(c.g);
@@ -830,21 +833,92 @@ TEST(Contraction, TmaKernelsCompileForSm90a) {
       }
     }
   }
+  // The same convs by im2col-mode TMA: one load per filter tap of BM consecutive output pixels
+  // (the bounding box's corners from the padding and the last window's start), GEMM rows.
+  for (auto [c, h, r, stride, pad] : std::vector<std::array<int, 5>>{
+           {64, 56, 3, 1, 1}, {128, 28, 3, 2, 1}, {512, 7, 3, 1, 1}, {256, 14, 1, 2, 0}}) {
+    Graph gs = bench_conv_graph(c, 64, h, r, stride, pad);
+    FusionGroup grs = make_group(gs);
+    contraction::Problem ps = contraction::describe(gs, grs);
+    ASSERT_TRUE(contraction::tma_im2col_supported(ps));
+    const int oh = (h + 2 * pad - r) / stride + 1;
+    for (auto [bm, bn, st] : tiles) {
+      if (bm > 128) continue;
+      ContractionConfig cs = wgmma_tma_tile(bm, bn, st, true);
+      KernelSpec k = contraction::emit_with_config(ps, cs, 90);
+      SCOPED_TRACE(k.name);
+      EXPECT_NE(k.name.find("_i2c"), std::string::npos);
+      EXPECT_NE(k.source.find("global.im2col.mbarrier"), std::string::npos);
+      EXPECT_EQ(k.source.find("sp_oh0"), std::string::npos);
+      EXPECT_EQ(k.grid[0].eval({{"N", 3}}), (3 * oh * oh + bm - 1) / bm);
+      int i2c = 0;
+      for (const KernelArg& a : k.args)
+        if (a.kind == KernelArg::Kind::TensorMap && !a.map_im2col.empty()) {
+          ++i2c;
+          ASSERT_EQ(a.map_dims.size(), 4u);
+          const int upper = (oh - 1) * stride - pad - (h - 1);
+          EXPECT_EQ(a.map_im2col, (std::vector<int>{-pad, -pad, upper, upper, 64, bm}));
+          EXPECT_EQ(a.map_elem_strides, (std::vector<int>{1, stride, stride, 1}));
+        }
+      EXPECT_EQ(i2c, 1);
+      try {
+        NvrtcResult res = nvrtc_compile(k.source, k.name, "sm_90a", {"--ptxas-options=-v"});
+        EXPECT_NE(res.log.find("0 bytes spill stores"), std::string::npos) << res.log;
+      } catch (const Error& e) {
+        ADD_FAILURE() << e.what();
+      }
+    }
+  }
   // C not a multiple of 64 (a k tile would straddle two taps): neither TMA form.
   Graph g3 = bench_conv_graph(40, 64, 56, 3, 1, 1);
   FusionGroup gr3 = make_group(g3);
   contraction::Problem p3 = contraction::describe(g3, gr3);
   EXPECT_FALSE(contraction::tma_supported(p3));
   EXPECT_FALSE(contraction::tma_spatial_supported(p3));
-  ContractionConfig c = wgmma_tile(128, 128, 4);
-  c.ws = c.tma = true;
-  try {
-    contraction::emit_with_config(p3, c, 90);
-    ADD_FAILURE() << "a TMA config for a C=40 3x3 conv was accepted";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), ErrorKind::User);
-    EXPECT_NE(std::string(e.what()).find("TMA"), std::string::npos) << e.what();
+  EXPECT_FALSE(contraction::tma_im2col_supported(p3));
+  for (bool i2c : {false, true}) {
+    ContractionConfig c = wgmma_tma_tile(128, 128, 4, i2c);
+    try {
+      contraction::emit_with_config(p3, c, 90);
+      ADD_FAILURE() << "a TMA config for a C=40 3x3 conv was accepted: " << c.str();
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::User);
+      EXPECT_NE(std::string(e.what()).find("TMA"), std::string::npos) << e.what();
+    }
   }
+}
+
+// The rules load a non-GEMM conv's A by im2col TMA (whole GEMM-row tiles), keep the spatial
+// pixel blocks among the autotune candidates, and take the pixel blocks when im2col is
+// switched off (KILN_SCHEDULE contraction.im2col=2 clears Problem::im2col_allowed).
+TEST(Contraction, Im2colTmaIsTheRuleForSpatialConvs) {
+  Graph g = bench_conv_graph(128, 128, 28, 3, 1, 1);
+  FusionGroup grp = make_group(g);
+  contraction::Problem pr = contraction::describe(g, grp);
+  ContractionProblemInfo info = contraction::problem_info(pr, 90, true);
+  ASSERT_TRUE(info.tma_spatial && info.tma_im2col);
+  ContractionConfig rule = choose_contraction_config(info);
+  EXPECT_TRUE(rule.tma && rule.im2col) << rule.str();
+  std::vector<ContractionConfig> cands = contraction_candidates(info);
+  int i2c = 0, spatial = 0;
+  for (const ContractionConfig& c : cands) {
+    i2c += c.tma && c.im2col;
+    spatial += c.tma && !c.im2col;
+  }
+  EXPECT_GE(i2c, 5);
+  EXPECT_GE(spatial, 5);
+  pr.im2col_allowed = false;
+  ContractionProblemInfo off = contraction::problem_info(pr, 90, true);
+  EXPECT_FALSE(off.tma_im2col);
+  ContractionConfig r2 = choose_contraction_config(off);
+  EXPECT_TRUE(r2.tma && !r2.im2col) << r2.str();
+  for (const ContractionConfig& c : contraction_candidates(off)) EXPECT_FALSE(c.im2col) << c.str();
+  // A 1x1 stride-1 conv stays a plain TMA GEMM.
+  Graph g1 = bench_conv_graph(256, 64, 56, 1, 1, 0);
+  FusionGroup grp1 = make_group(g1);
+  contraction::Problem p1 = contraction::describe(g1, grp1);
+  ContractionProblemInfo i1 = contraction::problem_info(p1, 90, true);
+  EXPECT_TRUE(i1.tma_gemm && !i1.tma_im2col);
 }
 
 // The tile follows the concrete M where the graph is static (or shape-specialized): res3 3x3 128

@@ -192,6 +192,22 @@ __device__ __forceinline__ void kc_tma_load_4d(unsigned dst, const KcTmaDesc* ma
       : "memory");
 }
 
+// im2col load of an im2col-mode 4-D `map` (NHWC input of a conv): the map's pixels-per-column
+// consecutive output positions, starting at the one whose filter window's top-left input pixel
+// is (w, h) of image n (W fastest, then H, then N, through the map's bounding box), each the
+// tap at (dw, dh) from its window's corner, channels c .. c + channels-per-pixel - 1. Taps in
+// the padding and positions past the last image read as zero.
+__device__ __forceinline__ void kc_tma_load_im2col_4d(unsigned dst, const KcTmaDesc* map, int c,
+                                                      int w, int h, int n, unsigned short dw,
+                                                      unsigned short dh, unsigned bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.im2col.mbarrier::complete_tx::bytes [%0], "
+      "[%1, {%2, %3, %4, %5}], [%6], {%7, %8};\n" ::"r"(dst),
+      "l"(reinterpret_cast<unsigned long long>(map)), "r"(c), "r"(w), "r"(h), "r"(n), "r"(bar),
+      "h"(dw), "h"(dh)
+      : "memory");
+}
+
 // SYNC_STORES: some loader writes shared memory with plain stores (the scalar gather of an
 // unaligned operand): each producer thread also arrives normally (release) after them.
 // TMA: the loaders issue TMA box loads (`load(stage, kt, full_bar)`), from one producer thread

@@ -270,6 +270,10 @@ std::vector<ConvCase> conv_cases() {
       {DType::F16, 3, 64, 28, 28, 200, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, H, true, "relu"},
       // Stride 2, odd sizes, C = 64: the spatially tiled TMA kernel's strided boxes and edges.
       {DType::F16, 2, 64, 15, 13, 64, 3, 3, {2, 2}, {1, 1}, {1, 1}, 1, H, true, "relu"},
+      // C = 64 with asymmetric padding, a 3x5 filter, unequal strides (im2col TMA's bounding
+      // box per dim), and dilation 2 (its tap offsets).
+      {DType::F16, 2, 64, 11, 9, 64, 3, 5, {1, 2}, {0, 2, 1, 1}, {1, 1}, 1, H, true, "relu"},
+      {DType::BF16, 2, 64, 12, 12, 64, 3, 3, {1, 1}, {2, 2}, {2, 2}, 1, H, true, "silu"},
       // 1x1: TMA operands with a k tail (C = 40 < one 64-wide k tile) and partial M / N tiles.
       {DType::F16, 2, 40, 9, 9, 24, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, H, true, "relu"},
   };
@@ -427,7 +431,13 @@ std::vector<ContractionConfig> tma_configs(const Graph& g, int sm) {
   contraction::Problem p = contraction::describe(g, grp);
   if (sm != 90 || !(contraction::tma_supported(p) || contraction::tma_spatial_supported(p)))
     return {};
-  return ws_configs(true);
+  std::vector<ContractionConfig> out = ws_configs(true);
+  if (contraction::tma_im2col_supported(p))  // the im2col form of each tile too
+    for (ContractionConfig c : ws_configs(true)) {
+      c.im2col = true;
+      out.push_back(c);
+    }
+  return out;
 }
 
 std::vector<ContractionConfig> forced_configs(const Graph& g, int sm) {
