@@ -890,6 +890,27 @@ TEST(Contraction, TmaKernelsCompileForSm90a) {
   }
 }
 
+// A few N tiles (static N): a 1-D grid with N tiles fastest, so that the CTAs sharing an A tile
+// run together; many (or a symbolic N): M tiles along x, N tiles along y.
+TEST(Contraction, GridOrderPutsFewNTilesFastest) {
+  Graph g = bench_conv_graph(1024, 256, 14, 1, 1, 0);
+  FusionGroup grp = make_group(g);
+  contraction::Problem pr = contraction::describe(g, grp);
+  KernelSpec k = contraction::emit_with_config(pr, wgmma_tma_tile(128, 128, 5), 90);
+  EXPECT_EQ(k.grid[1].eval({{"N", 2}}), 1);
+  EXPECT_EQ(k.grid[0].eval({{"N", 2}}), (2 * 196 + 127) / 128 * 2);
+  EXPECT_NE(k.source.find("kc_mt = blockIdx.x / 2;"), std::string::npos);
+  EXPECT_NE(k.source.find("n0 = (long long)(blockIdx.x % 2) * 128;"), std::string::npos);
+  KernelSpec one = contraction::emit_with_config(pr, wgmma_tma_tile(128, 256, 4), 90);
+  EXPECT_EQ(one.grid[1].eval({{"N", 2}}), 1);
+  EXPECT_NE(one.source.find("n0 = (long long)blockIdx.y * 256;"), std::string::npos);
+  Graph m = bench_matmul_graph(false, false);
+  FusionGroup grm = make_group(m);
+  contraction::Problem pm = contraction::describe(m, grm);
+  KernelSpec km = contraction::emit_with_config(pm, wgmma_tma_tile(128, 64, 4), 90);
+  EXPECT_NE(km.source.find("blockIdx.y"), std::string::npos) << "many N tiles: M fastest";
+}
+
 // The rules load a non-GEMM conv's A by im2col TMA (whole GEMM-row tiles), keep the spatial
 // pixel blocks among the autotune candidates, and take the pixel blocks when im2col is
 // switched off (KILN_SCHEDULE contraction.im2col=2 clears Problem::im2col_allowed).
