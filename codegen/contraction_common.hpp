@@ -45,6 +45,10 @@ struct Problem {
   // Convs may load A by im2col-mode TMA (KILN_SCHEDULE contraction.im2col=2: never, the
   // spatial pixel blocks instead).
   bool im2col_allowed = true;
+  // The TMA GEMM-row kernels prefetch a residual operand's tile into shared memory with TMA at
+  // the start, so that the epilogue does not wait on its DRAM reads (KILN_SCHEDULE
+  // contraction.prefetch=2: off).
+  bool prefetch_residual = true;
 };
 
 Problem describe(const Graph& g, const FusionGroup& grp);
@@ -109,6 +113,9 @@ struct EpiloguePairs {
   int width = 2;
   std::vector<std::string> pre;              // filled by epilogue()
   std::map<std::string, std::string> words;  // load expression -> its word's name
+  // Operands already in shared memory (the TMA kernels' prefetched residual tile): tensor id ->
+  // the expression of its word at the pair's row and column (names in scope).
+  std::map<int, std::string> smem_words;
 };
 // With `capture` set, output values are assigned to `<capture>{tensor}[<capture_index>]` instead
 // of stored (the caller stores them, e.g. as vector pairs). With `pairs`, see EpiloguePairs.

@@ -235,6 +235,9 @@ std::string operand_load(ArgList& args, const Graph& g, int t, const std::vector
       pair = pair && is_multiple_literal(m.stride, pairs->width);
   }
   pair = pair && along_col;
+  if (pair && pairs->smem_words.count(t) && pairs->width == 2)
+    return fmt::format("kc_{}_of_x2({}, {})", dtype_name(td.dtype), pairs->smem_words.at(t),
+                       pairs->e);
   std::string off;
   for (const Term& m : terms)
     off += fmt::format("{}{} * {}", off.empty() ? "" : " + ",
@@ -619,6 +622,7 @@ KernelSpec emit_contraction(const EmitContext& cx, const FusionGroup& g) {
   contraction::Problem p = contraction::describe(cx.graph, g);
   p.staged_epilogue = cx.opts.schedule.contraction_staged == 1;
   p.im2col_allowed = cx.opts.schedule.contraction_im2col != 2;
+  p.prefetch_residual = cx.opts.schedule.contraction_prefetch != 2;
   ContractionProblemInfo info = contraction::problem_info(p, cx.opts.sm, cx.opts.arch_specific);
   ContractionConfig cfg = choose_contraction_config(info);
   if (cx.opts.tuned) {
@@ -640,6 +644,7 @@ std::vector<TuningSite> contraction_tuning_sites(const Graph& g, const Plan& pla
     contraction::Problem p = contraction::describe(g, grp);
     p.staged_epilogue = opts.schedule.contraction_staged == 1;
     p.im2col_allowed = opts.schedule.contraction_im2col != 2;
+    p.prefetch_residual = opts.schedule.contraction_prefetch != 2;
     ContractionProblemInfo info = contraction::problem_info(p, opts.sm, opts.arch_specific);
     TuningSite site;
     site.group = grp.id;

@@ -3,6 +3,7 @@
 // codegen/device/contraction_mma.cuh; this file generates the operand loaders (im2col address
 // computation with zero-fill predicates, or strided matmul addressing) and the fused epilogue.
 #include <algorithm>
+#include <set>
 
 #include "codegen/contraction_common.hpp"
 #include "codegen/writer.hpp"
@@ -379,6 +380,49 @@ KernelSpec emit_mma(const Problem& p, const ContractionConfig& cfg_in, int sm) {
   // The grid order: N tiles fastest where there are a few of them (static N), else M tiles.
   const int64_t tiles_n = gn.is_static() ? (gn.value() + cfg.bn - 1) / cfg.bn : 0;
   const bool n_fast = tiles_n > 1 && tiles_n <= 8;
+  // Residual prefetch (TMA kernels over GEMM rows, per-fragment epilogue): one epilogue operand
+  // laid out like the output (a residual add) has its BM x BN tile loaded by the producer with
+  // TMA at the start, into shared memory after the stages: the epilogue then reads it there
+  // instead of waiting on DRAM after the mainloop (the single-k-tile ResNet-50 expansion convs
+  // spent most of their time there, run 24).
+  int rpre = -1;
+  const int64_t stage_region =
+      (int64_t{cfg.stages} * (cfg.bm + cfg.bn) * cfg.bk * 2 + 16 * cfg.stages + 1023) / 1024 * 1024;
+  const int64_t rtile_bytes = int64_t{cfg.bm} * cfg.bn * 2;
+  if (wg && warp_spec && cfg.tma && !spatial && splits == 1 && p.prefetch_residual &&
+      !p.staged_epilogue && gn.is_static() && gn.value() % 8 == 0 && cfg.bn % 64 == 0 &&
+      outputs_pair_storable(p, a) && 1024 + stage_region + rtile_bytes + 8 <= 232448) {
+    const TensorDesc& yd = g.tensor(p.y).desc;
+    std::set<int> made{p.y};
+    for (int ni : p.group->nodes)
+      for (int t : g.nodes().at(ni).outputs) made.insert(t);
+    for (int ni : p.group->nodes) {
+      if (ni == p.group->anchor || rpre >= 0) continue;
+      for (int t : g.nodes().at(ni).inputs) {
+        const TensorDesc& td = g.tensor(t).desc;
+        if (made.count(t) || t == p.bias || td.shape != yd.shape || td.layout != yd.layout ||
+            (td.dtype != DType::F16 && td.dtype != DType::BF16) ||
+            stride_code(a, td) != stride_code(a, yd))
+          continue;
+        rpre = t;
+        break;
+      }
+    }
+  }
+  // The prefetch, issued by the producer thread with the first k tile's loads: BN / 64 boxes of
+  // BM x 64 (128-byte swizzle, as the operand tiles), completing on their own barrier.
+  auto prefetch_residual = [&](Writer& b) {
+    if (rpre < 0) return;
+    b.open("if (kt == 0) {{");
+    b.line("kc_mbar_arrive_expect_tx(kc_rbar, {});", rtile_bytes);
+    b.line("#pragma unroll");
+    b.line("for (int j = 0; j < {}; ++j)", cfg.bn / 64);
+    b.line(
+        "  kc_tma_load_2d(kc_smem_u32(kc_rtile + j * {}), &kc_rmap, (int)n0 + j * 64, (int)m0, "
+        "kc_rbar);",
+        cfg.bm * 64);
+    b.close();
+  };
   // Parameters are only known after the body is generated: emit the body into its own writer.
   Writer body;
   {
@@ -413,6 +457,16 @@ KernelSpec emit_mma(const Problem& p, const ContractionConfig& cfg_in, int sm) {
         b.line("const long long b{} = bz % {}; bz /= {};", i, d, d);
       }
     }
+    if (rpre >= 0) {
+      a.tensor(g, rpre, true);  // a plain pointer too, as every TMA operand has
+      const std::string mr = a.tensor_map_2d(rpre, gm, gn, gn, cfg.bm, 64);
+      b.line("const KcTmaDesc& kc_rmap = {};", mr);
+      b.line("// the residual tile: {} slabs of {} x 64 after the stages, then its barrier",
+             cfg.bn / 64, cfg.bm);
+      b.line("unsigned short* const kc_rtile = G::aligned(kc_smem) + {};", stage_region / 2);
+      b.line("const unsigned kc_rbar = kc_smem_u32(kc_rtile + {});", cfg.bm * cfg.bn);
+      b.line("if (threadIdx.x == 0) kc_mbar_init(kc_rbar, 1);  // fenced and synced by mainloop");
+    }
     if (im2col) {
       // k tile kt = filter tap (r, s) x 64 channels: one im2col load of the tile's BM output
       // pixels (consecutive GEMM rows, across output rows and images) at the tap's offset.
@@ -441,6 +495,7 @@ KernelSpec emit_mma(const Problem& p, const ContractionConfig& cfg_in, int sm) {
       const std::string mb = a.tensor_map_2d(p.w, gn, kdim, kdim, cfg.bn, 64);
       b.open("auto load_b = [&](unsigned short* s, int kt, unsigned bar) {{");
       b.line("kc_tma_load_2d(kc_smem_u32(s), &{}, kt * 64, (int)n0, bar);", mb);
+      prefetch_residual(b);
       b.close("};");
     } else if (spatial) {
       // k tile kt = filter tap (r, s) x 64 channels: a [BH][BW][64] box of the NHWC input at the
@@ -477,6 +532,7 @@ KernelSpec emit_mma(const Problem& p, const ContractionConfig& cfg_in, int sm) {
         const std::string mb = a.tensor_map_2d(p.w, gn, kdim, kdim, cfg.bn, 64);
         b.open("auto load_b = [&](unsigned short* s, int kt, unsigned bar) {{");
         b.line("kc_tma_load_2d(kc_smem_u32(s), &{}, kt * 64, (int)n0, bar);", mb);
+        prefetch_residual(b);
         b.close("};");
       } else {  // B [K, N]: one 64 x 64 box per 64-column slab
         const std::string mb = a.tensor_map_2d(p.w, kdim, gn, gn, 64, 64);
@@ -486,6 +542,7 @@ KernelSpec emit_mma(const Problem& p, const ContractionConfig& cfg_in, int sm) {
         b.line(
             "  kc_tma_load_2d(kc_smem_u32(s + j * 64 * 64), &{}, (int)n0 + j * 64, kt * 64, bar);",
             mb);
+        prefetch_residual(b);
         b.close("};");
       }
     } else if (p.is_conv) {
@@ -743,6 +800,18 @@ KernelSpec emit_mma(const Problem& p, const ContractionConfig& cfg_in, int sm) {
     // column ni*8 + (l%4)*2 + e%2 of the warp tile (mma.sync m16n8 and wgmma m64nN alike; a
     // wgmma warp tile is 16 rows x BN: warp w of warpgroup g owns rows g*64 + w*16).
     if (!staged) {
+      if (rpre >= 0) {
+        // The residual tile's word at tile row r, column c (even): slab c / 64, row r, 16-byte
+        // chunk (c % 64) / 8 swizzled by r % 8.
+        b.line("kc_mbar_wait(kc_rbar, 0);");
+        b.open("auto kc_rword = [&](int r, int c) -> unsigned {{");
+        b.line("const int cc = c & 63;");
+        b.line(
+            "return *reinterpret_cast<const unsigned*>(kc_rtile + (c >> 6) * {} + r * 64 + "
+            "((((cc >> 3) ^ (r & 7)) << 3) | (cc & 7)));",
+            cfg.bm * 64);
+        b.close("};");
+      }
       b.line("const int warp = tid >> 5, lane = tid & 31;");
       if (wg) {
         b.line("const int wm = warp >> 2, wn = 0, wr = (warp & 3) * 16;");
@@ -774,6 +843,7 @@ KernelSpec emit_mma(const Problem& p, const ContractionConfig& cfg_in, int sm) {
         b.line("const long long col0 = n0 + wn * {} + ni * 8 + (lane & 3) * 2;", cfg.wn);
         if (!cols_exact) b.line("if (col0 >= {}) continue;", n_code);
         EpiloguePairs pairs;
+        if (rpre >= 0) pairs.smem_words[rpre] = "kc_rword((int)(row - m0), (int)(col0 - n0))";
         EpilogueCode e = epilogue(p, a, coords, "acc_v", "", "o", "e", &pairs);
         for (auto& l : pairs.pre) b.put(l);
         lane_loop(2, "acc[mi][ni][hh * 2 + e]", e);
@@ -834,7 +904,8 @@ KernelSpec emit_mma(const Problem& p, const ContractionConfig& cfg_in, int sm) {
     }
   }
   k.block = {threads, 1, 1};
-  k.smem_bytes = cfg.smem_bytes();
+  k.smem_bytes =
+      rpre >= 0 ? static_cast<int>(1024 + stage_region + rtile_bytes + 8) : cfg.smem_bytes();
   if (wg) k.arch = "sm_90a";
   k.bytes_moved = bytes_moved(p);
   k.flops = flops(p);

@@ -171,7 +171,11 @@ ContractionConfig choose_wgmma_config(const ContractionProblemInfo& p) {
   double best = -1;
   for (const WgCandidate& cand : kWgCandidates) {
     if (tma && cand.bm > 128) continue;
-    ContractionConfig cfg = tma ? wgmma_tma_tile(cand.bm, cand.bn, cand.stages, p.tma_im2col)
+    // A TMA pipeline deeper than the k tiles holds nothing more (the producer never waits): at
+    // most max(3, k tiles) stages, which leaves shared memory for a prefetched residual tile.
+    const int tma_stages =
+        static_cast<int>(std::max<int64_t>(3, std::min<int64_t>(cand.stages, (p.k + 63) / 64)));
+    ContractionConfig cfg = tma ? wgmma_tma_tile(cand.bm, cand.bn, tma_stages, p.tma_im2col)
                                 : wgmma_config(cand, cand.stages, 1);
     if (cfg.smem_bytes() > p.smem_optin) continue;
     int64_t tiles_m = m_tiles(p, cand.bm, p.tma_spatial), tiles_n = (p.n + cand.bn - 1) / cand.bn;

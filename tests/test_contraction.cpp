@@ -1084,7 +1084,7 @@ size_t count(const std::string& s, const std::string& what) {
 // 32-bit word per column pair (half the loads, less NVRTC time); f32 operands stay scalar loads.
 // (The TMA kernels' staged epilogue is off here: see StagedEpilogue.)
 TEST(Contraction, EpiloguePairLoads) {
-  const std::string unstaged = "contraction.staged=2";
+  const std::string unstaged = "contraction.staged=2,contraction.prefetch=2";
   {  // bias and residual as pairs
     KernelSpec k = emit_arch_specific(residual_conv_graph(256, DType::F16), unstaged);
     SCOPED_TRACE(k.name);
@@ -1136,6 +1136,36 @@ TEST(Contraction, EpiloguePairLoads) {
 // load per 16-bit operand vector (f32 operands: scalar), one 16-byte store per output vector; a
 // full-tile loop and an edge-tile loop with row checks; a column check only for a partial last
 // column tile.
+// The TMA kernels prefetch a 16-bit residual operand's tile into shared memory with TMA (one
+// barrier of its own, BN / 64 swizzled slabs after the stages) and read it there in the
+// epilogue; an f32 residual, or KILN_SCHEDULE contraction.prefetch=2, keeps the global loads.
+TEST(Contraction, PrefetchedResidualTile) {
+  auto maps = [](const KernelSpec& k) {
+    int n = 0;
+    for (const KernelArg& a : k.args) n += a.kind == KernelArg::Kind::TensorMap;
+    return n;
+  };
+  KernelSpec k = emit_arch_specific(residual_conv_graph(256, DType::F16));
+  SCOPED_TRACE(k.name);
+  ASSERT_NE(k.name.find("_tma"), std::string::npos);
+  std::string body = k.source.substr(k.source.find("extern \"C\""));
+  EXPECT_EQ(count(body, "kc_mbar_wait(kc_rbar, 0);"), 1u);
+  EXPECT_EQ(count(body, "kc_rword((int)(row - m0), (int)(col0 - n0))"), 1u);
+  EXPECT_EQ(count(body, "kc_ld_x2("), 1u);  // the bias only
+  EXPECT_EQ(maps(k), 3);
+  compile_for(k, {"sm_90a"});
+  // K = 256 is 4 k tiles: the pipeline keeps at most 4 stages, and the tile fits beside them.
+  EXPECT_NE(k.name.find("_s4_"), std::string::npos);
+  EXPECT_LE(k.smem_bytes, 232448);
+  KernelSpec off =
+      emit_arch_specific(residual_conv_graph(256, DType::F16), "contraction.prefetch=2");
+  EXPECT_EQ(off.source.find("kc_rword"), std::string::npos);
+  EXPECT_EQ(maps(off), 2);
+  EXPECT_LT(off.smem_bytes, k.smem_bytes);
+  KernelSpec f32 = emit_arch_specific(residual_conv_graph(256, DType::F32));
+  EXPECT_EQ(f32.source.find("kc_rword"), std::string::npos);
+}
+
 TEST(Contraction, StagedEpilogue) {
   {
     KernelSpec k = emit_arch_specific(residual_conv_graph(256, DType::F16), "contraction.staged=1");
