@@ -49,6 +49,9 @@ struct Problem {
   // the start, so that the epilogue does not wait on its DRAM reads (KILN_SCHEDULE
   // contraction.prefetch=2: off).
   bool prefetch_residual = true;
+  // ... and store a single 16-bit output tile with TMA from shared memory (KILN_SCHEDULE
+  // contraction.tmastore=2: off, per-fragment global stores).
+  bool tma_store = true;
 };
 
 Problem describe(const Graph& g, const FusionGroup& grp);

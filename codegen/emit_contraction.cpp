@@ -623,6 +623,7 @@ KernelSpec emit_contraction(const EmitContext& cx, const FusionGroup& g) {
   p.staged_epilogue = cx.opts.schedule.contraction_staged == 1;
   p.im2col_allowed = cx.opts.schedule.contraction_im2col != 2;
   p.prefetch_residual = cx.opts.schedule.contraction_prefetch != 2;
+  p.tma_store = cx.opts.schedule.contraction_tmastore != 2;
   ContractionProblemInfo info = contraction::problem_info(p, cx.opts.sm, cx.opts.arch_specific);
   ContractionConfig cfg = choose_contraction_config(info);
   if (cx.opts.tuned) {
@@ -645,6 +646,7 @@ std::vector<TuningSite> contraction_tuning_sites(const Graph& g, const Plan& pla
     p.staged_epilogue = opts.schedule.contraction_staged == 1;
     p.im2col_allowed = opts.schedule.contraction_im2col != 2;
     p.prefetch_residual = opts.schedule.contraction_prefetch != 2;
+    p.tma_store = opts.schedule.contraction_tmastore != 2;
     ContractionProblemInfo info = contraction::problem_info(p, opts.sm, opts.arch_specific);
     TuningSite site;
     site.group = grp.id;

@@ -409,6 +409,22 @@ KernelSpec emit_mma(const Problem& p, const ContractionConfig& cfg_in, int sm) {
       }
     }
   }
+  // TMA store epilogue: the single 16-bit output, laid out like the GEMM rows, is written as a
+  // swizzled tile into shared memory (the residual tile's place, or its own after the stages)
+  // and stored with TMA by one thread: whole 128-byte rows, asynchronous, where the per-fragment
+  // stores write 16 bytes of each of 8 rows per warp instruction.
+  int tout = -1;
+  if (wg && warp_spec && cfg.tma && !spatial && splits == 1 && p.tma_store && !p.staged_epilogue &&
+      gn.is_static() && gn.value() % 8 == 0 && cfg.bn % 64 == 0 && p.group->outputs.size() == 1 &&
+      outputs_pair_storable(p, a) && 1024 + stage_region + rtile_bytes + 8 <= 232448) {
+    const int t = p.group->outputs[0];
+    const TensorDesc& td = g.tensor(t).desc;
+    const TensorDesc& yd = g.tensor(p.y).desc;
+    if ((td.dtype == DType::F16 || td.dtype == DType::BF16) && td.layout == yd.layout &&
+        stride_code(a, td) == stride_code(a, yd))
+      tout = t;
+  }
+  const bool tile_smem = rpre >= 0 || tout >= 0;
   // The prefetch, issued by the producer thread with the first k tile's loads: BN / 64 boxes of
   // BM x 64 (128-byte swizzle, as the operand tiles), completing on their own barrier.
   auto prefetch_residual = [&](Writer& b) {
@@ -457,15 +473,22 @@ KernelSpec emit_mma(const Problem& p, const ContractionConfig& cfg_in, int sm) {
         b.line("const long long b{} = bz % {}; bz /= {};", i, d, d);
       }
     }
+    if (tile_smem) {
+      b.line("// the residual / output tile: {} slabs of {} x 64 after the stages, then a barrier",
+             cfg.bn / 64, cfg.bm);
+      b.line("unsigned short* const kc_rtile = G::aligned(kc_smem) + {};", stage_region / 2);
+      b.line("const unsigned kc_rbar = kc_smem_u32(kc_rtile + {});", cfg.bm * cfg.bn);
+    }
     if (rpre >= 0) {
       a.tensor(g, rpre, true);  // a plain pointer too, as every TMA operand has
       const std::string mr = a.tensor_map_2d(rpre, gm, gn, gn, cfg.bm, 64);
       b.line("const KcTmaDesc& kc_rmap = {};", mr);
-      b.line("// the residual tile: {} slabs of {} x 64 after the stages, then its barrier",
-             cfg.bn / 64, cfg.bm);
-      b.line("unsigned short* const kc_rtile = G::aligned(kc_smem) + {};", stage_region / 2);
-      b.line("const unsigned kc_rbar = kc_smem_u32(kc_rtile + {});", cfg.bm * cfg.bn);
       b.line("if (threadIdx.x == 0) kc_mbar_init(kc_rbar, 1);  // fenced and synced by mainloop");
+    }
+    if (tout >= 0) {
+      a.tensor(g, tout, false);
+      const std::string mo = a.tensor_map_2d(tout, gm, gn, gn, cfg.bm, 64);
+      b.line("const KcTmaDesc& kc_omap = {};", mo);
     }
     if (im2col) {
       // k tile kt = filter tap (r, s) x 64 channels: one im2col load of the tile's BM output
@@ -800,14 +823,14 @@ KernelSpec emit_mma(const Problem& p, const ContractionConfig& cfg_in, int sm) {
     // column ni*8 + (l%4)*2 + e%2 of the warp tile (mma.sync m16n8 and wgmma m64nN alike; a
     // wgmma warp tile is 16 rows x BN: warp w of warpgroup g owns rows g*64 + w*16).
     if (!staged) {
-      if (rpre >= 0) {
-        // The residual tile's word at tile row r, column c (even): slab c / 64, row r, 16-byte
-        // chunk (c % 64) / 8 swizzled by r % 8.
-        b.line("kc_mbar_wait(kc_rbar, 0);");
-        b.open("auto kc_rword = [&](int r, int c) -> unsigned {{");
+      if (tile_smem) {
+        // The tile's word at tile row r, column c (even): slab c / 64, row r, 16-byte chunk
+        // (c % 64) / 8 swizzled by r % 8 (the TMA boxes' 128-byte swizzle).
+        if (rpre >= 0) b.line("kc_mbar_wait(kc_rbar, 0);");
+        b.open("auto kc_tword = [&](int r, int c) -> unsigned* {{");
         b.line("const int cc = c & 63;");
         b.line(
-            "return *reinterpret_cast<const unsigned*>(kc_rtile + (c >> 6) * {} + r * 64 + "
+            "return reinterpret_cast<unsigned*>(kc_rtile + (c >> 6) * {} + r * 64 + "
             "((((cc >> 3) ^ (r & 7)) << 3) | (cc & 7)));",
             cfg.bm * 64);
         b.close("};");
@@ -843,7 +866,7 @@ KernelSpec emit_mma(const Problem& p, const ContractionConfig& cfg_in, int sm) {
         b.line("const long long col0 = n0 + wn * {} + ni * 8 + (lane & 3) * 2;", cfg.wn);
         if (!cols_exact) b.line("if (col0 >= {}) continue;", n_code);
         EpiloguePairs pairs;
-        if (rpre >= 0) pairs.smem_words[rpre] = "kc_rword((int)(row - m0), (int)(col0 - n0))";
+        if (rpre >= 0) pairs.smem_words[rpre] = "*kc_tword((int)(row - m0), (int)(col0 - n0))";
         EpilogueCode e = epilogue(p, a, coords, "acc_v", "", "o", "e", &pairs);
         for (auto& l : pairs.pre) b.put(l);
         lane_loop(2, "acc[mi][ni][hh * 2 + e]", e);
@@ -851,7 +874,10 @@ KernelSpec emit_mma(const Problem& p, const ContractionConfig& cfg_in, int sm) {
           const TensorDesc& td = g.tensor(t).desc;
           const std::string off = col0_offset(t);
           std::string ptr = a.tensor(g, t, false);
-          if (td.dtype == DType::F32) {
+          if (t == tout) {
+            b.line("*kc_tword((int)(row - m0), (int)(col0 - n0)) = kc_pack_{}(o{}[0], o{}[1]);",
+                   dtype_name(td.dtype), t, t);
+          } else if (td.dtype == DType::F32) {
             b.line("kc_st_f32x2({} + {}, o{}[0], o{}[1]);", ptr, off, t, t);
           } else {
             b.line("*reinterpret_cast<unsigned*>({} + {}) = kc_pack_{}(o{}[0], o{}[1]);", ptr, off,
@@ -867,6 +893,20 @@ KernelSpec emit_mma(const Problem& p, const ContractionConfig& cfg_in, int sm) {
         EpilogueCode e = epilogue(p, a, coords, "acc_v", "");
         for (auto& l : e.lines) b.put(l);
       }
+    }
+    if (tout >= 0 && !staged) {
+      // Every consumer's tile words are written: visible to the async proxy, then one thread
+      // stores the slabs (rows past M are clipped by the map) and waits for them.
+      b.line("kc_fence_proxy_async();");
+      b.line("asm volatile(\"bar.sync 1, {};\" ::: \"memory\");", ethreads);
+      b.open("if (tid == 0) {{");
+      b.line("#pragma unroll");
+      b.line("for (int j = 0; j < {}; ++j)", cfg.bn / 64);
+      b.line(
+          "  kc_tma_store_2d(&kc_omap, (int)n0 + j * 64, (int)m0, kc_smem_u32(kc_rtile + j * {}));",
+          cfg.bm * 64);
+      b.line("kc_tma_store_wait();");
+      b.close();
     }
   }
   std::string src = device_preamble() + device_text("contraction_mma.cuh") + "\n";
@@ -905,7 +945,7 @@ KernelSpec emit_mma(const Problem& p, const ContractionConfig& cfg_in, int sm) {
   }
   k.block = {threads, 1, 1};
   k.smem_bytes =
-      rpre >= 0 ? static_cast<int>(1024 + stage_region + rtile_bytes + 8) : cfg.smem_bytes();
+      tile_smem ? static_cast<int>(1024 + stage_region + rtile_bytes + 8) : cfg.smem_bytes();
   if (wg) k.arch = "sm_90a";
   k.bytes_moved = bytes_moved(p);
   k.flops = flops(p);

@@ -32,6 +32,7 @@ struct ScheduleOverrides {
   int channelnorm_iters = 0;     // split groupnorm: chunks per CTA, 1..64
   int contraction_staged = 0;    // TMA GEMM epilogue through shared memory: 1 on, 2 off (the rule)
   int contraction_prefetch = 0;  // TMA kernels' residual tile prefetched: 1 on (the rule), 2 off
+  int contraction_tmastore = 0;  // TMA kernels' output tile stored by TMA: 1 on (the rule), 2 off
   int contraction_im2col = 0;    // convs by im2col-mode TMA: 1 on (the rule), 2 off (pixel blocks)
   bool empty() const;
 };

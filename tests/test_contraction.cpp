@@ -793,7 +793,12 @@ TEST(Contraction, TmaKernelsCompileForSm90a) {
           return t.kind == KernelArg::Kind::Tensor && t.tensor == a.tensor;
         }));
       }
-      EXPECT_EQ(maps, 2);
+      // A and B, and the output where its tile fits beside the stages (TMA store epilogue).
+      const bool stored = k.source.find("kc_tma_store_2d(&kc_omap") != std::string::npos;
+      EXPECT_EQ(maps, stored ? 3 : 2);
+      EXPECT_EQ(stored,
+                (bm + bn) * 128 * st + 16 * st + 1023 + bm * bn * 2 + 1024 + 8 <= 232448 + 1023)
+          << "tile " << bm << "x" << bn << " s" << st;
       try {
         NvrtcResult r = nvrtc_compile(k.source, k.name, "sm_90a", {"--ptxas-options=-v"});
         EXPECT_NE(r.log.find("0 bytes spill stores"), std::string::npos) << r.log;
@@ -1150,20 +1155,40 @@ TEST(Contraction, PrefetchedResidualTile) {
   ASSERT_NE(k.name.find("_tma"), std::string::npos);
   std::string body = k.source.substr(k.source.find("extern \"C\""));
   EXPECT_EQ(count(body, "kc_mbar_wait(kc_rbar, 0);"), 1u);
-  EXPECT_EQ(count(body, "kc_rword((int)(row - m0), (int)(col0 - n0))"), 1u);
+  // read there, and the output written over it, then stored by TMA
+  EXPECT_EQ(count(body, "*kc_tword((int)(row - m0), (int)(col0 - n0))"), 2u);
+  EXPECT_EQ(count(body, "kc_tma_store_2d(&kc_omap"), 1u);
   EXPECT_EQ(count(body, "kc_ld_x2("), 1u);  // the bias only
-  EXPECT_EQ(maps(k), 3);
+  EXPECT_EQ(maps(k), 4);
   compile_for(k, {"sm_90a"});
   // K = 256 is 4 k tiles: the pipeline keeps at most 4 stages, and the tile fits beside them.
   EXPECT_NE(k.name.find("_s4_"), std::string::npos);
   EXPECT_LE(k.smem_bytes, 232448);
   KernelSpec off =
       emit_arch_specific(residual_conv_graph(256, DType::F16), "contraction.prefetch=2");
-  EXPECT_EQ(off.source.find("kc_rword"), std::string::npos);
-  EXPECT_EQ(maps(off), 2);
-  EXPECT_LT(off.smem_bytes, k.smem_bytes);
+  EXPECT_EQ(off.source.find("kc_mbar_wait(kc_rbar"), std::string::npos);
+  EXPECT_EQ(maps(off), 3);  // the output tile still goes by TMA
+  EXPECT_EQ(off.smem_bytes, k.smem_bytes);
+  KernelSpec none = emit_arch_specific(residual_conv_graph(256, DType::F16),
+                                       "contraction.prefetch=2,contraction.tmastore=2");
+  EXPECT_EQ(none.source.find("kc_tword"), std::string::npos);
+  EXPECT_EQ(maps(none), 2);
+  EXPECT_LT(none.smem_bytes, k.smem_bytes);
   KernelSpec f32 = emit_arch_specific(residual_conv_graph(256, DType::F32));
-  EXPECT_EQ(f32.source.find("kc_rword"), std::string::npos);
+  EXPECT_EQ(f32.source.find("kc_mbar_wait(kc_rbar"), std::string::npos);
+  EXPECT_NE(f32.source.find("kc_tma_store_2d(&kc_omap"), std::string::npos);  // f16 output
+  compile_for(f32, {"sm_90a"});
+  // Two outputs (the pre-activation kept): per-fragment global stores.
+  Graph g2("two_outputs");
+  Tensor x = g2.input("x", DType::F16, {"N", 256, 14, 14}, Layout::NHWC);
+  Tensor w = g2.constant_random("w", {DType::F16, {256, 256, 1, 1}, Layout::NHWC, {}}, "normal", 0,
+                                0.05, 1);
+  Tensor c = g2.conv2d(x, w);
+  g2.output(c);
+  g2.output(g2.relu(c));
+  KernelSpec two = emit_arch_specific(g2);
+  EXPECT_EQ(two.source.find("kc_tma_store_2d(&kc_omap"), std::string::npos) << two.name;
+  EXPECT_EQ(make_group(g2).outputs.size(), 2u);
 }
 
 TEST(Contraction, StagedEpilogue) {

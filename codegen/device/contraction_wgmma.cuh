@@ -208,6 +208,21 @@ __device__ __forceinline__ void kc_tma_load_im2col_4d(unsigned dst, const KcTmaD
       : "memory");
 }
 
+// Box at (c0 = innermost, c1) of `map` from shared memory at `src` to global memory (elements
+// outside the tensor are not written); the thread's bulk group, waited by kc_tma_store_wait().
+__device__ __forceinline__ void kc_tma_store_2d(const KcTmaDesc* map, int c0, int c1,
+                                                unsigned src) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];\n" ::"l"(
+          reinterpret_cast<unsigned long long>(map)),
+      "r"(c0), "r"(c1), "r"(src)
+      : "memory");
+}
+// Commits this thread's TMA stores and waits until they are complete.
+__device__ __forceinline__ void kc_tma_store_wait() {
+  asm volatile("cp.async.bulk.commit_group;\ncp.async.bulk.wait_group 0;\n" ::: "memory");
+}
+
 // SYNC_STORES: some loader writes shared memory with plain stores (the scalar gather of an
 // unaligned operand): each producer thread also arrives normally (release) after them.
 // TMA: the loaders issue TMA box loads (`load(stage, kt, full_bar)`), from one producer thread
