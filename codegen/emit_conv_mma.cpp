@@ -389,9 +389,15 @@ KernelSpec emit_mma(const Problem& p, const ContractionConfig& cfg_in, int sm) {
   const int64_t stage_region =
       (int64_t{cfg.stages} * (cfg.bm + cfg.bn) * cfg.bk * 2 + 16 * cfg.stages + 1023) / 1024 * 1024;
   const int64_t rtile_bytes = int64_t{cfg.bm} * cfg.bn * 2;
+  // The tile must not cost a CTA per SM (228 KB of shared memory per SM, 1 KB reserved per CTA):
+  // a 128x64 tile's 4 stages leave room for two CTAs, with the tile only one (run 32: the
+  // ResNet-50 res2 3x3 conv went from 0.10 to 0.136 ms).
+  auto ctas_per_sm = [](int64_t smem) { return 233472 / (smem + 1024); };
+  const bool tile_fits = ctas_per_sm(1024 + stage_region + rtile_bytes + 8) >=
+                         std::max<int64_t>(1, ctas_per_sm(cfg.smem_bytes()));
   if (wg && warp_spec && cfg.tma && !spatial && splits == 1 && p.prefetch_residual &&
       !p.staged_epilogue && gn.is_static() && gn.value() % 8 == 0 && cfg.bn % 64 == 0 &&
-      outputs_pair_storable(p, a) && 1024 + stage_region + rtile_bytes + 8 <= 232448) {
+      outputs_pair_storable(p, a) && tile_fits) {
     const TensorDesc& yd = g.tensor(p.y).desc;
     std::set<int> made{p.y};
     for (int ni : p.group->nodes)
@@ -416,7 +422,7 @@ KernelSpec emit_mma(const Problem& p, const ContractionConfig& cfg_in, int sm) {
   int tout = -1;
   if (wg && warp_spec && cfg.tma && !spatial && splits == 1 && p.tma_store && !p.staged_epilogue &&
       gn.is_static() && gn.value() % 8 == 0 && cfg.bn % 64 == 0 && p.group->outputs.size() == 1 &&
-      outputs_pair_storable(p, a) && 1024 + stage_region + rtile_bytes + 8 <= 232448) {
+      outputs_pair_storable(p, a) && tile_fits) {
     const int t = p.group->outputs[0];
     const TensorDesc& td = g.tensor(t).desc;
     const TensorDesc& yd = g.tensor(p.y).desc;
