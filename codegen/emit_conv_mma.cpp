@@ -390,7 +390,7 @@ KernelSpec emit_mma(const Problem& p, const ContractionConfig& cfg_in, int sm) {
       (int64_t{cfg.stages} * (cfg.bm + cfg.bn) * cfg.bk * 2 + 16 * cfg.stages + 1023) / 1024 * 1024;
   const int64_t rtile_bytes = int64_t{cfg.bm} * cfg.bn * 2;
   // The tile must not cost a CTA per SM (228 KB of shared memory per SM, 1 KB reserved per CTA):
-  // a 128x64 tile's 4 stages leave room for two CTAs, with the tile only one (run 32: the
+  // a 128x64 tile's 4 stages leave room for two CTAs, with the tile only one (run 34: the
   // ResNet-50 res2 3x3 conv went from 0.10 to 0.136 ms).
   auto ctas_per_sm = [](int64_t smem) { return 233472 / (smem + 1024); };
   const bool tile_fits = ctas_per_sm(1024 + stage_region + rtile_bytes + 8) >=
