@@ -496,58 +496,53 @@ KernelSpec emit_mma(const Problem& p, const ContractionConfig& cfg_in, int sm) {
       const std::string mo = a.tensor_map_2d(tout, gm, gn, gn, cfg.bm, 64);
       b.line("const KcTmaDesc& kc_omap = {};", mo);
     }
-    if (im2col) {
-      // k tile kt = filter tap (r, s) x 64 channels: one im2col load of the tile's BM output
+    if (im2col || spatial) {
+      // k tile kt = filter tap (r, s) x 64 channels. im2col: one load of the tile's BM output
       // pixels (consecutive GEMM rows, across output rows and images) at the tap's offset.
+      // Spatial: a [BH][BW][64] box of the NHWC input at the tap's offset (traversal stride =
+      // conv stride). Taps outside the image read zeros (padding).
       const ConvProblem& c = p.conv;
-      const int64_t oh = c.oh.value(), ow = c.ow.value();
-      const std::string ma = a.tensor_map_im2col(
-          p.x, {Dim(c.c), c.w, c.h, c.n}, {Dim(c.c), Dim(c.c) * c.w, Dim(c.c) * c.w * c.h},
-          {1, static_cast<int>(c.stride_w), static_cast<int>(c.stride_h), 1},
-          {static_cast<int>(-c.pad_l), static_cast<int>(-c.pad_t),
-           static_cast<int>(im2col_upper(c.w.value(), ow, c.stride_w, c.pad_l)),
-           static_cast<int>(im2col_upper(c.h.value(), oh, c.stride_h, c.pad_t)), 64, cfg.bm});
+      std::string ma;
+      if (im2col) {
+        const int64_t oh = c.oh.value(), ow = c.ow.value();
+        ma = a.tensor_map_im2col(
+            p.x, {Dim(c.c), c.w, c.h, c.n}, {Dim(c.c), Dim(c.c) * c.w, Dim(c.c) * c.w * c.h},
+            {1, static_cast<int>(c.stride_w), static_cast<int>(c.stride_h), 1},
+            {static_cast<int>(-c.pad_l), static_cast<int>(-c.pad_t),
+             static_cast<int>(im2col_upper(c.w.value(), ow, c.stride_w, c.pad_l)),
+             static_cast<int>(im2col_upper(c.h.value(), oh, c.stride_h, c.pad_t)), 64, cfg.bm});
+        // The tile's first output pixel (image, row, column) -> its window's top-left pixel.
+        b.line("const int i2c_n = (int)(m0 / {});", oh * ow);
+        b.line("const int i2c_h = (int)(m0 / {} % {}) * {} - {};", ow, oh, c.stride_h, c.pad_t);
+        b.line("const int i2c_w = (int)(m0 % {}) * {} - {};", ow, c.stride_w, c.pad_l);
+      } else {
+        const auto [bh, bw] = sp_tile;
+        ma = a.tensor_map(
+            p.x, {Dim(c.c), c.w, c.h, c.n}, {Dim(c.c), Dim(c.c) * c.w, Dim(c.c) * c.w * c.h},
+            {64, static_cast<int>(bw * c.stride_w), static_cast<int>(bh * c.stride_h), 1},
+            {1, static_cast<int>(c.stride_w), static_cast<int>(c.stride_h), 1});
+      }
       const int64_t cb = c.c / 64;
-      // The tile's first output pixel (image, row, column) -> its window's top-left input pixel.
-      b.line("const int i2c_n = (int)(m0 / {});", oh * ow);
-      b.line("const int i2c_h = (int)(m0 / {} % {}) * {} - {};", ow, oh, c.stride_h, c.pad_t);
-      b.line("const int i2c_w = (int)(m0 % {}) * {} - {};", ow, c.stride_w, c.pad_l);
       b.open("auto load_a = [&](unsigned short* s, int kt, unsigned bar) {{");
       b.line("const int rs = kt / {}, cb = kt - rs * {};", cb, cb);
       b.line("const int r = rs / {}, sx = rs - r * {};", c.s, c.s);
-      b.line(
-          "kc_tma_load_im2col_4d(kc_smem_u32(s), &{}, cb * 64, i2c_w, i2c_h, i2c_n, "
-          "(unsigned short)(sx * {}), (unsigned short)(r * {}), bar);",
-          ma, c.dil_w, c.dil_h);
+      if (im2col) {
+        b.line(
+            "kc_tma_load_im2col_4d(kc_smem_u32(s), &{}, cb * 64, i2c_w, i2c_h, i2c_n, "
+            "(unsigned short)(sx * {}), (unsigned short)(r * {}), bar);",
+            ma, c.dil_w, c.dil_h);
+      } else {
+        b.line(
+            "kc_tma_load_4d(kc_smem_u32(s), &{}, cb * 64, (int)sp_ow0 * {} - {} + sx * {}, "
+            "(int)sp_oh0 * {} - {} + r * {}, (int)sp_n, bar);",
+            ma, c.stride_w, c.pad_l, c.dil_w, c.stride_h, c.pad_t, c.dil_h);
+      }
       b.close("};");
       const Dim kdim(c.r * c.s * c.c);  // filter KRSC: row k is (r, s, c) contiguous
       const std::string mb = a.tensor_map_2d(p.w, gn, kdim, kdim, cfg.bn, 64);
       b.open("auto load_b = [&](unsigned short* s, int kt, unsigned bar) {{");
       b.line("kc_tma_load_2d(kc_smem_u32(s), &{}, kt * 64, (int)n0, bar);", mb);
       prefetch_residual(b);
-      b.close("};");
-    } else if (spatial) {
-      // k tile kt = filter tap (r, s) x 64 channels: a [BH][BW][64] box of the NHWC input at the
-      // tap's offset (traversal stride = conv stride; outside the image reads zeros = padding).
-      const ConvProblem& c = p.conv;
-      const auto [bh, bw] = sp_tile;
-      const std::string ma = a.tensor_map(
-          p.x, {Dim(c.c), c.w, c.h, c.n}, {Dim(c.c), Dim(c.c) * c.w, Dim(c.c) * c.w * c.h},
-          {64, static_cast<int>(bw * c.stride_w), static_cast<int>(bh * c.stride_h), 1},
-          {1, static_cast<int>(c.stride_w), static_cast<int>(c.stride_h), 1});
-      const int64_t cb = c.c / 64;
-      b.open("auto load_a = [&](unsigned short* s, int kt, unsigned bar) {{");
-      b.line("const int rs = kt / {}, cb = kt - rs * {};", cb, cb);
-      b.line("const int r = rs / {}, sx = rs - r * {};", c.s, c.s);
-      b.line(
-          "kc_tma_load_4d(kc_smem_u32(s), &{}, cb * 64, (int)sp_ow0 * {} - {} + sx * {}, "
-          "(int)sp_oh0 * {} - {} + r * {}, (int)sp_n, bar);",
-          ma, c.stride_w, c.pad_l, c.dil_w, c.stride_h, c.pad_t, c.dil_h);
-      b.close("};");
-      const Dim kdim(c.r * c.s * c.c);  // filter KRSC: row k is (r, s, c) contiguous
-      const std::string mb = a.tensor_map_2d(p.w, gn, kdim, kdim, cfg.bn, 64);
-      b.open("auto load_b = [&](unsigned short* s, int kt, unsigned bar) {{");
-      b.line("kc_tma_load_2d(kc_smem_u32(s), &{}, kt * 64, (int)n0, bar);", mb);
       b.close("};");
     } else if (cfg.tma) {
       // One producer thread loads each stage with TMA boxes (128-byte swizzle: the layout the

@@ -60,6 +60,16 @@ void compile_for(const KernelSpec& k, std::vector<std::string> archs = {"sm_80",
   }
 }
 
+// NVRTC compiles `k` for sm_90a and ptxas reports no spills.
+void expect_sm90a_without_spills(const KernelSpec& k) {
+  try {
+    NvrtcResult r = nvrtc_compile(k.source, k.name, "sm_90a", {"--ptxas-options=-v"});
+    EXPECT_NE(r.log.find("0 bytes spill stores"), std::string::npos) << k.name << "\n" << r.log;
+  } catch (const Error& e) {
+    ADD_FAILURE() << k.name << ": " << e.what();
+  }
+}
+
 bool uses_mma(const KernelSpec& k) {
   return k.source.find("G::mainloop") != std::string::npos;
 }
@@ -748,12 +758,7 @@ TEST(Contraction, EveryWgmmaTileCompiles) {
         EXPECT_EQ(k.block[0], bm / 64 * 128 + (ws ? 128 : 0));
         EXPECT_EQ(k.name.find("_ws") != std::string::npos, ws);
         EXPECT_EQ(k.source.find("KcWgmmaWs<") != std::string::npos, ws);
-        try {
-          NvrtcResult r = nvrtc_compile(k.source, k.name, "sm_90a", {"--ptxas-options=-v"});
-          EXPECT_NE(r.log.find("0 bytes spill stores"), std::string::npos) << r.log;
-        } catch (const Error& e) {
-          ADD_FAILURE() << e.what();
-        }
+        expect_sm90a_without_spills(k);
       }
     }
   }
@@ -802,12 +807,7 @@ TEST(Contraction, TmaKernelsCompileForSm90a) {
       EXPECT_EQ(stored, per_sm(1024 + region + int64_t{bm} * bn * 2 + 8) >=
                             std::max<int64_t>(1, per_sm(c.smem_bytes())))
           << "tile " << bm << "x" << bn << " s" << st;
-      try {
-        NvrtcResult r = nvrtc_compile(k.source, k.name, "sm_90a", {"--ptxas-options=-v"});
-        EXPECT_NE(r.log.find("0 bytes spill stores"), std::string::npos) << r.log;
-      } catch (const Error& e) {
-        ADD_FAILURE() << e.what();
-      }
+      expect_sm90a_without_spills(k);
     }
   }
   // Convs that are not plain GEMMs take the spatially tiled kernel: 4-D boxes per filter tap.
@@ -835,12 +835,7 @@ TEST(Contraction, TmaKernelsCompileForSm90a) {
           EXPECT_EQ(a.map_elem_strides[1], stride);
         }
       EXPECT_EQ(four_d, 1);
-      try {
-        NvrtcResult r = nvrtc_compile(k.source, k.name, "sm_90a", {"--ptxas-options=-v"});
-        EXPECT_NE(r.log.find("0 bytes spill stores"), std::string::npos) << r.log;
-      } catch (const Error& e) {
-        ADD_FAILURE() << e.what();
-      }
+      expect_sm90a_without_spills(k);
     }
   }
   // The same convs by im2col-mode TMA: one load per filter tap of BM consecutive output pixels
@@ -871,12 +866,7 @@ TEST(Contraction, TmaKernelsCompileForSm90a) {
           EXPECT_EQ(a.map_elem_strides, (std::vector<int>{1, stride, stride, 1}));
         }
       EXPECT_EQ(i2c, 1);
-      try {
-        NvrtcResult res = nvrtc_compile(k.source, k.name, "sm_90a", {"--ptxas-options=-v"});
-        EXPECT_NE(res.log.find("0 bytes spill stores"), std::string::npos) << res.log;
-      } catch (const Error& e) {
-        ADD_FAILURE() << e.what();
-      }
+      expect_sm90a_without_spills(k);
     }
   }
   // C not a multiple of 64 (a k tile would straddle two taps): neither TMA form.
