@@ -21,7 +21,7 @@ for step in "$@"; do
     tests) timeout 300 $B/kiln_gpu_tests --gtest_brief=1 --gtest_filter='-*Tma*' 2>&1 |
              tee "$OUT/gpu_tests.log" | tail -40
            # the TMA kernels apart, under a short limit: a wrong transaction count hangs
-           # (90 variants since the im2col form: about a minute on the H200, run 30)
+           # (90 variants since the im2col form, twice as many as before)
            timeout 180 $B/kiln_gpu_tests --gtest_brief=1 --gtest_filter='*Tma*' 2>&1 |
              tee "$OUT/gpu_tests_tma.log" | tail -12; echo "tma tests: exit ${PIPESTATUS[0]}"
            # the CLI's GPU paths (--device auto picks the GPU here): files in, files out
