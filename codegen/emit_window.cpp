@@ -41,7 +41,84 @@ KernelSpec emit_window(const EmitContext& cx, const FusionGroup& grp) {
   DimParams& dp = gp.dims;
   const int T = 256;
   Dim numel = shape_numel(od.shape);
-  std::string name = group_kernel_name(g, grp, fmt::format("k{}x{}s{}", k[0], k[1], s[0]));
+  // 8 channels per thread (KILN_SCHEDULE window.vec=1, opt-in until measured on the GPU): a dense
+  // NHWC 16-bit pool with C % 8 == 0 and nothing fused reads each tap as one 16-byte vector and
+  // stores one, where the scalar schedule moves 2 bytes per access.
+  const bool dense16 = [&] {
+    if (cx.opts.schedule.window_vec != 1 || !prologue.empty() || !epilogue.empty()) return false;
+    if (grp.outputs.size() != 1 || grp.outputs[0] != out_t) return false;
+    for (const TensorDesc* d : {&xd, &od}) {
+      if (d->layout != Layout::NHWC || d->shape.size() != 4) return false;
+      if (d->dtype != DType::F16 && d->dtype != DType::BF16) return false;
+    }
+    return xd.dtype == od.dtype && xd.shape[1].is_static() && xd.shape[1].value() % 8 == 0;
+  }();
+  std::string name =
+      group_kernel_name(g, grp, fmt::format("k{}x{}s{}{}", k[0], k[1], s[0], dense16 ? "_v8" : ""));
+  // The window loops over the taps (kh, kw) of output (oh, ow), skipping those in the padding.
+  auto open_taps = [&](Writer& w) {
+    w.line("int count = 0;");
+    w.open("for (int kh = 0; kh < {}; ++kh) {{", k[0]);
+    w.line("const long long ih = oh * {} - {} + kh;", s[0], p[0]);
+    w.line("if (ih < 0 || ih >= {}) continue;", dp.ref(xd.shape[2]));
+    w.open("for (int kw = 0; kw < {}; ++kw) {{", k[1]);
+    w.line("const long long iw = ow * {} - {} + kw;", s[1], p[1]);
+    w.line("if (iw < 0 || iw >= {}) continue;", dp.ref(xd.shape[3]));
+  };
+  // The kernel of body `w`, one thread per each of `threads` work items.
+  auto finish = [&](Writer& w, const Dim& threads) {
+    KernelSpec ks;
+    ks.name = name;
+    ks.entry = name;
+    std::string body = w.take();
+    body.replace(body.find("KILN_PARAMS"), 11, gp.signature());
+    ks.source = kernel_source(body);
+    ks.args = gp.args();
+    ks.block = {T, 1, 1};
+    ks.grid = {(threads + Dim(T - 1)) / Dim(T), Dim(1), Dim(1)};
+    ks.bytes_moved = group_bytes_moved(g, grp);
+    ks.flops = group_flops(g, grp);
+    return ks;
+  };
+  if (dense16) {
+    const int64_t c8 = xd.shape[1].value() / 8;
+    const Shape xs = tensor_strides(xd), os = tensor_strides(od);
+    Writer w;
+    w.line("// group {}: {} {} -> {}, 8 channels per thread", grp.id, op_name(A.op), xd.str(),
+           od.str());
+    w.open("extern \"C\" __global__ void __launch_bounds__({}) {}(KILN_PARAMS) {{", T, name);
+    w.line("const long long i = static_cast<long long>(blockIdx.x) * {} + threadIdx.x;", T);
+    w.line("if (i >= {} / 8) return;", dp.ref(numel));
+    w.line("long long q = i / {};", c8);
+    w.line("const long long cv = (i - q * {}) * 8;", c8);
+    w.line("const long long ow = q % {}; q /= {};", dp.ref(od.shape[3]), dp.ref(od.shape[3]));
+    w.line("const long long oh = q % {}; q /= {};", dp.ref(od.shape[2]), dp.ref(od.shape[2]));
+    w.line("const long long on = q;");
+    w.line("float acc[8];");
+    w.line("#pragma unroll");
+    w.line("for (int e = 0; e < 8; ++e) acc[e] = {};", is_max ? "-KILN_INF" : "0.0f");
+    open_taps(w);
+    w.line("float v[8];");
+    w.line("kiln_ldv({} + on * {} + ih * {} + iw * {} + cv, v);", tensor_param(in_t), dp.ref(xs[0]),
+           dp.ref(xs[2]), dp.ref(xs[3]));
+    w.line("#pragma unroll");
+    w.line("for (int e = 0; e < 8; ++e) acc[e] = {};",
+           is_max ? "fmaxf(acc[e], v[e])" : "acc[e] + v[e]");
+    w.line("++count;");
+    w.close();
+    w.close();
+    if (!is_max) {
+      w.line("const float scale = {};", include_pad ? fmt::format("1.0f / {}.0f", k[0] * k[1])
+                                                    : "1.0f / static_cast<float>(count)");
+      w.line("#pragma unroll");
+      w.line("for (int e = 0; e < 8; ++e) acc[e] *= scale;");
+    }
+    w.line("(void)count;");
+    w.line("kiln_stv({} + on * {} + oh * {} + ow * {} + cv, acc);", tensor_param(out_t),
+           dp.ref(os[0]), dp.ref(os[2]), dp.ref(os[3]));
+    w.close();
+    return finish(w, numel / Dim(8));
+  }
 
   Writer w;
   w.line("// group {}: {} {} -> {}", grp.id, op_name(A.op), xd.str(), od.str());
@@ -51,13 +128,7 @@ KernelSpec emit_window(const EmitContext& cx, const FusionGroup& grp) {
   std::vector<std::string> oc = decompose("i", od.shape, tensor_strides(od), dp);
   w.line("const long long on = {}, oc = {}, oh = {}, ow = {};", oc[0], oc[1], oc[2], oc[3]);
   w.line("float acc = {};", is_max ? "-KILN_INF" : "0.0f");
-  w.line("int count = 0;");
-  w.open("for (int kh = 0; kh < {}; ++kh) {{", k[0]);
-  w.line("const long long ih = oh * {} - {} + kh;", s[0], p[0]);
-  w.line("if (ih < 0 || ih >= {}) continue;", dp.ref(xd.shape[2]));
-  w.open("for (int kw = 0; kw < {}; ++kw) {{", k[1]);
-  w.line("const long long iw = ow * {} - {} + kw;", s[1], p[1]);
-  w.line("if (iw < 0 || iw >= {}) continue;", dp.ref(xd.shape[3]));
+  open_taps(w);
   {
     ElementLoader ld{g, xd.shape, Shape{}, "", {"on", "oc", "ih", "iw"}, &dp, "", {}};
     PointwiseEmitter pe{g, ld.fn(), {}, ""};
@@ -93,19 +164,7 @@ KernelSpec emit_window(const EmitContext& cx, const FusionGroup& grp) {
     }
   }
   w.close();
-
-  KernelSpec ks;
-  ks.name = name;
-  ks.entry = name;
-  std::string body = w.take();
-  body.replace(body.find("KILN_PARAMS"), 11, gp.signature());
-  ks.source = kernel_source(body);
-  ks.args = gp.args();
-  ks.block = {T, 1, 1};
-  ks.grid = {(numel + Dim(T - 1)) / Dim(T), Dim(1), Dim(1)};
-  ks.bytes_moved = group_bytes_moved(g, grp);
-  ks.flops = group_flops(g, grp);
-  return ks;
+  return finish(w, numel);
 }
 
 }  // namespace kiln

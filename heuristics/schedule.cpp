@@ -27,6 +27,7 @@ constexpr OverrideKey kOverrideKeys[] = {
     {"channelnorm.threads", &ScheduleOverrides::channelnorm_threads, 32, 1024},
     {"channelnorm.hints", &ScheduleOverrides::channelnorm_hints, 1, 2},
     {"channelnorm.iters", &ScheduleOverrides::channelnorm_iters, 1, 64},
+    {"window.vec", &ScheduleOverrides::window_vec, 1, 2},
     {"contraction.staged", &ScheduleOverrides::contraction_staged, 1, 2},
     {"contraction.im2col", &ScheduleOverrides::contraction_im2col, 1, 2},
     {"contraction.prefetch", &ScheduleOverrides::contraction_prefetch, 1, 2},
@@ -52,7 +53,7 @@ const char* schedule_override_keys() {
          "channelnorm.vecs (1..16), channelnorm.threads (32..1024), channelnorm.hints (1 on, 2 "
          "off), channelnorm.iters (1..64), contraction.staged (1 on, 2 off: the rule), "
          "contraction.im2col (1 on: the rule, 2 off), contraction.prefetch (1 on: the rule, 2 "
-         "off), contraction.tmastore (1 on: the rule, 2 off)";
+         "off), contraction.tmastore (1 on: the rule, 2 off), window.vec (1 on, 2 off: the rule)";
 }
 
 ScheduleOverrides parse_schedule_overrides(const std::string& spec) {

@@ -19,6 +19,7 @@
 #include "heuristics/schedule.hpp"
 #include "kiln/error.hpp"
 #include "kiln/graph.hpp"
+#include "tests/pool_graphs.hpp"
 
 namespace kiln {
 namespace {
@@ -471,18 +472,56 @@ TEST(Codegen, WindowsAndGlobalPool) {
       o.stride = {2, 2};
       o.padding = {1, 1};
       g.output(g.add_node1("neg", {g.maxpool2d(r, o)}));
-      Pool2dOptions a;
-      a.kernel = {2, 3};
-      a.padding = {1, 0, 0, 2};
-      g.output(g.avgpool2d(x, a));
-      g.output(g.add_node1("avgpool2d", {x},
-                           {{"kernel", std::vector<int64_t>{3, 3}},
-                            {"padding", std::vector<int64_t>{1, 1}},
-                            {"stride", std::vector<int64_t>{1, 1}},
-                            {"count_include_pad", int64_t{1}}}));
+      test::add_avgpools(g, x);
       g.output(g.sigmoid(g.global_avgpool(g.exp(x))));
       b.add(g);
     }
+  b.compile();
+}
+
+// KILN_SCHEDULE window.vec=1: dense NHWC 16-bit pools with C % 8 == 0 and nothing fused take 8
+// channels per thread (16-byte loads and stores); others, and the rule, keep one per thread.
+TEST(Codegen, VectorWindowsOptIn) {
+  ScheduleOverrides vec = parse_schedule_overrides("window.vec=1");
+  Batch b(vec);
+  for (DType dt : {DType::F16, DType::BF16}) {
+    Graph g("pool8");
+    Tensor x = g.input("x", dt, {"N", 24, 13, 11}, Layout::NHWC);
+    Pool2dOptions o;
+    o.kernel = {3, 3};
+    o.stride = {2, 2};
+    o.padding = {1, 1};
+    g.output(g.maxpool2d(x, o));
+    test::add_avgpools(g, x);
+    CodegenOptions co;
+    co.schedule = vec;
+    std::vector<KernelSpec> ks = generate_kernels(g, plan_fusion(g), co);
+    ASSERT_EQ(ks.size(), 3u);
+    for (const KernelSpec& k : ks) {
+      EXPECT_NE(k.name.find("_v8"), std::string::npos) << k.name;
+      EXPECT_NE(k.source.find("kiln_ldv("), std::string::npos) << k.name;
+      EXPECT_NE(k.source.find("kiln_stv("), std::string::npos) << k.name;
+    }
+    // 3 x 24 x 7 x 6 outputs, 8 channels per thread, 256 threads per CTA.
+    EXPECT_EQ(ks[0].grid[0].eval({{"N", 3}}), (3 * 24 * 7 * 6 / 8 + 255) / 256);
+    for (const KernelSpec& k : generate_kernels(g, plan_fusion(g)))
+      EXPECT_EQ(k.name.find("_v8"), std::string::npos) << "the rule: " << k.name;
+    b.add(g);
+  }
+  // Not taken: C % 8 != 0, f32, NCHW, or a fused prologue.
+  for (int variant = 0; variant < 4; ++variant) {
+    Graph g("pool_scalar");
+    DType dt = variant == 1 ? DType::F32 : DType::F16;
+    Tensor x = g.input("x", dt, {"N", variant == 0 ? 12 : 16, 9, 9},
+                       variant == 2 ? Layout::NCHW : Layout::NHWC);
+    Pool2dOptions o;
+    o.kernel = {3, 3};
+    g.output(g.maxpool2d(variant == 3 ? g.relu(x) : x, o));
+    CodegenOptions co;
+    co.schedule = vec;
+    for (const KernelSpec& k : generate_kernels(g, plan_fusion(g), co))
+      EXPECT_EQ(k.name.find("_v8"), std::string::npos) << variant << " " << k.name;
+  }
   b.compile();
 }
 

@@ -15,6 +15,7 @@
 #include "kiln/engine.hpp"
 #include "kiln/reference.hpp"
 #include "tests/gpu/gpu_test_util.hpp"
+#include "tests/pool_graphs.hpp"
 
 namespace kiln {
 namespace {
@@ -333,20 +334,32 @@ std::vector<Case> make_cases() {
         o.stride = {2, 2};
         o.padding = {1, 1};
         g->output(g->neg(g->maxpool2d(g->relu(x), o)));
-        Pool2dOptions a;
-        a.kernel = {2, 3};
-        a.padding = {1, 0, 0, 2};
-        g->output(g->avgpool2d(x, a));
-        g->output(g->add_node1("avgpool2d", {x},
-                               {{"kernel", std::vector<int64_t>{3, 3}},
-                                {"padding", std::vector<int64_t>{1, 1}},
-                                {"stride", std::vector<int64_t>{1, 1}},
-                                {"count_include_pad", int64_t{1}}}));
+        test::add_avgpools(*g, x);
         g->output(g->sigmoid(g->global_avgpool(x)));
         return g;
       };
       cases.push_back(c);
     }
+  // The opt-in 8-channel pools (KILN_SCHEDULE window.vec=1): dense NHWC 16-bit, C % 8 == 0.
+  for (DType dt : {DType::F16, DType::BF16}) {
+    Case c;
+    c.name = fmt::format("pools_v8_{}_nhwc", dtype_name(dt));
+    c.inputs = {{"x", {{3, 24, 13, 11}}}};
+    c.schedule = "window.vec=1";
+    c.kernel = "_v8";
+    c.build = [dt] {
+      auto g = std::make_shared<Graph>("pool8");
+      Tensor x = g->input("x", dt, {"N", 24, 13, 11}, Layout::NHWC);
+      Pool2dOptions o;
+      o.kernel = {3, 3};
+      o.stride = {2, 2};
+      o.padding = {1, 1};
+      g->output(g->maxpool2d(x, o));
+      test::add_avgpools(*g, x);
+      return g;
+    };
+    cases.push_back(c);
+  }
   // ---- movement
   for (DType dt : kDtypes) {
     Case c;
