@@ -605,6 +605,14 @@ std::string structure_signature(const contraction::Problem& p) {
   return fmt::format("matmul_{}{}", p.mm.ta ? "t" : "n", p.mm.tb ? "t" : "n");
 }
 
+// The KILN_SCHEDULE contraction switches, onto the problem (before problem_info(): im2col).
+void apply_schedule(const ScheduleOverrides& s, contraction::Problem* p) {
+  p->staged_epilogue = s.contraction_staged == 1;
+  p->im2col_allowed = s.contraction_im2col != 2;
+  p->prefetch_residual = s.contraction_prefetch != 2;
+  p->tma_store = s.contraction_tmastore != 2;
+}
+
 // The symbols of the problem at the estimates problem_info() uses.
 std::map<std::string, int64_t> estimate_bindings(const contraction::Problem& p) {
   std::map<std::string, int64_t> b;
@@ -620,10 +628,7 @@ std::map<std::string, int64_t> estimate_bindings(const contraction::Problem& p) 
 
 KernelSpec emit_contraction(const EmitContext& cx, const FusionGroup& g) {
   contraction::Problem p = contraction::describe(cx.graph, g);
-  p.staged_epilogue = cx.opts.schedule.contraction_staged == 1;
-  p.im2col_allowed = cx.opts.schedule.contraction_im2col != 2;
-  p.prefetch_residual = cx.opts.schedule.contraction_prefetch != 2;
-  p.tma_store = cx.opts.schedule.contraction_tmastore != 2;
+  apply_schedule(cx.opts.schedule, &p);
   ContractionProblemInfo info = contraction::problem_info(p, cx.opts.sm, cx.opts.arch_specific);
   ContractionConfig cfg = choose_contraction_config(info);
   if (cx.opts.tuned) {
@@ -643,10 +648,7 @@ std::vector<TuningSite> contraction_tuning_sites(const Graph& g, const Plan& pla
   for (const FusionGroup& grp : plan.groups) {
     if (grp.kind != GroupKind::Contraction) continue;
     contraction::Problem p = contraction::describe(g, grp);
-    p.staged_epilogue = opts.schedule.contraction_staged == 1;
-    p.im2col_allowed = opts.schedule.contraction_im2col != 2;
-    p.prefetch_residual = opts.schedule.contraction_prefetch != 2;
-    p.tma_store = opts.schedule.contraction_tmastore != 2;
+    apply_schedule(opts.schedule, &p);
     ContractionProblemInfo info = contraction::problem_info(p, opts.sm, opts.arch_specific);
     TuningSite site;
     site.group = grp.id;

@@ -395,21 +395,26 @@ KernelSpec emit_mma(const Problem& p, const ContractionConfig& cfg_in, int sm) {
   auto ctas_per_sm = [](int64_t smem) { return 233472 / (smem + 1024); };
   const bool tile_fits = ctas_per_sm(1024 + stage_region + rtile_bytes + 8) >=
                          std::max<int64_t>(1, ctas_per_sm(cfg.smem_bytes()));
-  if (wg && warp_spec && cfg.tma && !spatial && splits == 1 && p.prefetch_residual &&
-      !p.staged_epilogue && gn.is_static() && gn.value() % 8 == 0 && cfg.bn % 64 == 0 &&
-      outputs_pair_storable(p, a) && tile_fits) {
-    const TensorDesc& yd = g.tensor(p.y).desc;
+  // Both use one BM x BN 16-bit tile in shared memory, in the TMA boxes' layout: a TMA kernel
+  // over GEMM rows with the per-fragment epilogue, a static N of whole 16-byte rows, and a tensor
+  // laid out like the contraction output.
+  const bool tile_ok = wg && warp_spec && cfg.tma && !spatial && splits == 1 &&
+                       !p.staged_epilogue && gn.is_static() && gn.value() % 8 == 0 &&
+                       cfg.bn % 64 == 0 && outputs_pair_storable(p, a) && tile_fits;
+  const TensorDesc& yd = g.tensor(p.y).desc;
+  auto like_output = [&](const TensorDesc& td) {
+    return td.shape == yd.shape && td.layout == yd.layout &&
+           (td.dtype == DType::F16 || td.dtype == DType::BF16) &&
+           stride_code(a, td) == stride_code(a, yd);
+  };
+  if (tile_ok && p.prefetch_residual) {
     std::set<int> made{p.y};
     for (int ni : p.group->nodes)
       for (int t : g.nodes().at(ni).outputs) made.insert(t);
     for (int ni : p.group->nodes) {
       if (ni == p.group->anchor || rpre >= 0) continue;
       for (int t : g.nodes().at(ni).inputs) {
-        const TensorDesc& td = g.tensor(t).desc;
-        if (made.count(t) || t == p.bias || td.shape != yd.shape || td.layout != yd.layout ||
-            (td.dtype != DType::F16 && td.dtype != DType::BF16) ||
-            stride_code(a, td) != stride_code(a, yd))
-          continue;
+        if (made.count(t) || t == p.bias || !like_output(g.tensor(t).desc)) continue;
         rpre = t;
         break;
       }
@@ -420,16 +425,9 @@ KernelSpec emit_mma(const Problem& p, const ContractionConfig& cfg_in, int sm) {
   // and stored with TMA by one thread: whole 128-byte rows, asynchronous, where the per-fragment
   // stores write 16 bytes of each of 8 rows per warp instruction.
   int tout = -1;
-  if (wg && warp_spec && cfg.tma && !spatial && splits == 1 && p.tma_store && !p.staged_epilogue &&
-      gn.is_static() && gn.value() % 8 == 0 && cfg.bn % 64 == 0 && p.group->outputs.size() == 1 &&
-      outputs_pair_storable(p, a) && tile_fits) {
-    const int t = p.group->outputs[0];
-    const TensorDesc& td = g.tensor(t).desc;
-    const TensorDesc& yd = g.tensor(p.y).desc;
-    if ((td.dtype == DType::F16 || td.dtype == DType::BF16) && td.layout == yd.layout &&
-        stride_code(a, td) == stride_code(a, yd))
-      tout = t;
-  }
+  if (tile_ok && p.tma_store && p.group->outputs.size() == 1 &&
+      like_output(g.tensor(p.group->outputs[0]).desc))
+    tout = p.group->outputs[0];
   const bool tile_smem = rpre >= 0 || tout >= 0;
   // The prefetch, issued by the producer thread with the first k tile's loads: BN / 64 boxes of
   // BM x 64 (128-byte swizzle, as the operand tiles), completing on their own barrier.
@@ -895,7 +893,7 @@ KernelSpec emit_mma(const Problem& p, const ContractionConfig& cfg_in, int sm) {
         for (auto& l : e.lines) b.put(l);
       }
     }
-    if (tout >= 0 && !staged) {
+    if (tout >= 0) {  // (tile_ok: not staged)
       // Every consumer's tile words are written: visible to the async proxy, then one thread
       // stores the slabs (rows past M are clipped by the map) and waits for them.
       b.line("kc_fence_proxy_async();");
