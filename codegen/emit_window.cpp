@@ -41,11 +41,12 @@ KernelSpec emit_window(const EmitContext& cx, const FusionGroup& grp) {
   DimParams& dp = gp.dims;
   const int T = 256;
   Dim numel = shape_numel(od.shape);
-  // 8 channels per thread (KILN_SCHEDULE window.vec=1, opt-in until measured on the GPU): a dense
-  // NHWC 16-bit pool with C % 8 == 0 and nothing fused reads each tap as one 16-byte vector and
-  // stores one, where the scalar schedule moves 2 bytes per access.
+  // 8 channels per thread (the rule; KILN_SCHEDULE window.vec=2 switches it off): a dense NHWC
+  // 16-bit pool with C % 8 == 0 and nothing fused reads each tap as one 16-byte vector and stores
+  // one, where the scalar schedule moves 2 bytes per access. Measured on the H200 (2026-12-01,
+  // run 35): the ResNet-50 maxpool at N = 128 went 0.1278 -> 0.0725 ms (2.0 -> 3.5 TB/s).
   const bool dense16 = [&] {
-    if (cx.opts.schedule.window_vec != 1 || !prologue.empty() || !epilogue.empty()) return false;
+    if (cx.opts.schedule.window_vec == 2 || !prologue.empty() || !epilogue.empty()) return false;
     if (grp.outputs.size() != 1 || grp.outputs[0] != out_t) return false;
     for (const TensorDesc* d : {&xd, &od}) {
       if (d->layout != Layout::NHWC || d->shape.size() != 4) return false;

@@ -53,7 +53,7 @@ const char* schedule_override_keys() {
          "channelnorm.vecs (1..16), channelnorm.threads (32..1024), channelnorm.hints (1 on, 2 "
          "off), channelnorm.iters (1..64), contraction.staged (1 on, 2 off: the rule), "
          "contraction.im2col (1 on: the rule, 2 off), contraction.prefetch (1 on: the rule, 2 "
-         "off), contraction.tmastore (1 on: the rule, 2 off), window.vec (1 on, 2 off: the rule)";
+         "off), contraction.tmastore (1 on: the rule, 2 off), window.vec (1 on: the rule, 2 off)";
 }
 
 ScheduleOverrides parse_schedule_overrides(const std::string& spec) {

@@ -479,11 +479,12 @@ TEST(Codegen, WindowsAndGlobalPool) {
   b.compile();
 }
 
-// KILN_SCHEDULE window.vec=1: dense NHWC 16-bit pools with C % 8 == 0 and nothing fused take 8
-// channels per thread (16-byte loads and stores); others, and the rule, keep one per thread.
-TEST(Codegen, VectorWindowsOptIn) {
+// Dense NHWC 16-bit pools with C % 8 == 0 and nothing fused take 8 channels per thread (16-byte
+// loads and stores; the rule, and KILN_SCHEDULE window.vec=1); others, and window.vec=2, keep one.
+TEST(Codegen, VectorWindows) {
   ScheduleOverrides vec = parse_schedule_overrides("window.vec=1");
-  Batch b(vec);
+  ScheduleOverrides off = parse_schedule_overrides("window.vec=2");
+  Batch b;
   for (DType dt : {DType::F16, DType::BF16}) {
     Graph g("pool8");
     Tensor x = g.input("x", dt, {"N", 24, 13, 11}, Layout::NHWC);
@@ -505,7 +506,10 @@ TEST(Codegen, VectorWindowsOptIn) {
     // 3 x 24 x 7 x 6 outputs, 8 channels per thread, 256 threads per CTA.
     EXPECT_EQ(ks[0].grid[0].eval({{"N", 3}}), (3 * 24 * 7 * 6 / 8 + 255) / 256);
     for (const KernelSpec& k : generate_kernels(g, plan_fusion(g)))
-      EXPECT_EQ(k.name.find("_v8"), std::string::npos) << "the rule: " << k.name;
+      EXPECT_NE(k.name.find("_v8"), std::string::npos) << "the rule: " << k.name;
+    co.schedule = off;
+    for (const KernelSpec& k : generate_kernels(g, plan_fusion(g), co))
+      EXPECT_EQ(k.name.find("_v8"), std::string::npos) << "window.vec=2: " << k.name;
     b.add(g);
   }
   // Not taken: C % 8 != 0, f32, NCHW, or a fused prologue.
