@@ -45,6 +45,8 @@ struct Problem {
   // Convs may load A by im2col-mode TMA (KILN_SCHEDULE contraction.im2col=2: never, the
   // spatial pixel blocks instead).
   bool im2col_allowed = true;
+  // Convs may load a row-folded A (KILN_SCHEDULE contraction.rowfold=2: never).
+  bool rowfold_allowed = true;
   // The TMA GEMM-row kernels prefetch a residual operand's tile into shared memory with TMA at
   // the start, so that the epilogue does not wait on its DRAM reads (KILN_SCHEDULE
   // contraction.prefetch=2: off).
@@ -68,7 +70,7 @@ class ArgList {
   std::string scratch(bool counters, const Dim& amount);
   // A TMA descriptor over tensor `id` (see KernelArg::Kind::TensorMap; innermost dim first).
   std::string tensor_map(int id, std::vector<Dim> dims, std::vector<Dim> strides,
-                         std::vector<int> box, std::vector<int> elem_strides);
+                         std::vector<int> box, std::vector<int> elem_strides, int swizzle = 128);
   // The row-major 2-D case: `rows` x `cols`, rows `row_stride` apart, boxes box_rows x box_cols.
   std::string tensor_map_2d(int id, const Dim& rows, const Dim& cols, const Dim& row_stride,
                             int box_rows, int box_cols) {
@@ -157,6 +159,13 @@ bool tma_spatial_supported(const Problem& p);
 // ... and also by im2col-mode TMA (the bounding-box corners and tap offsets fit the 4-D map's
 // ranges).
 bool tma_im2col_supported(const Problem& p);
+// A conv whose A the TMA kernel can row-fold (ContractionConfig::rowfold; see
+// contraction_wgmma.cuh): 16-bit dense NHWC, C * stride_w = 8 (one 16-byte chunk per output
+// column), S * C = 16, 32 or 64 (2, 4 or 8 chunks per filter row), unit column dilation, the
+// left padding whole chunks, static spatial dims.
+bool tma_rowfold_supported(const Problem& p);
+// The output-pixel block (rows x columns of one image) of a row-folded conv CTA of BM pixels.
+std::pair<int, int> rowfold_pixel_tile(int64_t ow, int bm);
 // The kernel for an explicit config (tests and benchmarks force variants with it).
 KernelSpec emit_with_config(const Problem& p, const ContractionConfig& cfg, int sm);
 // The tiled SIMT kernel (codegen/emit_conv_simt.cpp): exact f32 math, any dtype and layout;

@@ -133,7 +133,8 @@ std::string ArgList::scratch(bool counters, const Dim& amount) {
 }
 
 std::string ArgList::tensor_map(int id, std::vector<Dim> dims, std::vector<Dim> strides,
-                                std::vector<int> box, std::vector<int> elem_strides) {
+                                std::vector<int> box, std::vector<int> elem_strides, int swizzle) {
+  KILN_ASSERT(swizzle == 128 || swizzle == 0, "tensor map swizzle {}", swizzle);
   KILN_ASSERT(dims.size() >= 1 && dims.size() <= 5 && strides.size() + 1 == dims.size() &&
                   box.size() == dims.size() && elem_strides.size() == dims.size(),
               "tensor map of rank {}", dims.size());
@@ -145,6 +146,7 @@ std::string ArgList::tensor_map(int id, std::vector<Dim> dims, std::vector<Dim> 
   a.map_strides = std::move(strides);
   a.map_box = std::move(box);
   a.map_elem_strides = std::move(elem_strides);
+  a.map_swizzle = swizzle;
   args_.push_back(a);
   decls_.push_back("const __grid_constant__ KcTmaDesc " + name);
   return name;
@@ -555,10 +557,12 @@ ContractionProblemInfo problem_info(const Problem& p, int sm, bool arch_specific
   info.tma_gemm = info.wgmma_ok && tma_supported(p);
   info.tma_spatial = info.wgmma_ok && !info.tma_gemm && tma_spatial_supported(p);
   info.tma_im2col = info.tma_spatial && p.im2col_allowed && tma_im2col_supported(p);
+  info.tma_rowfold =
+      info.wgmma_ok && !info.tma_gemm && p.rowfold_allowed && tma_rowfold_supported(p);
   bool e = false;
   if (p.is_conv) {
     info.m = est(p.conv.n * p.conv.oh * p.conv.ow, &e);
-    if (info.tma_spatial) {
+    if (info.tma_spatial || info.tma_rowfold) {
       info.images = est(p.conv.n, &e);
       info.oh = p.conv.oh.value();
       info.ow = p.conv.ow.value();
@@ -609,6 +613,7 @@ std::string structure_signature(const contraction::Problem& p) {
 void apply_schedule(const ScheduleOverrides& s, contraction::Problem* p) {
   p->staged_epilogue = s.contraction_staged == 1;
   p->im2col_allowed = s.contraction_im2col != 2;
+  p->rowfold_allowed = s.contraction_rowfold != 2;
   p->prefetch_residual = s.contraction_prefetch != 2;
   p->tma_store = s.contraction_tmastore != 2;
 }

@@ -178,6 +178,24 @@ bool tma_im2col_supported(const Problem& p) {
          (c.s - 1) * c.dil_w < 65536 && (c.r - 1) * c.dil_h < 65536;
 }
 
+bool tma_rowfold_supported(const Problem& p) {
+  if (!p.is_conv || !wgmma_supported(p) || (p.dtype != DType::F16 && p.dtype != DType::BF16))
+    return false;
+  const Graph& g = *p.graph;
+  const ConvProblem& c = p.conv;
+  const int64_t row = c.s * c.c;  // one filter row's elements: whole 16-byte chunks
+  return c.groups == 1 && c.c * c.stride_w == 8 && c.dil_w == 1 &&
+         (row == 16 || row == 32 || row == 64) && c.pad_l * c.c % 8 == 0 && c.h.is_static() &&
+         c.w.is_static() && c.oh.is_static() && c.ow.is_static() && c.w.value() * c.c % 8 == 0 &&
+         g.tensor(p.x).desc.layout == Layout::NHWC && g.tensor(p.w).desc.layout == Layout::NHWC;
+}
+
+std::pair<int, int> rowfold_pixel_tile(int64_t ow, int bm) {
+  // Whole warpgroups (64 pixels) per output row; a 128-pixel tile takes one row of up to 128.
+  const int bw = bm == 128 && ow > 64 ? 128 : 64;
+  return {bm / bw, bw};
+}
+
 namespace {
 
 // The output-pixel block of a spatially tiled conv CTA (BM = bh x bw pixels of one image): the
@@ -239,17 +257,37 @@ KernelSpec emit_mma(const Problem& p, const ContractionConfig& cfg_in, int sm) {
   // TMA: plain-GEMM operands (2-D boxes), else a conv tiled by blocks of output pixels whose
   // input windows are 4-D boxes of the NHWC input, one per filter tap (zero-filled padding).
   // im2col: the same convs, A by im2col-mode TMA over GEMM rows (BM consecutive output pixels).
-  const bool im2col = cfg.tma && cfg.im2col && tma_im2col_supported(p);
-  const bool spatial = cfg.tma && !cfg.im2col && !tma_supported(p) && tma_spatial_supported(p);
+  // Row-folded: A as whole input rows per filter row (contraction_wgmma.cuh), M tiles are output
+  // pixel blocks as in the spatial form.
+  const bool rowfold = cfg.tma && cfg.rowfold && tma_rowfold_supported(p);
+  const bool im2col = cfg.tma && !cfg.rowfold && cfg.im2col && tma_im2col_supported(p);
+  const bool spatial =
+      cfg.tma && !cfg.rowfold && !cfg.im2col && !tma_supported(p) && tma_spatial_supported(p);
   KILN_CHECK(!cfg.tma || (warp_spec && cfg.bm <= 128 &&
-                          (cfg.im2col ? im2col : tma_supported(p) || spatial)),
+                          (cfg.rowfold  ? rowfold
+                           : cfg.im2col ? im2col
+                                        : tma_supported(p) || spatial)),
              "{}: config {} needs TMA-loadable operands (an unbatched matmul with A not "
              "transposed and 16-byte aligned rows, or an NHWC conv with static spatial dims and "
              "C a multiple of 64, or a 1x1 stride-1 one with C a multiple of 8; im2col: an NHWC "
-             "conv of the first kind with padding and bounding-box corners within 127)",
+             "conv of the first kind with padding and bounding-box corners within 127; row-fold: "
+             "an NHWC conv with C x stride_w = 8, S x C = 16, 32 or 64 and unit column dilation)",
              p.where, cfg.str());
-  const std::pair<int, int> sp_tile =
-      spatial ? spatial_tile(p.conv, cfg.bm) : std::pair<int, int>{0, 0};
+  // Output-pixel blocks of one image per CTA (the spatial and the row-folded forms).
+  const bool pixel_blocks = spatial || rowfold;
+  const std::pair<int, int> sp_tile = spatial   ? spatial_tile(p.conv, cfg.bm)
+                                      : rowfold ? rowfold_pixel_tile(p.conv.ow.value(), cfg.bm)
+                                                : std::pair<int, int>{0, 0};
+  // Row-fold: 16-byte chunks per filter row; the A box's rows and the kernel's shared memory as
+  // KcWgmma / KcWgmmaWs lay them out (the kernel static_asserts both).
+  const int rf_q = rowfold ? static_cast<int>(p.conv.s * p.conv.c / 8) : 0;
+  const int rf_sub_rows = rowfold ? (sp_tile.second + rf_q - 1 + 7) / 8 * 8 : 0;
+  const int rf_smem = [&] {
+    if (!rowfold) return 0;
+    const int a_load = 8 / rf_q * sp_tile.first * rf_sub_rows * 8;
+    const int stage = (a_load + 511) / 512 * 512 + cfg.bn * 64;
+    return stage * cfg.stages * 2 + 1024 + 2 * cfg.stages * 8;
+  }();
   const int lthreads = warp_spec ? 128 : threads;
   const std::string ltid_conv = warp_spec ? "ltid" : "tid";
   const std::string ltid_strided = warp_spec ? "ltid" : "threadIdx.x";
@@ -358,7 +396,13 @@ KernelSpec emit_mma(const Problem& p, const ContractionConfig& cfg_in, int sm) {
   std::string m_code = a.dim(gm), n_code = a.dim(gn);
 
   // ---- kernel
-  if (warp_spec && cfg.tma) {
+  if (warp_spec && cfg.tma && rowfold) {
+    w.raw(wgmma_function(cfg.bn, bf16, b_kmajor));
+    w.line("typedef KcWgmmaWs<{}, {}, {}, true, false, true, {}, {}> G;", cfg.bm, cfg.bn,
+           cfg.stages, rf_q, sp_tile.second);
+    w.line("static_assert(G::A_SUB_ROWS == {} && G::SMEM_BYTES == {}, \"row-fold layout\");",
+           rf_sub_rows, rf_smem);
+  } else if (warp_spec && cfg.tma) {
     w.raw(wgmma_function(cfg.bn, bf16, b_kmajor));
     w.line("typedef KcWgmmaWs<{}, {}, {}, {}, false, true> G;", cfg.bm, cfg.bn, cfg.stages,
            b_kmajor ? "true" : "false");
@@ -398,7 +442,7 @@ KernelSpec emit_mma(const Problem& p, const ContractionConfig& cfg_in, int sm) {
   // Both use one BM x BN 16-bit tile in shared memory, in the TMA boxes' layout: a TMA kernel
   // over GEMM rows with the per-fragment epilogue, a static N of whole 16-byte rows, and a tensor
   // laid out like the contraction output.
-  const bool tile_ok = wg && warp_spec && cfg.tma && !spatial && splits == 1 &&
+  const bool tile_ok = wg && warp_spec && cfg.tma && !pixel_blocks && splits == 1 &&
                        !p.staged_epilogue && gn.is_static() && gn.value() % 8 == 0 &&
                        cfg.bn % 64 == 0 && outputs_pair_storable(p, a) && tile_fits;
   const TensorDesc& yd = g.tensor(p.y).desc;
@@ -462,7 +506,7 @@ KernelSpec emit_mma(const Problem& p, const ContractionConfig& cfg_in, int sm) {
     }
     b.line("const int tid = threadIdx.x;");
     if (warp_spec && !cfg.tma) b.line("const int ltid = G::producer_tid();");  // cp.async loaders
-    if (spatial) {  // blockIdx.x -> (image, block row, block column) of output pixels
+    if (pixel_blocks) {  // blockIdx.x -> (image, block row, block column) of output pixels
       const ConvProblem& c = p.conv;
       const int64_t tw = (c.ow.value() + sp_tile.second - 1) / sp_tile.second;
       const int64_t th = (c.oh.value() + sp_tile.first - 1) / sp_tile.first;
@@ -494,7 +538,35 @@ KernelSpec emit_mma(const Problem& p, const ContractionConfig& cfg_in, int sm) {
       const std::string mo = a.tensor_map_2d(tout, gm, gn, gn, cfg.bm, 64);
       b.line("const KcTmaDesc& kc_omap = {};", mo);
     }
-    if (im2col || spatial) {
+    if (rowfold) {
+      // k tile kt = filter rows kt * A_SLOTS .. (B: the KRSC filter, one row = S x C contiguous
+      // values). For each slot and tile row, one box of A_SUB_ROWS 16-byte chunks of the input
+      // row (the map: chunks of 8 values along W x C, rows, images; no swizzle); chunks and rows
+      // outside the image read as zero (the padding), and so do filter rows past R, whose
+      // filter values are zero too.
+      const ConvProblem& c = p.conv;
+      const Dim chunks(c.w.value() * c.c / 8);
+      const std::string ma = a.tensor_map(p.x, {Dim(8), chunks, c.h, c.n},
+                                          {Dim(8), Dim(c.c) * c.w, Dim(c.c) * c.w * c.h},
+                                          {8, rf_sub_rows, 1, 1}, {1, 1, 1, 1}, 0);
+      b.open("auto load_a = [&](unsigned short* s, int kt, unsigned bar) {{");
+      b.line("#pragma unroll");
+      b.open("for (int j = 0; j < G::A_SLOTS; ++j) {{");
+      b.line("const int r = kt * G::A_SLOTS + j;");
+      b.line("#pragma unroll");
+      b.line("for (int i = 0; i < G::A_BH; ++i)");
+      b.line(
+          "  kc_tma_load_4d(kc_smem_u32(s + (j * G::A_BH + i) * G::A_SUB_ROWS * 8), &{}, 0, "
+          "(int)sp_ow0 - {}, (int)(sp_oh0 + i) * {} - {} + r * {}, (int)sp_n, bar);",
+          ma, c.pad_l * c.c / 8, c.stride_h, c.pad_t, c.dil_h);
+      b.close();
+      b.close("};");
+      const Dim kdim(c.r * c.s * c.c);
+      const std::string mb = a.tensor_map_2d(p.w, gn, kdim, kdim, cfg.bn, 64);
+      b.open("auto load_b = [&](unsigned short* s, int kt, unsigned bar) {{");
+      b.line("kc_tma_load_2d(kc_smem_u32(s), &{}, kt * 64, (int)n0, bar);", mb);
+      b.close("};");
+    } else if (im2col || spatial) {
       // k tile kt = filter tap (r, s) x 64 channels. im2col: one load of the tile's BM output
       // pixels (consecutive GEMM rows, across output rows and images) at the tap's offset.
       // Spatial: a [BH][BW][64] box of the NHWC input at the tap's offset (traversal stride =
@@ -758,7 +830,7 @@ KernelSpec emit_mma(const Problem& p, const ContractionConfig& cfg_in, int sm) {
     const int ethreads = (cfg.bm / 64) * 128;  // the consumer warpgroups
     const int pitch = cfg.bn + 8;
     const bool staged =
-        p.staged_epilogue && wg && warp_spec && cfg.tma && splits == 1 && !spatial &&
+        p.staged_epilogue && wg && warp_spec && cfg.tma && splits == 1 && !pixel_blocks &&
         outputs_pair_storable(p, a, 8) &&
         int64_t{cfg.bm} * pitch * 4 <= int64_t{cfg.stages} * (cfg.bm + cfg.bn) * cfg.bk * 2;
     if (staged) {
@@ -844,7 +916,7 @@ KernelSpec emit_mma(const Problem& p, const ContractionConfig& cfg_in, int sm) {
       auto lmi = b.block("for (int mi = 0; mi < G::MI; ++mi) {{");
       b.line("#pragma unroll");
       auto lh = b.block("for (int hh = 0; hh < 2; ++hh) {{");
-      if (spatial) {  // tile row -> output pixel of the CTA's block
+      if (pixel_blocks) {  // tile row -> output pixel of the CTA's block
         b.line("const int lrow = wm * {} + wr + mi * 16 + hh * 8 + (lane >> 2);", cfg.wm);
         b.line("const long long oh = sp_oh0 + lrow / {}, ow = sp_ow0 + lrow % {};", sp_tile.second,
                sp_tile.second);
@@ -926,7 +998,7 @@ KernelSpec emit_mma(const Problem& p, const ContractionConfig& cfg_in, int sm) {
   k.source = std::move(src);
   k.args = a.args();
   k.grid = {(gm + Dim(cfg.bm - 1)) / Dim(cfg.bm), (gn + Dim(cfg.bn - 1)) / Dim(cfg.bn), gbatch};
-  if (spatial)
+  if (pixel_blocks)
     k.grid[0] = p.conv.n * Dim(((p.conv.oh.value() + sp_tile.first - 1) / sp_tile.first) *
                                ((p.conv.ow.value() + sp_tile.second - 1) / sp_tile.second));
   if (n_fast) {
@@ -943,8 +1015,9 @@ KernelSpec emit_mma(const Problem& p, const ContractionConfig& cfg_in, int sm) {
     }
   }
   k.block = {threads, 1, 1};
-  k.smem_bytes =
-      tile_smem ? static_cast<int>(1024 + stage_region + rtile_bytes + 8) : cfg.smem_bytes();
+  k.smem_bytes = tile_smem ? static_cast<int>(1024 + stage_region + rtile_bytes + 8)
+                 : rowfold ? rf_smem
+                           : cfg.smem_bytes();
   if (wg) k.arch = "sm_90a";
   k.bytes_moved = bytes_moved(p);
   k.flops = flops(p);

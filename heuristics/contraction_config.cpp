@@ -15,7 +15,9 @@ std::string ContractionConfig::str() const {
   std::string s =
       fmt::format("{}{}x{}x{}_s{}", kind == Kind::Wgmma ? "wg" : "t", bm, bn, bk, stages);
   if (split_k > 1) s += fmt::format("_sk{}", split_k);
-  if (tma && im2col)
+  if (tma && rowfold)
+    s += "_rf";
+  else if (tma && im2col)
     s += "_i2c";
   else if (tma)
     s += "_tma";
@@ -141,6 +143,12 @@ ContractionConfig wgmma_tma_tile(int bm, int bn, int stages, bool im2col) {
   return c;
 }
 
+ContractionConfig wgmma_rowfold_tile(int bm, int bn, int stages) {
+  ContractionConfig c = wgmma_tma_tile(bm, bn, stages);
+  c.rowfold = true;
+  return c;
+}
+
 std::pair<int, int> spatial_pixel_tile(int64_t ow, int bm) {
   if (bm == 64) return {8, 8};
   return ow >= 12 ? std::pair<int, int>{8, 16} : std::pair<int, int>{16, 8};
@@ -167,6 +175,13 @@ int64_t m_tiles(const ContractionProblemInfo& p, int bm, bool spatial) {
 ContractionConfig choose_wgmma_config(const ContractionProblemInfo& p) {
   ContractionConfig c;
   if (!p.wgmma_ok || p.sm != 90 || !tensor_core_ok(p)) return c;
+  if (p.tma_rowfold) {
+    // Few k tiles (the stem: 7 filter rows = 4) and a narrow N: one output row of up to 128
+    // pixels per CTA, the whole N where it fits one tile.
+    const int stages =
+        static_cast<int>(std::max<int64_t>(3, std::min<int64_t>(4, (p.k + 63) / 64)));
+    return wgmma_rowfold_tile(128, p.n <= 64 ? 64 : 128, stages);
+  }
   const bool tma = p.tma_gemm || p.tma_spatial;
   double best = -1;
   for (const WgCandidate& cand : kWgCandidates) {
@@ -236,7 +251,7 @@ ContractionConfig choose_mma_config(const ContractionProblemInfo& p) {
 bool operator==(const ContractionConfig& a, const ContractionConfig& b) {
   return a.kind == b.kind && a.bm == b.bm && a.bn == b.bn && a.bk == b.bk && a.wm == b.wm &&
          a.wn == b.wn && a.stages == b.stages && a.split_k == b.split_k && a.ws == b.ws &&
-         a.tma == b.tma && a.im2col == b.im2col;
+         a.tma == b.tma && a.im2col == b.im2col && a.rowfold == b.rowfold;
 }
 
 std::vector<ContractionConfig> contraction_candidates(const ContractionProblemInfo& p, size_t max) {
@@ -253,7 +268,11 @@ std::vector<ContractionConfig> contraction_candidates(const ContractionProblemIn
     // TMA tiles first where the operands take them (they won every layer measured), one stage
     // more too (TMA keeps a whole tile per stage in flight).
     // An im2col conv also tries the spatial pixel blocks (better L2 reuse of the windows).
-    if (rule.tma) {
+    if (rule.rowfold)
+      for (int bm : {128, 64})
+        for (int bn : {64, 128})
+          for (int st : {3, 4}) add(wgmma_rowfold_tile(bm, bn, st));
+    if (rule.tma && !rule.rowfold) {
       std::vector<bool> forms = {rule.im2col};
       if (rule.im2col && p.tma_spatial) forms.push_back(false);
       for (bool i2c : forms) {

@@ -34,6 +34,10 @@ struct ContractionProblemInfo {
   // With tma_spatial: the conv can also load A with im2col-mode TMA (GEMM rows = consecutive
   // output pixels across rows and images: no partial pixel blocks), the rule where allowed.
   bool tma_im2col = false;
+  // The conv's A can be row-folded (a filter row is a few 16-byte chunks of consecutive input
+  // pixels, one output column per chunk: the RGB stem padded to 4 channels and 8 filter columns),
+  // loaded as whole input rows by TMA: the rule where allowed.
+  bool tma_rowfold = false;
 };
 
 struct ContractionConfig {
@@ -55,6 +59,8 @@ struct ContractionConfig {
   // output pixels per load, one load per filter tap and 64 channels) instead of one 4-D box per
   // pixel block of one image (the spatial tiling).
   bool im2col = false;
+  // With tma on a conv whose A can be row-folded (ContractionProblemInfo::tma_rowfold).
+  bool rowfold = false;
   int threads() const {
     if (kind == Kind::Wgmma) return bm / 64 * 128 + (ws ? 128 : 0);
     return kind == Kind::Mma ? (bm / wm) * (bn / wn) * 32 : 256;
@@ -65,7 +71,7 @@ struct ContractionConfig {
     return kind == Kind::Mma ? (bm + bn) * bk * 2 * stages : 0;
   }
   // "t128x128x32_s4" / "wg128x256x64_s4" / "wg128x256x64_s4_ws" / "..._tma" / "..._i2c" (TMA,
-  // im2col) / "simt" / "direct"
+  // im2col) / "..._rf" (TMA, row-folded A) / "simt" / "direct"
   std::string str() const;
 };
 
@@ -74,6 +80,8 @@ ContractionConfig choose_contraction_config(const ContractionProblemInfo& p);
 ContractionConfig wgmma_tile(int bm, int bn, int stages, int split_k = 1);
 // The same tile, warp-specialized with TMA loads (im2col: a conv's A by im2col-mode TMA).
 ContractionConfig wgmma_tma_tile(int bm, int bn, int stages, bool im2col = false);
+// The same tile with a row-folded A (a smaller A region than smem_bytes() reserves).
+ContractionConfig wgmma_rowfold_tile(int bm, int bn, int stages);
 // The output-pixel block (rows x columns of one image) of a spatially tiled TMA conv CTA.
 std::pair<int, int> spatial_pixel_tile(int64_t ow, int bm);
 // The best mma.sync config alone (the fallback when wgmma is not allowed or not wanted).

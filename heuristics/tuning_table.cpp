@@ -51,7 +51,7 @@ bool plausible(const ContractionConfig& c) {
          c.split_k <= 16 &&
          (!c.ws || (c.kind == ContractionConfig::Kind::Wgmma && c.split_k == 1 && c.stages >= 3 &&
                     c.bm <= 128)) &&
-         (!c.tma || c.ws) && (!c.im2col || c.tma);
+         (!c.tma || c.ws) && (!c.im2col || c.tma) && (!c.rowfold || (c.tma && !c.im2col));
 }
 
 }  // namespace
@@ -112,6 +112,7 @@ std::string TuningTable::to_json() const {
                       {"ws", c.ws},
                       {"tma", c.tma},
                       {"im2col", c.im2col},
+                      {"rowfold", c.rowfold},
                       {"name", c.str()},
                       {"ms", e.ms},
                       {"rule_ms", e.rule_ms},
@@ -145,6 +146,7 @@ bool TuningTable::parse(const std::string& text, std::map<std::string, TuningEnt
       c.ws = v.value("ws", false);
       c.tma = v.value("tma", false);
       c.im2col = v.value("im2col", false);
+      c.rowfold = v.value("rowfold", false);
       e.ms = v.value("ms", 0.0);
       e.rule_ms = v.value("rule_ms", 0.0);
       e.candidates = v.value("candidates", 0);

@@ -284,7 +284,7 @@ void launch(void* function, const uint32_t grid[3], const uint32_t block[3], uin
 
 void encode_tensor_map(void* out, DType dtype, uint64_t ptr, const std::vector<uint64_t>& dims,
                        const std::vector<uint64_t>& strides_bytes, const std::vector<uint32_t>& box,
-                       const std::vector<uint32_t>& elem_strides) {
+                       const std::vector<uint32_t>& elem_strides, int swizzle) {
   const Api& a = ctx_api();
   static_assert(sizeof(CUtensorMap) == 128, "CUtensorMap is 128 bytes");
   KILN_CHECK(a.cuTensorMapEncodeTiled != nullptr,
@@ -309,13 +309,13 @@ void encode_tensor_map(void* out, DType dtype, uint64_t ptr, const std::vector<u
     if (i + 1 < r) st[i] = strides_bytes[i];
     shape += fmt::format("{}{}", i ? " x " : "", dims[i]);
   }
-  check(a.cuTensorMapEncodeTiled(reinterpret_cast<CUtensorMap*>(out), t, static_cast<cuuint32_t>(r),
-                                 reinterpret_cast<void*>(ptr), d, st, bx, es,
-                                 CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                                 CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
-        fmt::format("cuTensorMapEncodeTiled({} {} (innermost first), address 0x{:x})", shape,
-                    dtype_name(dtype), ptr));
+  check(a.cuTensorMapEncodeTiled(
+            reinterpret_cast<CUtensorMap*>(out), t, static_cast<cuuint32_t>(r),
+            reinterpret_cast<void*>(ptr), d, st, bx, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
+            swizzle == 0 ? CU_TENSOR_MAP_SWIZZLE_NONE : CU_TENSOR_MAP_SWIZZLE_128B,
+            CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
+        fmt::format("cuTensorMapEncodeTiled({} {} (innermost first), swizzle {}, address 0x{:x})",
+                    shape, dtype_name(dtype), swizzle, ptr));
 }
 
 void encode_im2col_tensor_map(void* out, DType dtype, uint64_t ptr,

@@ -42,11 +42,11 @@ void launch(void* function, const uint32_t grid[3], const uint32_t block[3], uin
             void* stream, void** params, const std::string& what);
 
 // cuTensorMapEncodeTiled: `dims` innermost first, byte strides of dims 1.. in `strides_bytes`,
-// boxes of `box` elements walked with `elem_strides`, 128-byte swizzle, out-of-bounds elements
-// read as zero. `out`: 128 bytes, 64-byte aligned (a CUtensorMap).
+// boxes of `box` elements walked with `elem_strides`, `swizzle`-byte swizzle (128 or 0: none),
+// out-of-bounds elements read as zero. `out`: 128 bytes, 64-byte aligned (a CUtensorMap).
 void encode_tensor_map(void* out, DType dtype, uint64_t ptr, const std::vector<uint64_t>& dims,
                        const std::vector<uint64_t>& strides_bytes, const std::vector<uint32_t>& box,
-                       const std::vector<uint32_t>& elem_strides);
+                       const std::vector<uint32_t>& elem_strides, int swizzle = 128);
 
 // cuTensorMapEncodeIm2col over a 4-D NHWC tensor (`dims` C, W, H, N): each load walks
 // `pixels` output positions (W fastest, then H, then N) through the bounding box whose corners

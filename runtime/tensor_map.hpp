@@ -31,7 +31,7 @@ inline void encode_kernel_tensor_map(TensorMapBytes* out, const KernelArg& a, DT
                              static_cast<uint32_t>(i[4]), static_cast<uint32_t>(i[5]));
     return;
   }
-  encode_tensor_map(out->v, dtype, ptr, dims, strides, box, estr);
+  encode_tensor_map(out->v, dtype, ptr, dims, strides, box, estr, a.map_swizzle);
 }
 
 }  // namespace kiln::cuda

@@ -942,6 +942,82 @@ TEST(Contraction, Im2colTmaIsTheRuleForSpatialConvs) {
   EXPECT_TRUE(i1.tma_gemm && !i1.tma_im2col);
 }
 
+// A conv with C x stride_w = 8 and whole 16-byte chunks per filter row (the stem as the Engine
+// widens it: C = 4, 7x8, stride 2, left padding 4) is row-folded by the rules on sm_90a: one TMA
+// box of 16-byte chunks per filter row and tile row (no swizzle), the tile rows as output pixel
+// blocks; its autotune candidates are row-folded tiles; KILN_SCHEDULE contraction.rowfold=2
+// (Problem::rowfold_allowed) and convs that do not qualify get the other kernels.
+TEST(Contraction, RowFoldedTmaIsTheRuleForTheStem) {
+  auto conv = [](int64_t c, int64_t w, int64_t s, int64_t stride, std::vector<int64_t> pad) {
+    Graph g("stem");
+    Tensor x = g.input("x", DType::F16, {"N", c, 30, w}, Layout::NHWC);
+    Tensor f =
+        g.constant_random("w", {DType::F16, {64, c, 7, s}, Layout::NHWC, {}}, "normal", 0, 0.05, 1);
+    Tensor b = g.constant_random("b", {DType::F16, {64}, Layout::NCHW, {}}, "normal", 0, 1, 2);
+    Conv2dOptions o;
+    o.stride = {2, stride};
+    o.padding = std::move(pad);
+    g.output(g.relu(g.conv2d(x, f, b, o)));
+    return g;
+  };
+  Graph g = conv(4, 224, 8, 2, {3, 4, 3, 3});
+  FusionGroup grp = make_group(g);
+  contraction::Problem pr = contraction::describe(g, grp);
+  ASSERT_TRUE(contraction::tma_rowfold_supported(pr));
+  ContractionProblemInfo info = contraction::problem_info(pr, 90, true);
+  ASSERT_TRUE(info.tma_rowfold);
+  ContractionConfig rule = choose_contraction_config(info);
+  EXPECT_TRUE(rule.tma && rule.rowfold && rule.bm == 128 && rule.bn == 64) << rule.str();
+  int folded = 0;
+  for (const ContractionConfig& c : contraction_candidates(info)) folded += c.rowfold;
+  EXPECT_EQ(folded, 8);
+  const int oh = (30 + 3 + 3 - 7) / 2 + 1, ow = (224 + 4 + 3 - 8) / 2 + 1;  // 15, 112
+  for (auto [bm, bn, st] : std::vector<std::array<int, 3>>{{128, 64, 4}, {64, 128, 3}}) {
+    KernelSpec k = contraction::emit_with_config(pr, wgmma_rowfold_tile(bm, bn, st), 90);
+    SCOPED_TRACE(k.name);
+    EXPECT_EQ(k.name.rfind("conv_f16_nhwc_7x8_s2_c4_wg", 0), 0u);
+    EXPECT_NE(k.name.find("_rf_bias_relu"), std::string::npos);
+    EXPECT_NE(k.source.find("static_assert(G::A_SUB_ROWS"), std::string::npos);
+    // Tile rows of bw = 128 pixels (one 112-pixel output row) or 64: the grid covers them.
+    const int bw = bm == 128 ? 128 : 64;
+    EXPECT_EQ(k.grid[0].eval({{"N", 3}}), 3 * oh * ((ow + bw - 1) / bw));
+    int maps = 0;
+    for (const KernelArg& a : k.args) {
+      if (a.kind != KernelArg::Kind::TensorMap) continue;
+      ++maps;
+      if (a.map_dims.size() != 4) continue;
+      EXPECT_EQ(a.map_swizzle, 0);
+      EXPECT_EQ(a.map_dims[0], Dim(8));
+      EXPECT_EQ(a.map_dims[1], Dim(224 * 4 / 8));
+      EXPECT_EQ(a.map_box, (std::vector<int>{8, (bw + 3 + 7) / 8 * 8, 1, 1}));
+    }
+    EXPECT_EQ(maps, 2);
+    // Two chunks of the left padding 4 (x 4 channels = 16 values), row stride 2.
+    EXPECT_NE(k.source.find("(int)sp_ow0 - 2, (int)(sp_oh0 + i) * 2 - 3 + r * 1"),
+              std::string::npos);
+    expect_sm90a_without_spills(k);
+  }
+  pr.rowfold_allowed = false;
+  ContractionProblemInfo off = contraction::problem_info(pr, 90, true);
+  EXPECT_FALSE(off.tma_rowfold);
+  EXPECT_FALSE(choose_contraction_config(off).rowfold);
+  // Not row-foldable: stride 1 with C = 4 (8 bytes per output column), an odd left padding
+  // (half a chunk), an odd width (rows of half chunks), 7 columns (28 values per filter row).
+  for (Graph o : {conv(4, 224, 8, 1, {3, 4, 3, 3}), conv(4, 224, 8, 2, {3, 3, 3, 4}),
+                  conv(4, 223, 8, 2, {3, 4, 3, 3}), conv(4, 224, 7, 2, {3, 3, 3, 3})}) {
+    FusionGroup go = make_group(o);
+    contraction::Problem po = contraction::describe(o, go);
+    EXPECT_FALSE(contraction::tma_rowfold_supported(po));
+    try {
+      contraction::emit_with_config(po, wgmma_rowfold_tile(128, 64, 4), 90);
+      ADD_FAILURE() << "a row-fold config was accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::User);
+      EXPECT_NE(std::string(e.what()).find("row-fold"), std::string::npos) << e.what();
+    }
+  }
+}
+
 // The tile follows the concrete M where the graph is static (or shape-specialized): res3 3x3 128
 // at N=128 (M = 100352) takes a big tile, while the symbolic graph's estimate (N = 32) keeps the
 // small one; 256x128 (four warpgroups) fits the shared memory and runs 512 threads.

@@ -242,6 +242,85 @@ TEST(PadConvChannels, StemIsPaddedAndComputesTheSame) {
   }
 }
 
+// A stride-2 conv with 4 input channels (after padding) and an even input width gets zero filter
+// columns for the row-folded TMA kernel: a filter row of 4, 8 or 16 columns (16-byte chunks), an
+// odd left padding made even by a zero column in front. Same values; on sm_90a the rule is the
+// "_rf" kernel, on sm_80 the 8-byte loader of the wider filter.
+TEST(PadConvChannels, StrideTwoFourChannelFiltersAreWidenedForTheRowFold) {
+  struct Wide {
+    int64_t c, r, pad, cols, left;
+    std::vector<int64_t> padding;  // after
+  };
+  const std::vector<Wide> cases = {
+      {3, 7, 3, 8, 1, {3, 4, 3, 3}},  // the ResNet stem: 7x7 -> 7x8, one zero column in front
+      {4, 3, 1, 4, 1, {1, 2, 1, 1}},  // C = 4 already: no pad node, 3x3 -> 3x4
+      {2, 5, 2, 8, 0, {2, 2, 2, 5}},  // even padding: zero columns behind only
+  };
+  for (const Wide& c : cases) {
+    SCOPED_TRACE(fmt::format("C={} {}x{} pad {}", c.c, c.r, c.r, c.pad));
+    auto g = std::make_shared<Graph>("stem");
+    Tensor x = g->input("x", DType::F16, {"N", c.c, 24, 22}, Layout::NHWC);
+    Tensor w = g->constant_random("w", {DType::F16, {16, c.c, c.r, c.r}, Layout::NHWC, {}},
+                                  "normal", 0, 0.2, 1);
+    Tensor b = g->constant_random("b", {DType::F16, {16}, Layout::NCHW, {}}, "normal", 0, 0.5, 2);
+    g->output(g->relu(g->add_node1(
+        "conv2d", {x, w, b},
+        {{"stride", std::vector<int64_t>{2, 2}}, {"padding", std::vector<int64_t>{c.pad, c.pad}}},
+        "conv1")));
+    EXPECT_TRUE(has_paddable_conv(*g));
+    std::string note;
+    std::shared_ptr<const Graph> f = apply_engine_passes(g, true, &note);
+    ASSERT_NE(f.get(), g.get());
+    const std::string chan = c.c == 4 ? "" : fmt::format("{} -> 4, ", c.c);
+    EXPECT_NE(
+        note.find(fmt::format("conv1 ({}filter {}x{} -> {}x{})", chan, c.r, c.r, c.r, c.cols)),
+        std::string::npos)
+        << note;
+    EXPECT_EQ(count_op(*f, OpKind::Pad), c.c == 4 ? 0 : 1);
+    const Node& conv = only_node(*f, OpKind::Conv2d);
+    EXPECT_EQ(conv.attr_ints("padding"), c.padding);
+    const TensorInfo& wt = f->tensor(conv.inputs[1]);
+    EXPECT_EQ(shape_str(wt.desc.shape), fmt::format("[16, 4, {}, {}]", c.r, c.cols));
+    std::vector<double> w0 = g->tensor(g->find("w")).data->to_f64(), w1 = wt.data->to_f64();
+    for (int64_t k = 0; k < 16; ++k)
+      for (int64_t ch = 0; ch < 4; ++ch)
+        for (int64_t r = 0; r < c.r; ++r)
+          for (int64_t s = 0; s < c.cols; ++s) {
+            const int64_t so = s - c.left;
+            const double want =
+                ch < c.c && so >= 0 && so < c.r ? w0[((k * c.c + ch) * c.r + r) * c.r + so] : 0.0;
+            ASSERT_EQ(w1[((k * 4 + ch) * c.r + r) * c.cols + s], want)
+                << k << " " << ch << " " << r << " " << s;
+          }
+    EXPECT_EQ(f->tensor(f->outputs()[0]).desc.shape, g->tensor(g->outputs()[0]).desc.shape);
+    std::map<std::string, HostTensor> in{
+        {"x", random_input(DType::F16, {2, c.c, 24, 22}, Layout::NHWC, 3 + c.c)}};
+    std::vector<double> want = run_reference(*g, in).begin()->second.to_f64();
+    std::vector<double> got = run_reference(*f, in).begin()->second.to_f64();
+    ASSERT_EQ(got.size(), want.size());
+    double nonzero = 0;
+    for (size_t i = 0; i < want.size(); ++i) {
+      ASSERT_EQ(got[i], want[i]) << i;  // only zero terms more: the same f64 sums
+      nonzero += want[i] != 0;
+    }
+    EXPECT_GT(nonzero, static_cast<double>(want.size()) / 4);
+    EXPECT_EQ(apply_engine_passes(f, true).get(), f.get());  // idempotent
+    for (const char* arch : {"sm_80", "sm_90"}) {
+      SCOPED_TRACE(arch);
+      EngineOptions o;
+      o.arch = arch;
+      o.load_kernels = false;
+      o.disk_cache = false;
+      CompiledGraph cg = Engine(o).compile(*g);
+      const std::string& conv_kernel = cg.kernels().back().name;
+      EXPECT_NE(conv_kernel.find(fmt::format("_{}x{}_s2_c4_", c.r, c.cols)), std::string::npos)
+          << conv_kernel;
+      EXPECT_EQ(conv_kernel.find("_rf_") != std::string::npos, std::string(arch) == "sm_90")
+          << conv_kernel;
+    }
+  }
+}
+
 TEST(PadConvChannels, LeavesOtherConvsAlone) {
   auto conv = [](DType dt, int64_t c, Layout xl, int64_t groups, int64_t r, bool const_w) {
     auto g = std::make_shared<Graph>("other");

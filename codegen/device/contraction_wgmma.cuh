@@ -12,6 +12,15 @@
 //    within a slab row k at k * 128 bytes, chunk (n % 64) / 8 stored at chunk ^ (k % 8).
 //    Descriptor: LBO = slab stride, SBO = 1024 (8-k groups); k16 step = +2048 bytes.
 // Every stage base is 1024-byte aligned (the swizzle pattern repeats every 1024 bytes).
+//
+// Row-folded A (AQ > 0, TMA only): a conv whose filter row (S taps x C channels) is AQ 16-byte
+// chunks of consecutive input pixels, with one output column per 16 bytes of input (C * stride_w
+// = 8 16-bit values: the RGB stem padded to C = 4 at stride 2). The 64-wide k tile is 8 / AQ
+// filter rows ("slots"). For each slot and each of the tile's BM / ABW output rows, TMA loads the
+// input row's chunks ow0 .. ow0 + A_SUB_ROWS - 1 as A_SUB_ROWS rows of 16 bytes (no swizzle).
+// Tile row m's k chunk q is then sub-row m + q: the K-major core matrices (8 rows x 16 bytes)
+// overlap, and a descriptor with LBO = 16 (next chunk along k) and SBO = 128 (next 8 rows) reads
+// the im2col operand straight from one copy of the input row.
 #pragma once
 
 __device__ __forceinline__ void kc_wg_fence() {
@@ -32,26 +41,38 @@ __device__ __forceinline__ void kc_fence_proxy_async() {
 __device__ __forceinline__ void kc_reg_fence(float& r) {
   asm volatile("" : "+f"(r)::"memory");
 }
-// Shared-memory matrix descriptor, 128-byte swizzle.
-__device__ __forceinline__ unsigned long long kc_wg_desc(unsigned addr, unsigned lbo,
-                                                         unsigned sbo) {
+// Shared-memory matrix descriptor, 128-byte swizzle (or none: `swizzle` false).
+__device__ __forceinline__ unsigned long long kc_wg_desc(unsigned addr, unsigned lbo, unsigned sbo,
+                                                         bool swizzle = true) {
   return (unsigned long long)((addr & 0x3FFFFu) >> 4) |
          ((unsigned long long)((lbo >> 4) & 0x3FFFu) << 16) |
-         ((unsigned long long)((sbo >> 4) & 0x3FFFu) << 32) | (1ull << 62);
+         ((unsigned long long)((sbo >> 4) & 0x3FFFu) << 32) | (swizzle ? 1ull << 62 : 0ull);
 }
 
 // Block tile BM x BN x 64, BM / 64 warpgroups (each 64 rows x BN), STAGES buffers. B_KM: the B
 // tile is K-major (else N-major). MMA: a functor (desc_a, desc_b, acc) issuing one m64nBNk16.
-template <int BM, int BN, int STAGES, bool B_KM>
+// AQ > 0: the row-folded A (above), ABW output columns per tile row.
+template <int BM, int BN, int STAGES, bool B_KM, int AQ = 0, int ABW = 64>
 struct KcWgmma {
   static constexpr int BK = 64;
   static constexpr int WARPGROUPS = BM / 64;
   static constexpr int THREADS = WARPGROUPS * 128;
   static constexpr int MI = 1, NI = BN / 8;
-  static constexpr int A_ELEMS = BM * BK, B_ELEMS = BN * BK, STAGE_ELEMS = A_ELEMS + B_ELEMS;
+  // Row-folded A: A_SLOTS filter rows per k tile, A_BH output rows per tile, each slot and row
+  // A_SUB_ROWS 16-byte rows (the last tile row's chunks included).
+  static constexpr int A_SLOTS = AQ ? 8 / AQ : 1;
+  static constexpr int A_BH = AQ ? BM / ABW : 1;
+  static constexpr int A_SUB_ROWS = AQ ? (ABW + AQ - 1 + 7) / 8 * 8 : BM;
+  static constexpr int A_LOAD_ELEMS = AQ ? A_SLOTS * A_BH * A_SUB_ROWS * 8 : BM * BK;
+  // A's region keeps B 1024-byte aligned (its 128-byte swizzle).
+  static constexpr int A_ELEMS = (A_LOAD_ELEMS + 511) / 512 * 512, B_ELEMS = BN * BK;
+  static constexpr int STAGE_ELEMS = A_ELEMS + B_ELEMS;
+  static constexpr int LOAD_BYTES = (A_LOAD_ELEMS + B_ELEMS) * 2;     // what TMA writes per stage
   static constexpr int SMEM_BYTES = STAGE_ELEMS * STAGES * 2 + 1024;  // + alignment slack
   static_assert(BM % 64 == 0 && BN % 64 == 0 && BN <= 256, "wgmma tile");
   static_assert(STAGES >= 3, "the pipeline keeps STAGES - 2 tiles in flight");
+  static_assert(AQ == 0 || ((AQ == 2 || AQ == 4 || AQ == 8) && ABW % 64 == 0 && BM % ABW == 0),
+                "row-folded A: 2, 4 or 8 chunks per filter row, whole warpgroups per output row");
 
   __device__ static __forceinline__ int a_off(int m, int k) {
     return m * BK + ((((k >> 3) ^ m) & 7) << 3) + (k & 7);
@@ -73,16 +94,24 @@ struct KcWgmma {
 #pragma unroll
       for (int e = 0; e < 4; ++e) kc_reg_fence(acc[0][ni][e]);
   }
-  // Issues and commits the four k16 wgmma of one stage: this warpgroup's A rows at `sa`, the B
-  // tile at `sb` (shared-memory byte addresses).
+  // The descriptor of warpgroup wg's A rows for k16 step kk of the stage whose A tile is at `sa`.
+  __device__ static __forceinline__ unsigned long long a_desc(unsigned sa, int wg, int kk) {
+    if (AQ == 0) return kc_wg_desc(sa + wg * 64 * BK * 2 + kk * 32, 16, 1024);
+    // The step's two k chunks 2 kk, 2 kk + 1 lie in one slot (AQ even): chunks q, q + 1.
+    const int slot = (2 * kk) / (AQ ? AQ : 1), q = (2 * kk) % (AQ ? AQ : 1);
+    const int row = (wg * 64) / ABW, col = (wg * 64) % ABW;
+    return kc_wg_desc(sa + ((slot * A_BH + row) * A_SUB_ROWS + col + q) * 16, 16, 128, false);
+  }
+  // Issues and commits the four k16 wgmma of one stage: warpgroup wg's A rows of the stage's A
+  // tile at `sa`, the B tile at `sb` (shared-memory byte addresses).
   template <class MMA>
-  __device__ static __forceinline__ void issue_tile(unsigned sa, unsigned sb, MMA& mma,
+  __device__ static __forceinline__ void issue_tile(unsigned sa, int wg, unsigned sb, MMA& mma,
                                                     float (&acc)[1][NI][4]) {
     fence_acc(acc);
     kc_wg_fence();
 #pragma unroll
     for (int kk = 0; kk < BK / 16; ++kk) {
-      const unsigned long long da = kc_wg_desc(sa + kk * 32, 16, 1024);
+      const unsigned long long da = a_desc(sa, wg, kk);
       const unsigned long long db =
           B_KM ? kc_wg_desc(sb + kk * 32, 16, 1024) : kc_wg_desc(sb + kk * 2048, BK * 128, 1024);
       mma(da, db, acc);
@@ -114,9 +143,9 @@ struct KcWgmma {
       kc_cp_async_wait<STAGES - 3>();
       kc_fence_proxy_async();
       __syncthreads();
-      const unsigned sa = base + (t % STAGES) * STAGE_ELEMS * 2 + wg * 64 * BK * 2;
-      const unsigned sb = base + (t % STAGES) * STAGE_ELEMS * 2 + A_ELEMS * 2;
-      issue_tile(sa, sb, mma, acc);
+      const unsigned sa = base + (t % STAGES) * STAGE_ELEMS * 2;
+      const unsigned sb = sa + A_ELEMS * 2;
+      issue_tile(sa, wg, sb, mma, acc);
       // While the tensor cores run, refill the buffer of tile t - 2: every warpgroup finished
       // reading it (wait_group 1 at the end of iteration t - 1, before the barrier above).
       const int nx = t + STAGES - 2;
@@ -228,17 +257,20 @@ __device__ __forceinline__ void kc_tma_store_wait() {
 // TMA: the loaders issue TMA box loads (`load(stage, kt, full_bar)`), from one producer thread
 // that first arms the stage's barrier with the stage's byte count; otherwise every producer
 // thread issues cp.async copies (`load(stage, kt)`).
-template <int BM, int BN, int STAGES, bool B_KM, bool SYNC_STORES, bool TMA = false>
+template <int BM, int BN, int STAGES, bool B_KM, bool SYNC_STORES, bool TMA = false, int AQ = 0,
+          int ABW = 64>
 struct KcWgmmaWs {
-  typedef KcWgmma<BM, BN, STAGES, B_KM> Tile;  // the same shared tiles and descriptors
+  typedef KcWgmma<BM, BN, STAGES, B_KM, AQ, ABW> Tile;  // the same shared tiles and descriptors
   static constexpr int BK = 64;
   static constexpr int CONSUMERS = BM / 64;
   static constexpr int PRODUCER_THREADS = 128;
   static constexpr int THREADS = CONSUMERS * 128 + PRODUCER_THREADS;
   static constexpr int MI = 1, NI = BN / 8;
   static constexpr int A_ELEMS = Tile::A_ELEMS, STAGE_ELEMS = Tile::STAGE_ELEMS;
+  static constexpr int A_SLOTS = Tile::A_SLOTS, A_BH = Tile::A_BH, A_SUB_ROWS = Tile::A_SUB_ROWS;
   static constexpr int SMEM_BYTES = STAGE_ELEMS * STAGES * 2 + 1024 + 2 * STAGES * 8;
   static_assert(STAGES >= 3, "warp-specialized pipeline depth");
+  static_assert(AQ == 0 || TMA, "row-folded A arrives by TMA");
   static_assert(CONSUMERS <= 2,
                 "one or two consumer warpgroups (640 threads leave too few registers)");
   // Two consumers with a 64 x 256 accumulator tile each (128 registers of it) and 384 threads
@@ -281,7 +313,7 @@ struct KcWgmmaWs {
           for (int t = 0; t < nt; ++t) {
             const int s = t % STAGES;
             if (t >= STAGES) kc_mbar_wait(bars + 8 * (STAGES + s), ((t / STAGES) - 1) & 1);
-            kc_mbar_arrive_expect_tx(bars + 8 * s, STAGE_ELEMS * 2);
+            kc_mbar_arrive_expect_tx(bars + 8 * s, Tile::LOAD_BYTES);
             load_a(smem + s * STAGE_ELEMS, kt0 + t, bars + 8 * s);
             load_b(smem + s * STAGE_ELEMS + A_ELEMS, kt0 + t, bars + 8 * s);
           }
@@ -309,9 +341,9 @@ struct KcWgmmaWs {
       const int s = t % STAGES;
       kc_mbar_wait(bars + 8 * s, (t / STAGES) & 1);
       kc_fence_proxy_async();  // the producer's generic-proxy writes, before wgmma reads them
-      const unsigned sa = base + s * STAGE_ELEMS * 2 + wg * 64 * BK * 2;
-      const unsigned sb = base + s * STAGE_ELEMS * 2 + A_ELEMS * 2;
-      Tile::issue_tile(sa, sb, mma, acc);
+      const unsigned sa = base + s * STAGE_ELEMS * 2;
+      const unsigned sb = sa + A_ELEMS * 2;
+      Tile::issue_tile(sa, wg, sb, mma, acc);
       Tile::fence_acc(acc);
       // Tile t - 1's wgmma has retired: its stage goes back to the producer.
       kc_wg_wait<1>();

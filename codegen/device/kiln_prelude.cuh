@@ -142,6 +142,19 @@ template <class T>
 KILN_DEVICE void kiln_stv(T* p, const float* v) {
   kiln_st16(p, kiln_pack16(v, p));
 }
+// Half a vector: kiln_vec<T>::N / 2 floats as 8 bytes of T at p (8-byte aligned).
+KILN_DEVICE void kiln_st8(void* p, unsigned int a, unsigned int b) {
+  asm volatile("st.global.v2.u32 [%0], {%1, %2};" ::"l"(p), "r"(a), "r"(b) : "memory");
+}
+KILN_DEVICE void kiln_stv_half(float* p, const float* v) {
+  kiln_st8(p, __float_as_uint(v[0]), __float_as_uint(v[1]));
+}
+KILN_DEVICE void kiln_stv_half(kiln_f16* p, const float* v) {
+  kiln_st8(p, kiln_pack_f16x2(v[0], v[1]), kiln_pack_f16x2(v[2], v[3]));
+}
+KILN_DEVICE void kiln_stv_half(kiln_bf16* p, const float* v) {
+  kiln_st8(p, kiln_pack_bf16x2(v[0], v[1]), kiln_pack_bf16x2(v[2], v[3]));
+}
 
 // Streaming variants for single-use row/element data (not for parameters reused across rows):
 // the load does not allocate in L1, the store is evict-first (.cs) in L2.

@@ -276,6 +276,14 @@ std::vector<ConvCase> conv_cases() {
       {DType::BF16, 2, 64, 12, 12, 64, 3, 3, {1, 1}, {2, 2}, {2, 2}, 1, H, true, "silu"},
       // 1x1: TMA operands with a k tail (C = 40 < one 64-wide k tile) and partial M / N tiles.
       {DType::F16, 2, 40, 9, 9, 24, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, H, true, "relu"},
+      // Row-folded A (C x stride_w = 8; S x C = 32, 32, 64, 16 values per filter row): the stem
+      // as the Engine widens it (7x8, left padding 4); C = 8 at stride 1 with row dilation 2 and
+      // a partial N tile; 16 chunks of left padding 6 over a 74-pixel output row (the 128-wide
+      // tile row); two filter rows of a 4-row slot, row stride 3.
+      {DType::F16, 2, 4, 30, 28, 64, 7, 8, {2, 2}, {3, 4, 3, 3}, {1, 1}, 1, H, true, "relu"},
+      {DType::BF16, 2, 8, 9, 12, 40, 3, 4, {1, 1}, {1, 0, 1, 1}, {2, 1}, 1, H, true, "silu"},
+      {DType::F16, 1, 4, 9, 150, 24, 3, 16, {2, 2}, {1, 6, 1, 6}, {1, 1}, 1, H, true, "add_relu"},
+      {DType::F16, 2, 4, 10, 20, 16, 2, 4, {3, 2}, {0, 0, 1, 0}, {1, 1}, 1, H, false, ""},
   };
 }
 
@@ -429,9 +437,17 @@ std::vector<ContractionConfig> ws_configs(bool tma) {
 std::vector<ContractionConfig> tma_configs(const Graph& g, int sm) {
   FusionGroup grp = contraction_group(g);
   contraction::Problem p = contraction::describe(g, grp);
+  if (sm != 90) return {};
+  std::vector<ContractionConfig> out;
+  if (contraction::tma_rowfold_supported(p)) {  // the row-folded tiles, and nothing else
+    for (auto [bm, bn, st] :
+         std::vector<std::array<int, 3>>{{128, 64, 4}, {128, 128, 3}, {64, 64, 4}, {64, 256, 3}})
+      out.push_back(wgmma_rowfold_tile(bm, bn, st));
+    return out;
+  }
   if (sm != 90 || !(contraction::tma_supported(p) || contraction::tma_spatial_supported(p)))
     return {};
-  std::vector<ContractionConfig> out = ws_configs(true);
+  out = ws_configs(true);
   if (contraction::tma_im2col_supported(p))  // the im2col form of each tile too
     for (ContractionConfig c : ws_configs(true)) {
       c.im2col = true;

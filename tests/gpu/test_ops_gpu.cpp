@@ -343,25 +343,25 @@ std::vector<Case> make_cases() {
   // The 8-channel pools (the rule for dense NHWC 16-bit, C % 8 == 0), and the scalar schedule of
   // the same graph (KILN_SCHEDULE window.vec=2).
   for (int vec : {1, 2})
-  for (DType dt : {DType::F16, DType::BF16}) {
-    Case c;
-    c.name = fmt::format("pools_{}_{}_nhwc", vec == 1 ? "v8" : "scalar", dtype_name(dt));
-    c.inputs = {{"x", {{3, 24, 13, 11}}}};
-    c.schedule = vec == 1 ? "" : "window.vec=2";
-    c.kernel = vec == 1 ? "_v8" : "";
-    c.build = [dt] {
-      auto g = std::make_shared<Graph>("pool8");
-      Tensor x = g->input("x", dt, {"N", 24, 13, 11}, Layout::NHWC);
-      Pool2dOptions o;
-      o.kernel = {3, 3};
-      o.stride = {2, 2};
-      o.padding = {1, 1};
-      g->output(g->maxpool2d(x, o));
-      test::add_avgpools(*g, x);
-      return g;
-    };
-    cases.push_back(c);
-  }
+    for (DType dt : {DType::F16, DType::BF16}) {
+      Case c;
+      c.name = fmt::format("pools_{}_{}_nhwc", vec == 1 ? "v8" : "scalar", dtype_name(dt));
+      c.inputs = {{"x", {{3, 24, 13, 11}}}};
+      c.schedule = vec == 1 ? "" : "window.vec=2";
+      c.kernel = vec == 1 ? "_v8" : "";
+      c.build = [dt] {
+        auto g = std::make_shared<Graph>("pool8");
+        Tensor x = g->input("x", dt, {"N", 24, 13, 11}, Layout::NHWC);
+        Pool2dOptions o;
+        o.kernel = {3, 3};
+        o.stride = {2, 2};
+        o.padding = {1, 1};
+        g->output(g->maxpool2d(x, o));
+        test::add_avgpools(*g, x);
+        return g;
+      };
+      cases.push_back(c);
+    }
   // ---- movement
   for (DType dt : kDtypes) {
     Case c;
