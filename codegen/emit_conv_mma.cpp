@@ -204,28 +204,33 @@ std::pair<int, int> spatial_tile(const ConvProblem& c, int bm) {
   return spatial_pixel_tile(c.ow.value(), bm);
 }
 
-// `void kc_wgmma_n<N>(desc_a, desc_b, acc)`: one wgmma.mma_async m64nNk16 (scale-d = 1).
+// `void kc_wgmma4_n<N>(desc_a[4], desc_b[4], acc)`: the four wgmma.mma_async m64nNk16 of a
+// 64-wide k tile (scale-d = 1) in one asm statement.
 std::string wgmma_function(int n, bool bf16, bool b_kmajor) {
   Writer w;
   const int regs = n / 2;
   w.open(
-      "__device__ __forceinline__ void kc_wgmma_n{}(unsigned long long da, unsigned long long db, "
-      "float (&acc)[1][{}][4]) {{",
+      "__device__ __forceinline__ void kc_wgmma4_n{}(const unsigned long long (&da)[4], const "
+      "unsigned long long (&db)[4], float (&acc)[1][{}][4]) {{",
       n, n / 8);
   w.line("asm volatile(");
-  w.line("    \"{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{}, 0;\\n\"", regs + 2);
-  w.line("    \"wgmma.mma_async.sync.aligned.m64n{}k16.f32.{}.{} \"", n, bf16 ? "bf16" : "f16",
-         bf16 ? "bf16" : "f16");
+  w.line("    \"{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{}, 0;\\n\"", regs + 8);
   std::string list = "{";
   for (int i = 0; i < regs; ++i) list += fmt::format("{}%{}", i ? ", " : "", i);
   list += "}";
-  w.line("    \"{}, \"", list);
-  w.line("    \"%{}, %{}, p, 1, 1, 0, {};\\n}}\\n\"", regs, regs + 1, b_kmajor ? 0 : 1);
+  for (int kk = 0; kk < 4; ++kk)
+    w.line(
+        "    \"wgmma.mma_async.sync.aligned.m64n{}k16.f32.{}.{} {}, %{}, %{}, p, 1, 1, 0, {};\\n\"",
+        n, bf16 ? "bf16" : "f16", bf16 ? "bf16" : "f16", list, regs + kk, regs + 4 + kk,
+        b_kmajor ? 0 : 1);
+  w.line("    \"}}\\n\"");
   std::string outs;
   for (int i = 0; i < regs; ++i)
     outs += fmt::format("{}\"+f\"(acc[0][{}][{}])", i ? ", " : "", i / 4, i % 4);
   w.line("    : {}", outs);
-  w.line("    : \"l\"(da), \"l\"(db), \"n\"(1));");
+  w.line(
+      "    : \"l\"(da[0]), \"l\"(da[1]), \"l\"(da[2]), \"l\"(da[3]), \"l\"(db[0]), \"l\"(db[1]), "
+      "\"l\"(db[2]), \"l\"(db[3]), \"n\"(1));");
   w.close();
   return w.str();
 }
@@ -738,8 +743,8 @@ KernelSpec emit_mma(const Problem& p, const ContractionConfig& cfg_in, int sm) {
     }
     if (wg) {
       b.line(
-          "auto mma = [](unsigned long long da, unsigned long long db, float (&c)[1][G::NI][4]) "
-          "{{ kc_wgmma_n{}(da, db, c); }};",
+          "auto mma = [](const unsigned long long (&da)[4], const unsigned long long (&db)[4], "
+          "float (&c)[1][G::NI][4]) {{ kc_wgmma4_n{}(da, db, c); }};",
           cfg.bn);
       if (warp_spec) {
         b.line(
@@ -924,7 +929,11 @@ KernelSpec emit_mma(const Problem& p, const ContractionConfig& cfg_in, int sm) {
         b.line("const long long n = sp_n;");
         coords = {"n", "col", "oh", "ow"};
       } else {
-        b.line("const long long row = m0 + wm * {} + wr + mi * 16 + hh * 8 + (lane >> 2);", cfg.wm);
+        // The tile's row (and column) as 32-bit values beside the 64-bit global ones: the tile
+        // word addresses from them (64-bit differences per fragment cost NVRTC ~15 % on the
+        // 128x256 expansion conv).
+        b.line("const int lrow = wm * {} + wr + mi * 16 + hh * 8 + (lane >> 2);", cfg.wm);
+        b.line("const long long row = m0 + lrow;");
         b.line("if (row >= {}) continue;", m_code);
         coords = epilogue_coords(b, p, a);
       }
@@ -934,10 +943,11 @@ KernelSpec emit_mma(const Problem& p, const ContractionConfig& cfg_in, int sm) {
         // Columns (2 l, 2 l + 1) of a lane are adjacent in memory: one 4-byte (16-bit types) or
         // 8-byte (f32) store per pair, and one 4-byte load per pair of a 16-bit operand read
         // along the columns (EpiloguePairs).
-        b.line("const long long col0 = n0 + wn * {} + ni * 8 + (lane & 3) * 2;", cfg.wn);
+        b.line("const int lcol = wn * {} + ni * 8 + (lane & 3) * 2;", cfg.wn);
+        b.line("const long long col0 = n0 + lcol;");
         if (!cols_exact) b.line("if (col0 >= {}) continue;", n_code);
         EpiloguePairs pairs;
-        if (rpre >= 0) pairs.smem_words[rpre] = "*kc_tword((int)(row - m0), (int)(col0 - n0))";
+        if (rpre >= 0) pairs.smem_words[rpre] = "*kc_tword(lrow, lcol)";
         EpilogueCode e = epilogue(p, a, coords, "acc_v", "", "o", "e", &pairs);
         for (auto& l : pairs.pre) b.put(l);
         lane_loop(2, "acc[mi][ni][hh * 2 + e]", e);
@@ -946,8 +956,8 @@ KernelSpec emit_mma(const Problem& p, const ContractionConfig& cfg_in, int sm) {
           const std::string off = col0_offset(t);
           std::string ptr = a.tensor(g, t, false);
           if (t == tout) {
-            b.line("*kc_tword((int)(row - m0), (int)(col0 - n0)) = kc_pack_{}(o{}[0], o{}[1]);",
-                   dtype_name(td.dtype), t, t);
+            b.line("*kc_tword(lrow, lcol) = kc_pack_{}(o{}[0], o{}[1]);", dtype_name(td.dtype), t,
+                   t);
           } else if (td.dtype == DType::F32) {
             b.line("kc_st_f32x2({} + {}, o{}[0], o{}[1]);", ptr, off, t, t);
           } else {

@@ -2,7 +2,7 @@
 // operands read from shared memory through 128-byte-swizzled matrix descriptors, fed by a cp.async
 // multistage pipeline that every thread takes part in (no warp specialization). Needs
 // contraction_mma.cuh (kc_smem_u32, cp.async helpers, packing). The generated kernel supplies the
-// operand loaders and kc_wgmma_n<BN>() (the asm with BN/2 accumulator operands).
+// operand loaders and kc_wgmma4_n<BN>() (the asm with BN/2 accumulator operands).
 //
 // Shared tiles (BK = 64 16-bit elements = 128 bytes, one swizzle row):
 //  - K-major operand (A always; B of conv / transposed matmul B): [rows][64], row r at r * 128
@@ -50,7 +50,8 @@ __device__ __forceinline__ unsigned long long kc_wg_desc(unsigned addr, unsigned
 }
 
 // Block tile BM x BN x 64, BM / 64 warpgroups (each 64 rows x BN), STAGES buffers. B_KM: the B
-// tile is K-major (else N-major). MMA: a functor (desc_a, desc_b, acc) issuing one m64nBNk16.
+// tile is K-major (else N-major). MMA: a functor (desc_a[4], desc_b[4], acc) issuing the stage's
+// four m64nBNk16 (one asm statement: NVRTC time grows with each statement's accumulator operands).
 // AQ > 0: the row-folded A (above), ABW output columns per tile row.
 template <int BM, int BN, int STAGES, bool B_KM, int AQ = 0, int ABW = 64>
 struct KcWgmma {
@@ -109,13 +110,14 @@ struct KcWgmma {
                                                     float (&acc)[1][NI][4]) {
     fence_acc(acc);
     kc_wg_fence();
+    unsigned long long da[BK / 16], db[BK / 16];
 #pragma unroll
     for (int kk = 0; kk < BK / 16; ++kk) {
-      const unsigned long long da = a_desc(sa, wg, kk);
-      const unsigned long long db =
+      da[kk] = a_desc(sa, wg, kk);
+      db[kk] =
           B_KM ? kc_wg_desc(sb + kk * 32, 16, 1024) : kc_wg_desc(sb + kk * 2048, BK * 128, 1024);
-      mma(da, db, acc);
     }
+    mma(da, db, acc);
     kc_wg_commit();
   }
 
