@@ -25,6 +25,9 @@ struct MatmulProblem {
   Dim m, n, k;
   Shape batch;  // broadcast batch dims of the output
   bool ta = false, tb = false;
+  // fold_matmul_batch(): batch dims folded into M (rows of one GEMM), and M of one batch.
+  Shape fold;
+  Dim m_inner;
 };
 
 struct Problem {
@@ -57,6 +60,11 @@ struct Problem {
 };
 
 Problem describe(const Graph& g, const FusionGroup& grp);
+// A batched matmul whose B is one matrix (rank 2), A not transposed, A and the output dense
+// row-major with the same batch dims, as one GEMM of batch x M rows (the tensor-core kernels:
+// TMA-loadable as a plain GEMM; a transformer's [N, tokens, C] x [C, D] projections). Other
+// problems are returned unchanged.
+Problem fold_matmul_batch(const Problem& p);
 
 // Kernel arguments: tensors (by graph id) and symbolic ints; static dims become literals.
 class ArgList {

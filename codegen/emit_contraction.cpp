@@ -92,6 +92,25 @@ Problem describe(const Graph& g, const FusionGroup& grp) {
   return p;
 }
 
+Problem fold_matmul_batch(const Problem& p) {
+  if (p.is_conv || p.mm.batch.empty() || p.mm.ta || !p.mm.fold.empty()) return p;
+  const Graph& g = *p.graph;
+  const TensorDesc& xd = g.tensor(p.x).desc;
+  const TensorDesc& wd = g.tensor(p.w).desc;
+  const TensorDesc& yd = g.tensor(p.y).desc;
+  if (wd.shape.size() != 2 || xd.layout != Layout::NCHW || yd.layout != Layout::NCHW ||
+      xd.shape.size() != yd.shape.size())
+    return p;
+  for (size_t i = 0; i < p.mm.batch.size(); ++i)
+    if (!(xd.shape[i] == yd.shape[i])) return p;  // A broadcast along a batch dim
+  Problem f = p;
+  f.mm.fold = p.mm.batch;
+  f.mm.batch.clear();
+  f.mm.m_inner = p.mm.m;
+  for (const Dim& d : f.mm.fold) f.mm.m = f.mm.m * d;
+  return f;
+}
+
 // ---------------------------------------------------------------- arguments
 std::string ArgList::tensor(const Graph& g, int id, bool is_const) {
   auto it = tensors_.find(id);
@@ -369,6 +388,19 @@ std::vector<std::string> epilogue_coords(Writer& w, const Problem& p, ArgList& a
     return {"n", "col", "oh", "ow"};
   }
   std::vector<std::string> coords;
+  if (!p.mm.fold.empty()) {  // row = (b0, .., frow) of the folded batch dims
+    const std::string mi = args.dim(p.mm.m_inner);
+    w.line("long long q = row;");
+    w.line("const long long frow = q % {}; q /= {};", mi, mi);
+    for (size_t i = p.mm.fold.size(); i-- > 0;) {
+      const std::string d = args.dim(p.mm.fold[i]);
+      w.line("const long long b{} = q % {}; q /= {};", i, d, d);
+    }
+    for (size_t i = 0; i < p.mm.fold.size(); ++i) coords.push_back(fmt::format("b{}", i));
+    coords.push_back("frow");
+    coords.push_back("col");
+    return coords;
+  }
   for (size_t i = 0; i < p.mm.batch.size(); ++i) coords.push_back(fmt::format("b{}", i));
   coords.push_back("row");
   coords.push_back("col");
@@ -534,7 +566,8 @@ int64_t symbol_guess(const Problem& p) {
   return p.is_conv ? 32 : 2048;
 }
 
-ContractionProblemInfo problem_info(const Problem& p, int sm, bool arch_specific) {
+ContractionProblemInfo problem_info(const Problem& p_in, int sm, bool arch_specific) {
+  const Problem p = fold_matmul_batch(p_in);  // as emit_mma() sees it
   const int64_t guess = symbol_guess(p);
   auto est = [&](const Dim& d, bool* estimated) {
     if (d.is_static()) return d.value();

@@ -143,9 +143,10 @@ bool tma_supported(const Problem& p) {
            c.pad_l == 0 && c.groups == 1 && c.c % 8 == 0 && xd.layout == Layout::NHWC &&
            wd.layout == Layout::NHWC && c.oh == c.h && c.ow == c.w;
   }
-  // An unbatched matmul of dense row-major operands, A not transposed; rows 16-byte aligned.
+  // An unbatched matmul of dense row-major operands (or batch dims folded into M), A not
+  // transposed; rows 16-byte aligned.
   const MatmulProblem& m = p.mm;
-  if (m.ta || xd.shape.size() != 2 || wd.shape.size() != 2) return false;
+  if (m.ta || (xd.shape.size() != 2 && m.fold.empty()) || wd.shape.size() != 2) return false;
   if (xd.layout != Layout::NCHW || wd.layout != Layout::NCHW) return false;
   if (!m.k.is_static() || m.k.value() % 8 != 0) return false;
   return m.tb || (m.n.is_static() && m.n.value() % 8 == 0);
@@ -237,7 +238,8 @@ std::string wgmma_function(int n, bool bf16, bool b_kmajor) {
 
 }  // namespace
 
-KernelSpec emit_mma(const Problem& p, const ContractionConfig& cfg_in, int sm) {
+KernelSpec emit_mma(const Problem& p_in, const ContractionConfig& cfg_in, int sm) {
+  const Problem p = fold_matmul_batch(p_in);
   const Graph& g = *p.graph;
   // Split-K (grid.z = splits) takes conv and unbatched matmul; batched matmul uses grid.z for the
   // batch and runs unsplit.
@@ -348,6 +350,7 @@ KernelSpec emit_mma(const Problem& p, const ContractionConfig& cfg_in, int sm) {
     kred = a.dim(m.k);
     size_t ra = xd.shape.size(), rb = wd.shape.size(), nb = m.batch.size();
     auto base = [&](const TensorDesc& d, const std::vector<std::string>& st) {
+      if (!m.fold.empty()) return std::string("0");  // A's batch dims are GEMM rows, B has none
       size_t ob = d.shape.size() - 2;
       std::string off;
       for (size_t i = 0; i < ob; ++i) {

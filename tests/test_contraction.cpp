@@ -1018,6 +1018,54 @@ TEST(Contraction, RowFoldedTmaIsTheRuleForTheStem) {
   }
 }
 
+// A batched matmul with one B matrix (a transformer's projection, [N, T, C] x [C, D]) is one GEMM
+// of N x T rows for the tensor-core kernels: a plain TMA GEMM on sm_90a, the epilogue splitting
+// the row into (batch, token); with B batched, or A broadcast, it stays batched (grid z).
+TEST(Contraction, BatchDimsFoldIntoGemmRowsWhenBIsOneMatrix) {
+  auto mm = [](Shape a, Shape b) {
+    Graph g("proj");
+    Tensor x = g.input("x", DType::F16, a);
+    Tensor w = g.input("w", DType::F16, b);
+    Tensor bias =
+        g.constant_random("b", {DType::F16, {b.back()}, Layout::NCHW, {}}, "normal", 0, 1, 2);
+    g.output(g.gelu(g.matmul(x, w, bias)));
+    return g;
+  };
+  Graph g = mm({"N", 197, 768}, {768, 512});
+  FusionGroup grp = make_group(g);
+  contraction::Problem p = contraction::describe(g, grp);
+  EXPECT_FALSE(contraction::tma_supported(p));
+  contraction::Problem f = contraction::fold_matmul_batch(p);
+  ASSERT_TRUE(f.mm.batch.empty());
+  EXPECT_EQ(f.mm.m.eval({{"N", 3}}), 3 * 197);
+  EXPECT_TRUE(contraction::tma_supported(f));
+  ContractionProblemInfo info = contraction::problem_info(p, 90, true);
+  EXPECT_TRUE(info.tma_gemm);
+  EXPECT_EQ(info.batch, 1);
+  ContractionConfig rule = choose_contraction_config(info);
+  ASSERT_TRUE(rule.tma) << rule.str();
+  KernelSpec k = contraction::emit_with_config(p, rule, 90);
+  SCOPED_TRACE(k.name);
+  EXPECT_EQ(k.name.find("batched"), std::string::npos);
+  EXPECT_NE(k.source.find("const long long frow = q % 197LL; q /= 197LL;"), std::string::npos);
+  EXPECT_EQ(k.grid[2].eval({{"N", 3}}), 1);
+  EXPECT_EQ(k.grid[0].eval({{"N", 3}}) * k.grid[1].eval({{"N", 3}}),
+            (3 * 197 + rule.bm - 1) / rule.bm * ((512 + rule.bn - 1) / rule.bn));
+  expect_sm90a_without_spills(k);
+  // The mma.sync kernel (sm_80) takes the same rows.
+  KernelSpec k80 =
+      contraction::emit_with_config(p, choose_mma_config(contraction::problem_info(p, 80)), 80);
+  EXPECT_NE(k80.source.find("frow"), std::string::npos);
+  // B batched: batched GEMMs (grid z), unchanged.
+  Graph o = mm({"N", 197, 768}, {"N", 768, 512});
+  FusionGroup go = make_group(o);
+  contraction::Problem po = contraction::fold_matmul_batch(contraction::describe(o, go));
+  EXPECT_TRUE(po.mm.fold.empty());
+  EXPECT_EQ(po.mm.batch.size(), 1u);
+  EXPECT_GT(contraction::emit_with_config(po, wgmma_tile(128, 128, 4), 90).grid[2].eval({{"N", 3}}),
+            1);
+}
+
 // The tile follows the concrete M where the graph is static (or shape-specialized): res3 3x3 128
 // at N=128 (M = 100352) takes a big tile, while the symbolic graph's estimate (N = 32) keeps the
 // small one; 256x128 (four warpgroups) fits the shared memory and runs 512 threads.

@@ -436,7 +436,8 @@ std::vector<ContractionConfig> ws_configs(bool tma) {
 // the device script runs them apart, under a short timeout (a wrong transaction count hangs).
 std::vector<ContractionConfig> tma_configs(const Graph& g, int sm) {
   FusionGroup grp = contraction_group(g);
-  contraction::Problem p = contraction::describe(g, grp);
+  // (a batched matmul with one B matrix as the GEMM of its folded rows)
+  contraction::Problem p = contraction::fold_matmul_batch(contraction::describe(g, grp));
   if (sm != 90) return {};
   std::vector<ContractionConfig> out;
   if (contraction::tma_rowfold_supported(p)) {  // the row-folded tiles, and nothing else
