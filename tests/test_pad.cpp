@@ -44,6 +44,16 @@ HostTensor random_input(DType dt, std::vector<int64_t> shape, Layout l, uint64_t
   return HostTensor::from_f64(dt, shape, v, l);
 }
 
+// What the Engine compiles `g` to for `arch` (no GPU: kernels compiled, not loaded; no disk cache).
+CompiledGraph compile_for(const Graph& g, const char* arch, bool fusion = true) {
+  EngineOptions o;
+  o.arch = arch;
+  o.load_kernels = false;
+  o.disk_cache = false;
+  o.fusion = fusion;
+  return Engine(o).compile(g);
+}
+
 // ---------------------------------------------------------------- the op
 TEST(Pad, ShapeInference) {
   Graph g;
@@ -307,11 +317,7 @@ TEST(PadConvChannels, StrideTwoFourChannelFiltersAreWidenedForTheRowFold) {
     EXPECT_EQ(apply_engine_passes(f, true).get(), f.get());  // idempotent
     for (const char* arch : {"sm_80", "sm_90"}) {
       SCOPED_TRACE(arch);
-      EngineOptions o;
-      o.arch = arch;
-      o.load_kernels = false;
-      o.disk_cache = false;
-      CompiledGraph cg = Engine(o).compile(*g);
+      CompiledGraph cg = compile_for(*g, arch);
       const std::string& conv_kernel = cg.kernels().back().name;
       EXPECT_NE(conv_kernel.find(fmt::format("_{}x{}_s2_c4_", c.r, c.cols)), std::string::npos)
           << conv_kernel;
@@ -421,12 +427,7 @@ TEST(PadConvChannels, EngineBuildsTheVectorizedConvAndAPadKernel) {
   EXPECT_NE(plan.find("outputs: x_c4 f16[N, 4, 23, 21] NHWC"), std::string::npos) << plan;
   for (const char* arch : {"sm_80", "sm_90"}) {
     SCOPED_TRACE(arch);
-    EngineOptions o;
-    o.arch = arch;
-    o.load_kernels = false;
-    o.disk_cache = false;
-    Engine eng(o);
-    CompiledGraph cg = eng.compile(*g);
+    CompiledGraph cg = compile_for(*g, arch);
     ASSERT_EQ(cg.kernels().size(), 2u);
     EXPECT_EQ(cg.kernels()[0].name, "copy_f16_pad");
     EXPECT_EQ(cg.kernels()[0].nodes, (std::vector<std::string>{"conv1_pad_c4"}));
@@ -437,13 +438,7 @@ TEST(PadConvChannels, EngineBuildsTheVectorizedConvAndAPadKernel) {
     EXPECT_EQ(cg.output_shapes({{"N", 2}}).count(g->tensor(g->outputs()[0]).name), 1u);
   }
   // Without fusion (no passes): the scalar-channel loader, as written.
-  EngineOptions o;
-  o.arch = "sm_80";
-  o.load_kernels = false;
-  o.disk_cache = false;
-  o.fusion = false;
-  Engine plain(o);
-  CompiledGraph cg = plain.compile(*g);
+  CompiledGraph cg = compile_for(*g, "sm_80", /*fusion=*/false);
   bool cscalar = false;
   for (const KernelInfo& k : cg.kernels()) cscalar |= k.name.find("_cscalar") != std::string::npos;
   EXPECT_TRUE(cscalar);
