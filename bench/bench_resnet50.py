@@ -249,7 +249,7 @@ def kernel_breakdown(kernels):
         key = parts[0] + ("_" + parts[3] if parts[0] == "conv" and len(parts) > 3 else "")
         n, ms = fam.get(key, (0, 0.0))
         fam[key] = (n + 1, ms + float(k.get("median_ms", 0)))
-    top = sorted(kernels, key=lambda k: -float(k.get("median_ms", 0)))[:8]
+    top = sorted(kernels, key=lambda k: -float(k.get("median_ms", 0)))[:16]
     return {"families": {k: {"kernels": n, "ms": round(ms, 4)} for k, (n, ms) in
                          sorted(fam.items(), key=lambda kv: -kv[1][1])},
             "slowest": [{"name": k.get("name"), "ms": round(float(k.get("median_ms", 0)), 4)} for k in top]}

@@ -87,6 +87,8 @@ std::vector<KernelSpec> generate_kernels(const Graph& g, const Plan& p,
       case GroupKind::Copy:
         ks = {emit_copy(cx, grp)};
         break;
+      case GroupKind::View:  // the arena gives the view its root's memory
+        break;
     }
     for (KernelSpec& k : ks) add(std::move(k), grp);
   }

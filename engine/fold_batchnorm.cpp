@@ -136,7 +136,7 @@ bool has_batchnorm_after_contraction(const Graph& g) {
 std::shared_ptr<const Graph> apply_engine_passes(std::shared_ptr<const Graph> g, bool fusion,
                                                  std::string* note) {
   const bool bn = has_batchnorm_after_contraction(*g);
-  if (!fusion || (!bn && !has_paddable_conv(*g))) return g;
+  if (!fusion || (!bn && !has_paddable_conv(*g) && !has_movement(*g))) return g;
   auto copy = std::make_shared<Graph>(*g);
   std::string what;
   if (int folded = bn ? fold_batchnorm(*copy) : 0; folded > 0)
@@ -149,6 +149,18 @@ std::shared_ptr<const Graph> apply_engine_passes(std::shared_ptr<const Graph> g,
     what += fmt::format(
         "{}input channels zero-padded to 4 or a multiple of 8 (8- or 16-byte vector loads): {}",
         what.empty() ? "" : "; ", convs);
+  }
+  std::vector<std::string> absorbed, views;
+  if (absorb_matmul_transposes(*copy, &absorbed) > 0) {
+    std::string list;
+    for (const std::string& a : absorbed) list += (list.empty() ? "" : ", ") + a;
+    what += fmt::format("{}transposes read as transposed matmul operands: {}",
+                        what.empty() ? "" : "; ", list);
+  }
+  if (fold_movement_views(*copy, &views) > 0) {
+    std::string list;
+    for (const std::string& v : views) list += (list.empty() ? "" : ", ") + v;
+    what += fmt::format("{}views (no copy kernel): {}", what.empty() ? "" : "; ", list);
   }
   if (what.empty()) return g;
   if (note) *note = what + " before planning";

@@ -373,6 +373,8 @@ void Graph::prune() {
     }
     nn.push_back(std::move(n));
   }
+  for (TensorInfo& t : nt)
+    if (t.view_of >= 0) t.view_of = remap[t.view_of];
   for (int& t : inputs_) t = remap[t];
   for (int& t : outputs_) t = remap[t];
   tensors_ = std::move(nt);

@@ -42,10 +42,31 @@ int pad_conv_channels(Graph& g, std::vector<std::string>* padded = nullptr);
 // Cheap test: pad_conv_channels would change `g`.
 bool has_paddable_conv(const Graph& g);
 
+// A matmul whose B is a transpose of the last two dims of X reads X with transpose_b flipped (a
+// K-major B is what the tensor-core loaders like best); the transpose goes when nothing else reads
+// it. Returns the number of matmuls rewritten ("kt -> qk" in `absorbed`).
+int absorb_matmul_transposes(Graph& g, std::vector<std::string>* absorbed = nullptr);
+
+// Reshapes and transposes that need no copy kernel become views (TensorInfo::view_of): the
+// tensor is the same memory as its root, laid out as its desc says (Strided where it is not
+// row-major). In node order:
+//  - a reshape of a row-major tensor into a row-major one;
+//  - a transpose read only by matmuls, contiguous along its last dim: the matmul loaders take any
+//    strides (a head split [N, T, H, D] -> [N, H, T, D] of attention);
+//  - a transpose of a matmul's private result into a row-major tensor: the matmul's epilogue
+//    stores straight into the transposed layout (the heads merge of attention).
+// Graph outputs and constants are never views, roots are never views. The planner gives a view
+// node a group without a kernel; the arena gives a view its root's memory. Returns the number of
+// views ("name (reshape)" in `views`).
+int fold_movement_views(Graph& g, std::vector<std::string>* views = nullptr);
+bool has_movement(const Graph& g);
+// The movement node is a view made by fold_movement_views (its input and output share memory).
+bool is_view_node(const Graph& g, const Node& n);
+
 // The graph passes Engine::compile runs before planning, and `kiln plan|emit|explain` with it
-// so that they show what the Engine builds: with fusion on, batchnorm folding, then channel
-// padding. `g` is returned unchanged (no copy) when no pass applies. `note` (optional) says what
-// changed.
+// so that they show what the Engine builds: with fusion on, batchnorm folding, channel padding,
+// matmul transposes absorbed, then movement views. `g` is returned unchanged (no copy) when no pass
+// applies. `note` (optional) says what changed.
 std::shared_ptr<const Graph> apply_engine_passes(std::shared_ptr<const Graph> g, bool fusion,
                                                  std::string* note = nullptr);
 

@@ -17,6 +17,7 @@ enum class GroupKind {
   Window,       // pooling
   Contraction,  // conv2d / matmul anchor + epilogue (the contraction issue fills these in)
   Copy,         // movement that could not be folded (transpose/reshape materialized)
+  View,         // a movement node made a view by the engine passes: no kernel
 };
 const char* group_kind_name(GroupKind k);
 

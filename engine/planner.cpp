@@ -21,6 +21,7 @@
 
 #include "engine/check.hpp"
 #include "engine/op_table.hpp"
+#include "engine/passes_contraction.hpp"
 #include "engine/plan.hpp"
 
 namespace kiln {
@@ -41,6 +42,8 @@ const char* group_kind_name(GroupKind k) {
       return "contraction";
     case GroupKind::Copy:
       return "copy";
+    case GroupKind::View:
+      return "view";
   }
   return "?";
 }
@@ -103,10 +106,19 @@ class Planner {
           if (anchor_kind(nodes[i]) != GroupKind::Contraction) claim_prologue(gid, i);
           claim_epilogue(gid, i);
         }
-      // 2. Movement ops with their prologues (after the anchors: an anchor's epilogue comes free).
+      // 2. Movement ops with their prologues (after the anchors: an anchor's epilogue comes free);
+      // views take no kernel and nothing fuses into them.
       for (int i = 0; i < nn; ++i)
-        if (live_[i] && group_of_[i] < 0 && cat(nodes[i]) == OpCategory::Movement)
-          claim_prologue(new_group(i, GroupKind::Copy, -1), i);
+        if (live_[i] && group_of_[i] < 0 && cat(nodes[i]) == OpCategory::Movement) {
+          if (is_view_node(g_, nodes[i])) {
+            new_group(i, GroupKind::View, -1);
+            groups_.back().notes.push_back(
+                fmt::format("view: {} ({}) reads its input's memory in place, no kernel", nm(i),
+                            op_name(nodes[i].op)));
+          } else {
+            claim_prologue(new_group(i, GroupKind::Copy, -1), i);
+          }
+        }
       // 3. Remaining elementwise nodes: vertical, then horizontal fusion.
       for (int i = 0; i < nn; ++i)
         if (live_[i] && group_of_[i] < 0 && elementwise(nodes[i])) place_pointwise(i);
@@ -130,7 +142,7 @@ class Planner {
     const Node& n = g_.nodes()[i];
     if (is_anchor(n)) return anchor_kind(n);
     if (elementwise(n)) return GroupKind::Pointwise;
-    return GroupKind::Copy;
+    return is_view_node(g_, n) ? GroupKind::View : GroupKind::Copy;
   }
 
   void compute_live() {
@@ -374,12 +386,16 @@ class Planner {
     const Node& cn = g_.nodes()[c];
     std::string edge = fmt::format("{} -> {}", pn.name, cn.name);
     if (!opts_.fusion) return edge + ": fusion disabled (one kernel per op)";
+    if (cat(pn) == OpCategory::Movement && is_view_node(g_, pn))
+      return fmt::format("{}: {} is a view (no kernel), read in place", edge, pn.name);
     if (cat(cn) == OpCategory::Contraction)
       return fmt::format("{}: {} is a contraction anchor, {} cannot be its prologue", edge, cn.name,
                          pn.name);
     if (cat(pn) == OpCategory::Movement)
       return fmt::format("{}: {} is a movement op, materialized by its own copy kernel", edge,
                          pn.name);
+    if (cat(cn) == OpCategory::Movement && is_view_node(g_, cn))
+      return fmt::format("{}: {} is a view of {}'s result (no kernel)", edge, cn.name, pn.name);
     if (cat(cn) == OpCategory::Movement) {
       std::string why = "it is not elementwise";
       if (elementwise(pn))
@@ -543,9 +559,13 @@ Plan plan_fusion(const Graph& g, const PlanOptions& opts) {
 }
 
 std::string plan_to_string(const Graph& g, const Plan& p) {
+  const size_t views = static_cast<size_t>(
+      std::count_if(p.groups.begin(), p.groups.end(),
+                    [](const FusionGroup& grp) { return grp.kind == GroupKind::View; }));
+  const size_t kernels = p.groups.size() - views;
   std::string s = fmt::format(
-      "plan for '{}': {} kernel{} for {} node{}\n", g.name(), p.groups.size(),
-      p.groups.size() == 1 ? "" : "s",
+      "plan for '{}': {} kernel{}{} for {} node{}\n", g.name(), kernels, kernels == 1 ? "" : "s",
+      views ? fmt::format(" and {} view{}", views, views == 1 ? "" : "s") : std::string(),
       [&] {
         size_t n = 0;
         for (const auto& grp : p.groups) n += grp.nodes.size();

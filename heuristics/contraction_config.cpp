@@ -183,6 +183,32 @@ ContractionConfig choose_wgmma_config(const ContractionProblemInfo& p) {
     return wgmma_rowfold_tile(128, p.n <= 64 ? 64 : 128, stages);
   }
   const bool tma = p.tma_gemm || p.tma_spatial;
+  // A cp.async GEMM of one or two k tiles (attention's q @ k^T over 64-wide heads) is bound by its
+  // epilogue's latency, not by the tensor cores: the R CTAs an SM holds overlap their epilogues,
+  // so a wave of sm_count x R CTAs takes about one tile's epilogue, which grows with its area.
+  // Cost = waves x BM x BN, the pipeline no deeper than 3 stages (more holds nothing).
+  // H200 run 43: the encoder's q @ k^T ([384, 197, 64] x [384, 64, 197]) 128x256 s4 (1 CTA per
+  // SM) 0.096 ms.
+  const int64_t ktiles = (p.k + 63) / 64;
+  if (!tma && ktiles <= 2) {
+    double best_cost = -1;
+    for (const WgCandidate& cand : kWgCandidates) {
+      if (cand.bm > 128) continue;
+      ContractionConfig cfg = wgmma_config(cand, 3, 1);
+      if (cfg.smem_bytes() > p.smem_optin) continue;
+      const int64_t resident =
+          std::max(1, std::min(233472 / (cfg.smem_bytes() + 1024), 2048 / cfg.threads()));
+      const int64_t ctas =
+          ((p.m + cand.bm - 1) / cand.bm) * ((p.n + cand.bn - 1) / cand.bn) * p.batch;
+      const int64_t slots = static_cast<int64_t>(p.sm_count) * resident;
+      const double cost = static_cast<double>((ctas + slots - 1) / slots) * cand.bm * cand.bn;
+      if (best_cost < 0 || cost < best_cost - 1e-9) {
+        best_cost = cost;
+        c = cfg;
+      }
+    }
+    return c;
+  }
   double best = -1;
   for (const WgCandidate& cand : kWgCandidates) {
     if (tma && cand.bm > 128) continue;

@@ -271,6 +271,9 @@ Executor::Prepared Executor::prepare(const std::map<std::string, DeviceTensor>& 
   KILN_CHECK(ap->peak == 0 || base % kArenaAlign == 0,
              "run: workspace pointer {:#x} is not {}-byte aligned", workspace, kArenaAlign);
   for (const auto& [id, off] : ap->offset) ptr[id] = base + static_cast<uint64_t>(off);
+  for (size_t t = 0; t < g.tensors().size(); ++t)  // views: their root's memory
+    if (int root = g.tensors()[t].view_of; root >= 0)
+      if (auto it = ptr.find(root); it != ptr.end()) ptr[static_cast<int>(t)] = it->second;
 
   uint64_t scratch_ptr = ap->scratch_bytes ? base + static_cast<uint64_t>(ap->scratch_offset) : 0;
   uint64_t counters_ptr =

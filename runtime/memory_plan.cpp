@@ -74,10 +74,13 @@ ArenaPlan plan_arena(const Graph& g, const std::vector<KernelSpec>& kernels, con
   std::map<int, BufferRequest> live;
   for (int k = 0; k < static_cast<int>(kernels.size()); ++k) {
     for (const KernelArg& a : kernels[k].args) {
-      if (a.kind != KernelArg::Kind::Tensor || external.count(a.tensor)) continue;
+      if (a.kind != KernelArg::Kind::Tensor && a.kind != KernelArg::Kind::TensorMap) continue;
       KILN_ASSERT(a.tensor >= 0 && a.tensor < static_cast<int>(g.tensors().size()),
                   "kernel {} references tensor id {}", kernels[k].name, a.tensor);
-      auto [it, fresh] = live.emplace(a.tensor, BufferRequest{0, k, k});
+      // A view lives in its root's memory: the root's buffer is live wherever a view is used.
+      const int t = g.tensor(a.tensor).view_of >= 0 ? g.tensor(a.tensor).view_of : a.tensor;
+      if (external.count(t)) continue;
+      auto [it, fresh] = live.emplace(t, BufferRequest{0, k, k});
       it->second.last = k;
     }
   }

@@ -46,6 +46,9 @@ struct TensorInfo {
   TensorDesc desc;
   TensorRole role = TensorRole::Intermediate;
   int producer = -1;  // node index for intermediates
+  // Set by the Engine's view pass (engine/fold_views.cpp): this tensor lives in the memory of
+  // tensor `view_of` (its reshape or transpose, no copy; desc says how it is laid out there).
+  int view_of = -1;
   // Constants only: logical row-major data in desc.dtype, and where it came from.
   std::optional<HostTensor> data;
   ConstantSource source;

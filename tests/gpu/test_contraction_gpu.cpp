@@ -24,6 +24,7 @@
 #include "kiln/reference.hpp"
 #include "runtime/cuda_driver.hpp"
 #include "runtime/tensor_map.hpp"
+#include "tests/attention_graph.hpp"
 
 using namespace kiln;
 
@@ -650,4 +651,25 @@ TEST(ContractionGpu, EveryAutotuneCandidateMatchesTheReference) {
                false,       true,        "gelu_tanh", {{"M", 1024}}};
   Graph mm = specialize_graph(matmul_graph(m), m.binds);
   each_candidate(mm, matmul_inputs(mm, m), m.dt);
+}
+
+TEST(ContractionGpu, AttentionReadsHeadsInPlace) {
+  REQUIRE_GPU();
+  Engine eng;
+  for (DType dt : {DType::F16, DType::F32}) {
+    for (auto [t, heads, hd, out_root, kt_direct] :
+         std::vector<std::tuple<int64_t, int64_t, int64_t, bool, bool>>{
+             {197, 4, 64, false, true}, {7, 2, 32, true, false}, {64, 3, 16, false, false}}) {
+      Graph g = test::attention_graph(dt, t, heads, hd, out_root, kt_direct);
+      CompiledGraph cg = eng.compile(g);
+      for (const KernelInfo& k : cg.kernels())
+        EXPECT_EQ(k.name.rfind("copy", 0), std::string::npos) << "a copy kernel ran: " << k.name;
+      for (int64_t n : {1, 3}) {
+        std::map<std::string, HostTensor> in{
+            {"x", random_tensor(dt, {n, t, heads * hd}, Layout::NCHW, 40 + n + t)}};
+        SCOPED_TRACE(fmt::format("{} T={} heads={} hd={} N={}", dtype_name(dt), t, heads, hd, n));
+        run_engine_check(eng, g, in, dt);
+      }
+    }
+  }
 }

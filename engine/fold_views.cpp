@@ -1,0 +1,236 @@
+// Movement ops as views (engine/passes_contraction.hpp): reshapes and transposes that need no
+// copy kernel.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <optional>
+
+#include "engine/check.hpp"
+#include "engine/passes_contraction.hpp"
+
+namespace kiln {
+namespace {
+
+bool swaps_last_two(const Node& n) {
+  if (n.op != OpKind::Transpose) return false;
+  const auto& perm = n.attr_ints("perm");
+  const size_t r = perm.size();
+  if (r < 2) return false;
+  for (size_t i = 0; i + 2 < r; ++i)
+    if (perm[i] != static_cast<int64_t>(i)) return false;
+  return perm[r - 2] == static_cast<int64_t>(r - 1) && perm[r - 1] == static_cast<int64_t>(r - 2);
+}
+
+// Element strides of a tensor in its memory when they are static: explicit (Strided), or a dense
+// layout whose dims are static except the outermost (which no stride depends on).
+std::optional<std::vector<int64_t>> static_strides(const TensorDesc& d) {
+  if (d.layout == Layout::Strided) return d.strides;
+  const size_t r = d.shape.size();
+  std::vector<int64_t> shape(r, 1);
+  for (size_t i = 1; i < r; ++i) {
+    if (!d.shape[i].is_static()) return std::nullopt;
+    shape[i] = d.shape[i].value();
+  }
+  return layout_strides(shape, d.layout);
+}
+
+// Row-major strides of a shape whose dims are static except possibly the first.
+std::optional<std::vector<int64_t>> row_major(const Shape& s) {
+  TensorDesc d;
+  d.shape = s;
+  d.layout = Layout::NCHW;  // row-major at every rank
+  return static_strides(d);
+}
+
+bool is_row_major(const TensorDesc& d) {
+  if (d.layout == Layout::NCHW) return true;
+  if (d.layout == Layout::NHWC) return false;
+  auto want = row_major(d.shape);
+  if (!want) return false;
+  for (size_t i = 0; i < d.shape.size(); ++i)  // unit dims may carry any stride
+    if (!(d.shape[i].is_static() && d.shape[i].value() == 1) && d.strides[i] != (*want)[i])
+      return false;
+  return true;
+}
+
+std::vector<int> consumers_of(const Graph& g, int t) {
+  std::vector<int> out;
+  for (size_t i = 0; i < g.nodes().size(); ++i)
+    for (int in : g.nodes()[i].inputs)
+      if (in == t) {
+        out.push_back(static_cast<int>(i));
+        break;
+      }
+  return out;
+}
+
+bool is_graph_output(const Graph& g, int t) {
+  return std::find(g.outputs().begin(), g.outputs().end(), t) != g.outputs().end();
+}
+
+Layout strided_or_dense(const std::vector<int64_t>& strides, const Shape& shape) {
+  TensorDesc d;
+  d.shape = shape;
+  d.layout = Layout::Strided;
+  d.strides = strides;
+  return is_row_major(d) ? Layout::NCHW : Layout::Strided;
+}
+
+void set_view(Graph& g, int view, int root, const std::vector<int64_t>& strides) {
+  TensorInfo& t = g.mutable_tensors()[view];
+  t.view_of = root;
+  t.desc.layout = strided_or_dense(strides, t.desc.shape);
+  t.desc.strides = t.desc.layout == Layout::Strided ? strides : std::vector<int64_t>{};
+}
+
+bool all_consumers_matmul(const Graph& g, int t) {
+  std::vector<int> cs = consumers_of(g, t);
+  if (cs.empty()) return false;
+  for (int c : cs) {
+    const Node& n = g.nodes()[c];
+    if (n.op != OpKind::Matmul || (n.inputs[0] != t && n.inputs[1] != t)) return false;
+    if (n.inputs.size() > 2 && n.inputs[2] == t) return false;
+  }
+  return true;
+}
+
+// The movement node `i` as a view, if it can be one: its output in its input's memory (forward),
+// or its input in its output's memory (backward: a matmul writes the transposed layout directly).
+bool try_view(Graph& g, int i, std::string* what) {
+  const Node& n = g.nodes()[i];
+  if (n.op != OpKind::Reshape && n.op != OpKind::Transpose) return false;
+  const int in = n.inputs[0], out = n.outputs[0];
+  const TensorInfo& ti = g.tensor(in);
+  const TensorInfo& to = g.tensor(out);
+  if (to.role != TensorRole::Intermediate || to.view_of >= 0) return false;
+  if (ti.desc.dtype != to.desc.dtype) return false;
+  const int root = ti.view_of >= 0 ? ti.view_of : in;
+  // Constants are uploaded one by one for the kernels that read them.
+  if (g.tensor(root).role == TensorRole::Constant) return false;
+
+  if (n.op == OpKind::Reshape) {
+    // A row-major input read in another row-major shape is the same memory: the output is a
+    // view of the input, or, when the output is a graph output (the caller's buffer), the
+    // input, if only this reshape reads it, is a view of the output.
+    if (!is_row_major(ti.desc) || to.desc.layout != Layout::NCHW || !row_major(to.desc.shape))
+      return false;
+    if (!is_graph_output(g, out)) {
+      set_view(g, out, root, *row_major(to.desc.shape));
+      *what = fmt::format("{} (reshape)", n.name);
+      return true;
+    }
+    if (ti.role != TensorRole::Intermediate || ti.view_of >= 0 || is_graph_output(g, in) ||
+        consumers_of(g, in) != std::vector<int>{i} || !row_major(ti.desc.shape))
+      return false;
+    set_view(g, in, out, *row_major(ti.desc.shape));
+    *what = fmt::format("{} (reshape into a graph output)", n.name);
+    return true;
+  }
+  const auto& perm = n.attr_ints("perm");
+  // Forward: the output's strides are the input's, permuted. Only matmul operands read it (their
+  // loaders take any strides; a copy or an elementwise kernel would read it uncoalesced), and it
+  // stays contiguous along its last dim.
+  if (auto st = static_strides(ti.desc);
+      st && !is_graph_output(g, out) && all_consumers_matmul(g, out)) {
+    std::vector<int64_t> os(perm.size());
+    for (size_t k = 0; k < perm.size(); ++k) os[k] = (*st)[perm[k]];
+    if (!os.empty() && os.back() == 1) {
+      set_view(g, out, root, os);
+      *what = fmt::format("{} (transpose of a matmul operand)", n.name);
+      return true;
+    }
+  }
+  // Backward: a matmul's private output written straight into the transposed row-major memory
+  // of the transpose's result (the epilogue stores through strides).
+  if (ti.role != TensorRole::Intermediate || ti.view_of >= 0 || ti.producer < 0) return false;
+  if (g.nodes()[ti.producer].op != OpKind::Matmul || is_graph_output(g, in)) return false;
+  if (consumers_of(g, in) != std::vector<int>{i}) return false;
+  if (to.desc.layout != Layout::NCHW) return false;
+  auto ost = row_major(to.desc.shape);
+  if (!ost) return false;
+  std::vector<int64_t> is(perm.size());
+  for (size_t k = 0; k < perm.size(); ++k) is[perm[k]] = (*ost)[k];
+  if (is.empty() || is.back() != 1) return false;
+  set_view(g, in, out, is);
+  *what = fmt::format("{} (transpose of a matmul result)", n.name);
+  return true;
+}
+
+}  // namespace
+
+bool is_view_node(const Graph& g, const Node& n) {
+  if ((n.op != OpKind::Reshape && n.op != OpKind::Transpose) || n.inputs.empty() ||
+      n.outputs.empty())
+    return false;
+  const int in = n.inputs[0], out = n.outputs[0];
+  const int ri = g.tensor(in).view_of >= 0 ? g.tensor(in).view_of : in;
+  const int ro = g.tensor(out).view_of >= 0 ? g.tensor(out).view_of : out;
+  return ri == ro;
+}
+
+int absorb_matmul_transposes(Graph& g, std::vector<std::string>* absorbed) {
+  int count = 0;
+  std::vector<Node>& nodes = g.mutable_nodes();
+  for (size_t mi = 0; mi < nodes.size(); ++mi) {
+    if (nodes[mi].op != OpKind::Matmul) continue;
+    const int b = nodes[mi].inputs[1];
+    const int p = g.tensor(b).producer;
+    if (p < 0 || nodes[p].op != OpKind::Transpose || b == nodes[mi].inputs[0]) continue;
+    // B = transpose(X, perm) is transpose(X, perm') with its last two dims swapped: the matmul
+    // reads transpose(X, perm') with transpose_b flipped. perm' = identity: it reads X itself;
+    // otherwise the transpose (when only this matmul reads it) keeps perm', usually a view.
+    std::vector<int64_t> perm = nodes[p].attr_ints("perm");
+    const size_t r = perm.size();
+    if (r < 2) continue;
+    std::swap(perm[r - 2], perm[r - 1]);
+    bool identity = true;
+    for (size_t i = 0; i < r; ++i) identity &= perm[i] == static_cast<int64_t>(i);
+    if (!identity) {
+      // Only where it turns a B that no view could give (strided along its last dim, a copy)
+      // into a view contiguous along its last dim (the head split of k in q @ k^T).
+      if (consumers_of(g, b).size() != 1 || is_graph_output(g, b)) continue;
+      const int x = nodes[p].inputs[0];
+      auto st = static_strides(g.tensor(x).desc);
+      if (!st || (*st)[perm[r - 1]] != 1 || (*st)[perm[r - 2]] == 1) continue;
+    }
+    const std::string what = fmt::format("{} -> {}", nodes[p].name, nodes[mi].name);
+    if (identity) {
+      nodes[mi].inputs[1] = nodes[p].inputs[0];
+    } else {
+      nodes[p].attrs["perm"] = perm;
+      TensorDesc& d = g.mutable_tensors()[b].desc;
+      std::swap(d.shape[r - 2], d.shape[r - 1]);
+    }
+    nodes[mi].attrs["transpose_b"] = int64_t{nodes[mi].attr_int("transpose_b") != 0 ? 0 : 1};
+    if (absorbed) absorbed->push_back(what);
+    ++count;
+  }
+  if (count) g.prune();
+  return count;
+}
+
+int fold_movement_views(Graph& g, std::vector<std::string>* views) {
+  int count = 0;
+  // Producers before consumers (a view of a view takes its root), and a backward view is
+  // decided before the forward ones after it.
+  for (int i = 0; i < static_cast<int>(g.nodes().size()); ++i) {
+    std::string what;
+    if (!try_view(g, i, &what)) continue;
+    if (views) views->push_back(what);
+    ++count;
+  }
+  // A backward view's root may itself become a forward view later (transpose -> reshape): the
+  // roots are followed to the end.
+  std::vector<TensorInfo>& ts = g.mutable_tensors();
+  for (TensorInfo& t : ts)
+    while (t.view_of >= 0 && ts[t.view_of].view_of >= 0) t.view_of = ts[t.view_of].view_of;
+  return count;
+}
+
+bool has_movement(const Graph& g) {
+  for (const Node& n : g.nodes())
+    if (n.op == OpKind::Reshape || n.op == OpKind::Transpose) return true;
+  return false;
+}
+
+}  // namespace kiln
