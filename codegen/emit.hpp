@@ -19,5 +19,7 @@ KernelSpec emit_window(const EmitContext& cx, const FusionGroup& g);
 KernelSpec emit_copy(const EmitContext& cx, const FusionGroup& g);
 // conv2d / matmul anchor + fused epilogue (codegen/emit_contraction*.cpp).
 KernelSpec emit_contraction(const EmitContext& cx, const FusionGroup& g);
+// q @ k^T -> softmax -> @ v in one kernel (codegen/emit_attention.cpp).
+KernelSpec emit_attention(const EmitContext& cx, const FusionGroup& g);
 
 }  // namespace kiln

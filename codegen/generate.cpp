@@ -89,6 +89,9 @@ std::vector<KernelSpec> generate_kernels(const Graph& g, const Plan& p,
         break;
       case GroupKind::View:  // the arena gives the view its root's memory
         break;
+      case GroupKind::Attention:
+        ks = {emit_attention(cx, grp)};
+        break;
     }
     for (KernelSpec& k : ks) add(std::move(k), grp);
   }

@@ -196,6 +196,8 @@ std::shared_ptr<GraphCore> build_core(const std::shared_ptr<EngineState>& stp,
 
   PlanOptions po;
   po.fusion = fusion;
+  po.fused_attention = e.schedule.attention_fused != 2;
+  po.sm = e.sm;
   core->plan = plan_fusion(graph, po);
   e.plans.fetch_add(1);
   if (dump_plan) fmt::print(stderr, "{}", plan_to_string(graph, core->plan));

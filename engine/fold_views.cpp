@@ -5,10 +5,23 @@
 #include <algorithm>
 #include <optional>
 
+#include "engine/attention_pattern.hpp"
 #include "engine/check.hpp"
 #include "engine/passes_contraction.hpp"
 
 namespace kiln {
+
+std::optional<std::vector<int64_t>> static_strides(const TensorDesc& d) {
+  if (d.layout == Layout::Strided) return d.strides;
+  const size_t r = d.shape.size();
+  std::vector<int64_t> shape(r, 1);
+  for (size_t i = 1; i < r; ++i) {
+    if (!d.shape[i].is_static()) return std::nullopt;
+    shape[i] = d.shape[i].value();
+  }
+  return layout_strides(shape, d.layout);
+}
+
 namespace {
 
 bool swaps_last_two(const Node& n) {
@@ -19,19 +32,6 @@ bool swaps_last_two(const Node& n) {
   for (size_t i = 0; i + 2 < r; ++i)
     if (perm[i] != static_cast<int64_t>(i)) return false;
   return perm[r - 2] == static_cast<int64_t>(r - 1) && perm[r - 1] == static_cast<int64_t>(r - 2);
-}
-
-// Element strides of a tensor in its memory when they are static: explicit (Strided), or a dense
-// layout whose dims are static except the outermost (which no stride depends on).
-std::optional<std::vector<int64_t>> static_strides(const TensorDesc& d) {
-  if (d.layout == Layout::Strided) return d.strides;
-  const size_t r = d.shape.size();
-  std::vector<int64_t> shape(r, 1);
-  for (size_t i = 1; i < r; ++i) {
-    if (!d.shape[i].is_static()) return std::nullopt;
-    shape[i] = d.shape[i].value();
-  }
-  return layout_strides(shape, d.layout);
 }
 
 // Row-major strides of a shape whose dims are static except possibly the first.

@@ -17,6 +17,7 @@ enum class GroupKind {
   Window,       // pooling
   Contraction,  // conv2d / matmul anchor + epilogue (the contraction issue fills these in)
   Copy,         // movement that could not be folded (transpose/reshape materialized)
+  Attention,    // q @ k^T (scaled), softmax, @ v in one kernel: the scores stay on chip
   View,         // a movement node made a view by the engine passes: no kernel
 };
 const char* group_kind_name(GroupKind k);
@@ -34,6 +35,10 @@ struct FusionGroup {
 
 struct PlanOptions {
   bool fusion = true;  // false: one group per node (KILN_DISABLE=fusion)
+  // Attention chains (engine/attention_pattern.hpp) as one kernel: needs mma.sync (sm_80+);
+  // KILN_SCHEDULE attention.fused=2 switches it off.
+  bool fused_attention = true;
+  int sm = 90;
 };
 
 struct Plan {

@@ -17,8 +17,10 @@
 #include <algorithm>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 
+#include "engine/attention_pattern.hpp"
 #include "engine/check.hpp"
 #include "engine/op_table.hpp"
 #include "engine/passes_contraction.hpp"
@@ -44,6 +46,8 @@ const char* group_kind_name(GroupKind k) {
       return "copy";
     case GroupKind::View:
       return "view";
+    case GroupKind::Attention:
+      return "attention";
   }
   return "?";
 }
@@ -99,9 +103,13 @@ class Planner {
       for (int i = 0; i < nn; ++i)
         if (live_[i]) new_group(i, kind_of(i), is_anchor(nodes[i]) ? i : -1);
     } else {
+      // 0. Attention chains: two contractions around a softmax, one kernel.
+      if (opts_.fused_attention && opts_.sm >= 80)
+        for (int i = 0; i < nn; ++i)
+          if (live_[i] && group_of_[i] < 0 && nodes[i].op == OpKind::Matmul) claim_attention(i);
       // 1. Anchors with prologues and epilogues, in topological order.
       for (int i = 0; i < nn; ++i)
-        if (live_[i] && is_anchor(nodes[i])) {
+        if (live_[i] && group_of_[i] < 0 && is_anchor(nodes[i])) {
           int gid = new_group(i, anchor_kind(nodes[i]), i);
           if (anchor_kind(nodes[i]) != GroupKind::Contraction) claim_prologue(gid, i);
           claim_epilogue(gid, i);
@@ -227,6 +235,33 @@ class Planner {
     group_of_[node] = -1;
     cycle_rejects_.insert(node);
     return false;
+  }
+
+  // The attention chain starting at matmul `qk`, when the fused kernel takes it, as one group.
+  void claim_attention(int qk) {
+    std::optional<AttentionChain> c = match_attention(g_, qk);
+    if (!c) return;
+    for (int n : {c->scale, c->softmax, c->pv})
+      if (n >= 0 && (group_of_[n] >= 0 || !live_[n])) return;
+    int gid = new_group(qk, GroupKind::Attention, qk);
+    std::vector<int> added;
+    for (int n : {c->scale, c->softmax, c->pv}) {
+      if (n < 0) continue;
+      if (!try_add(gid, n)) {  // (cannot happen: the chain's intermediates are private)
+        for (int a : added) {
+          groups_[gid].nodes.erase(a);
+          group_of_[a] = -1;
+        }
+        groups_[gid].nodes.clear();
+        groups_[gid].dead = true;
+        group_of_[qk] = -1;
+        return;
+      }
+      added.push_back(n);
+    }
+    groups_[gid].notes.push_back(fmt::format(
+        "attention: {} -> {}{} -> {}: scores and probabilities stay on chip (one kernel)", nm(qk),
+        c->scale >= 0 ? nm(c->scale) + " -> " : std::string(), nm(c->softmax), nm(c->pv)));
   }
 
   // Elementwise producers of the anchor's (or movement op's) main input, and their producers,

@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "codegen/kernel_spec.hpp"
+#include "engine/attention_pattern.hpp"
 #include "engine/passes_contraction.hpp"
 #include "engine/plan.hpp"
 #include "kiln/engine.hpp"
@@ -185,6 +186,65 @@ TEST(Views, CopiesStayWhereAViewWouldNotDo) {
     auto s = std::make_shared<const Graph>(g);
     EXPECT_EQ(apply_engine_passes(s, false).get(), s.get());
   }
+}
+
+}  // namespace
+}  // namespace kiln
+
+namespace kiln {
+namespace {
+
+const FusionGroup* group_of_kind(const Plan& p, GroupKind k) {
+  for (const FusionGroup& g : p.groups)
+    if (g.kind == k) return &g;
+  return nullptr;
+}
+
+// q @ k^T / c -> softmax -> @ v as one kernel where the fused kernel takes it.
+TEST(Attention, FusedWhereTheKernelTakesIt) {
+  for (DType dt : {DType::F16, DType::BF16})
+    for (int64_t hd : {32, 64, 128}) {
+      SCOPED_TRACE(fmt::format("{} hd {}", dtype_name(dt), hd));
+      auto g = std::make_shared<const Graph>(test::attention_graph(dt, 197, 2, hd, false, true));
+      auto f = apply_engine_passes(g, true);
+      Plan p = plan_fusion(*f);
+      const FusionGroup* a = group_of_kind(p, GroupKind::Attention);
+      ASSERT_NE(a, nullptr) << plan_to_string(*f, p);
+      EXPECT_EQ(a->nodes.size(), 4u);  // matmul, div, softmax, matmul
+      EXPECT_EQ(a->outputs.size(), 1u) << "the scores never leave the kernel";
+      EXPECT_EQ(count_kind(p, GroupKind::RowNorm), 0);
+      std::optional<AttentionChain> c = match_attention(*f, a->anchor);
+      ASSERT_TRUE(c.has_value());
+      EXPECT_NEAR(c->scale_value, 1.0 / std::sqrt(static_cast<double>(hd)), 1e-3);
+      for (const char* arch : {"sm_80", "sm_90"}) {  // NVRTC compiles it for both
+        CompiledGraph cg = compile_for(*g, arch);
+        int fused = 0;
+        for (const KernelInfo& k : cg.kernels())
+          fused += k.name == fmt::format("attention_{}_d{}_q197_k197", dtype_name(dt), hd);
+        EXPECT_EQ(fused, 1);
+      }
+    }
+  // Not taken: f32, a head dim of 16, the scores also a graph output, the override off.
+  auto planned = [](const Graph& g, bool fused = true) {
+    PlanOptions po;
+    po.fused_attention = fused;
+    auto f = apply_engine_passes(std::make_shared<const Graph>(g), true);
+    return group_of_kind(plan_fusion(*f, po), GroupKind::Attention) != nullptr;
+  };
+  EXPECT_TRUE(planned(test::attention_graph(DType::F16, 7, 2, 32, true, false)));
+  EXPECT_FALSE(planned(test::attention_graph(DType::F16, 7, 2, 32, true, false), false));
+  EXPECT_FALSE(planned(test::attention_graph(DType::F32, 7, 2, 32, false, false)));
+  EXPECT_FALSE(planned(test::attention_graph(DType::F16, 7, 2, 16, false, false)));
+  Graph s = test::attention_graph(DType::F16, 7, 2, 32, false, false);
+  for (const Node& n : s.nodes())
+    if (n.op == OpKind::Softmax) s.output(Tensor{n.outputs[0]});
+  EXPECT_FALSE(planned(s));
+  PlanOptions old_arch;
+  old_arch.sm = 75;
+  auto f = apply_engine_passes(
+      std::make_shared<const Graph>(test::attention_graph(DType::F16, 7, 2, 32, false, false)),
+      true);
+  EXPECT_EQ(group_of_kind(plan_fusion(*f, old_arch), GroupKind::Attention), nullptr);
 }
 
 }  // namespace

@@ -169,6 +169,8 @@ int run_explain(const std::vector<std::string>& argv) {
     dev = gpu ? cuda::query_device_info(0) : default_device_info("sm_90");
   PlanOptions po;
   po.fusion = !a.has("--no-fusion") && !env().disable_fusion;
+  po.fused_attention = env().schedule_overrides.attention_fused != 2;
+  po.sm = dev.sm;
   // What the Engine builds: the graph after its passes (batchnorm folding), its arch's kernels.
   std::string passes_note;
   std::shared_ptr<const Graph> pg =

@@ -28,6 +28,8 @@ namespace {
 PlanOptions plan_options(const Args& a) {
   PlanOptions po;
   po.fusion = !a.has("--no-fusion") && !env().disable_fusion;
+  po.fused_attention = env().schedule_overrides.attention_fused != 2;
+  po.sm = parse_arch(a.get("--arch", "sm_90"), nullptr, "--arch");
   return po;
 }
 

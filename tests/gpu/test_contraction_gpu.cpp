@@ -656,14 +656,22 @@ TEST(ContractionGpu, EveryAutotuneCandidateMatchesTheReference) {
 TEST(ContractionGpu, AttentionReadsHeadsInPlace) {
   REQUIRE_GPU();
   Engine eng;
-  for (DType dt : {DType::F16, DType::F32}) {
+  // f16 / bf16 heads of 64 and 32: the fused attention kernel; 16 and f32: the two matmuls.
+  for (DType dt : {DType::F16, DType::BF16, DType::F32}) {
     for (auto [t, heads, hd, out_root, kt_direct] :
          std::vector<std::tuple<int64_t, int64_t, int64_t, bool, bool>>{
-             {197, 4, 64, false, true}, {7, 2, 32, true, false}, {64, 3, 16, false, false}}) {
+             {197, 4, 64, false, true},
+             {7, 2, 32, true, false},
+             {64, 3, 16, false, false},
+             {77, 1, 128, false, true}}) {
       Graph g = test::attention_graph(dt, t, heads, hd, out_root, kt_direct);
       CompiledGraph cg = eng.compile(g);
-      for (const KernelInfo& k : cg.kernels())
+      bool fused = false;
+      for (const KernelInfo& k : cg.kernels()) {
         EXPECT_EQ(k.name.rfind("copy", 0), std::string::npos) << "a copy kernel ran: " << k.name;
+        fused |= k.name.rfind("attention_", 0) == 0;
+      }
+      EXPECT_EQ(fused, dt != DType::F32 && hd % 32 == 0);
       for (int64_t n : {1, 3}) {
         std::map<std::string, HostTensor> in{
             {"x", random_tensor(dt, {n, t, heads * hd}, Layout::NCHW, 40 + n + t)}};
