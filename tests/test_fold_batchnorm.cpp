@@ -10,6 +10,7 @@
 #include "kiln/graph.hpp"
 #include "kiln/io.hpp"
 #include "kiln/reference.hpp"
+#include "tests/random_input.hpp"
 
 using namespace kiln;
 
@@ -21,17 +22,7 @@ int count_op(const Graph& g, OpKind k) {
   return n;
 }
 
-HostTensor random_input(DType dt, std::vector<int64_t> shape, Layout l, uint64_t seed) {
-  int64_t n = 1;
-  for (auto d : shape) n *= d;
-  std::vector<double> v(n);
-  uint64_t s = seed * 6364136223846793005ULL + 1442695040888963407ULL;
-  for (auto& x : v) {
-    s = s * 6364136223846793005ULL + 1442695040888963407ULL;
-    x = static_cast<double>((s >> 11) % 20001) / 10000.0 - 1.0;
-  }
-  return HostTensor::from_f64(dt, shape, v, l);
-}
+using test::random_input;  // no exact zeros
 
 // Max relative error (against max |ref|) between two tensors.
 double max_rel(const HostTensor& a, const HostTensor& b) {

@@ -12,6 +12,7 @@
 #include "kiln/engine.hpp"
 #include "kiln/graph.hpp"
 #include "kiln/reference.hpp"
+#include "tests/random_input.hpp"
 #include "tests/user_error.hpp"
 
 namespace kiln {
@@ -31,18 +32,7 @@ const Node& only_node(const Graph& g, OpKind k) {
   throw std::runtime_error(std::string("no node of op ") + op_name(k));
 }
 
-// Uniform values in [-1, 1) (no zeros by construction of the grid), seeded.
-HostTensor random_input(DType dt, std::vector<int64_t> shape, Layout l, uint64_t seed) {
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  std::vector<double> v(n);
-  uint64_t s = seed * 6364136223846793005ULL + 1442695040888963407ULL;
-  for (double& x : v) {
-    s = s * 6364136223846793005ULL + 1442695040888963407ULL;
-    x = (static_cast<double>((s >> 11) % 20000) + 0.5) / 10000.0 - 1.0;
-  }
-  return HostTensor::from_f64(dt, shape, v, l);
-}
+using test::random_input;
 
 // What the Engine compiles `g` to for `arch` (no GPU: kernels compiled, not loaded; no disk cache).
 CompiledGraph compile_for(const Graph& g, const char* arch, bool fusion = true) {

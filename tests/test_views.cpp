@@ -15,21 +15,12 @@
 #include "kiln/reference.hpp"
 #include "runtime/memory_plan.hpp"
 #include "tests/attention_graph.hpp"
+#include "tests/random_input.hpp"
 
 namespace kiln {
 namespace {
 
-HostTensor random_input(DType dt, std::vector<int64_t> shape, uint64_t seed) {
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  std::vector<double> v(n);
-  uint64_t s = seed * 6364136223846793005ULL + 1442695040888963407ULL;
-  for (double& x : v) {
-    s = s * 6364136223846793005ULL + 1442695040888963407ULL;
-    x = (static_cast<double>((s >> 11) % 20000) + 0.5) / 10000.0 - 1.0;
-  }
-  return HostTensor::from_f64(dt, shape, v);
-}
+using test::random_input;
 
 int count_kind(const Plan& p, GroupKind k) {
   return static_cast<int>(std::count_if(p.groups.begin(), p.groups.end(),
@@ -53,7 +44,8 @@ CompiledGraph compile_for(const Graph& g, const char* arch) {
 // The passes' graph computes what the original computes (the reference reads the Strided
 // descs of the views as laid out).
 void expect_same_values(const Graph& before, const Graph& after, int64_t n, int64_t t, int64_t c) {
-  std::map<std::string, HostTensor> in{{"x", random_input(DType::F32, {n, t, c}, 17)}};
+  std::map<std::string, HostTensor> in{
+      {"x", random_input(DType::F32, {n, t, c}, Layout::NCHW, 17)}};
   auto want = run_reference(before, in);
   auto got = run_reference(after, in);
   for (auto& [name, w] : want) {

@@ -195,8 +195,8 @@ int run_explain(const std::vector<std::string>& argv) {
     e.dtype = pg->tensor(pg->nodes()[node].outputs.front()).desc.dtype;
     e.bytes = ks[k].bytes_moved.eval(shapes);
     e.flops = ks[k].flops.eval(shapes);
-    double rate =
-        grp->kind == GroupKind::Contraction && e.dtype != DType::F32 ? rates.tensor : rates.f32;
+    const bool mma = grp->kind == GroupKind::Contraction || grp->kind == GroupKind::Attention;
+    double rate = mma && e.dtype != DType::F32 ? rates.tensor : rates.f32;
     e.mem_ms = static_cast<double>(e.bytes) / dev.mem_bandwidth * 1e3;
     e.compute_ms = static_cast<double>(e.flops) / rate * 1e3;
     e.compute_bound = e.compute_ms > e.mem_ms;
