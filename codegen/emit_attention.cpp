@@ -43,8 +43,11 @@ KernelSpec emit_attention(const EmitContext& cx, const FusionGroup& grp) {
   std::string name = fmt::format("attention_{}_d{}", dtype_name(qd.dtype), d);
   if (tq.is_static() && tk.is_static()) name += fmt::format("_q{}_k{}", tq.value(), tk.value());
 
+  const int ld = static_cast<int>(d) + 8;  // KcAttention's layout (the kernel asserts it)
+  const int smem = (64 * ld + 4 * 64 * ld) * 2;
   Writer w;
   w.line("typedef KcAttention<{}, {}> KA;", d, bf16 ? "true" : "false");
+  w.line("static_assert(KA::SMEM_BYTES == {}, \"attention shared memory\");", smem);
   w.open("extern \"C\" __global__ void __launch_bounds__(KA::THREADS) {}({}) {{", name, a.params());
   w.line("extern __shared__ __align__(128) unsigned short kc_smem[];");
   w.line("const long long qt = (long long)blockIdx.x % {};", qt_c);
@@ -71,8 +74,7 @@ KernelSpec emit_attention(const EmitContext& cx, const FusionGroup& grp) {
   k.args = a.args();
   k.grid = {qtiles * batch, Dim(1), Dim(1)};
   k.block = {128, 1, 1};
-  const int ld = static_cast<int>(d) + 8;
-  k.smem_bytes = (64 * ld + 4 * 64 * ld) * 2;
+  k.smem_bytes = smem;
   // Q, K, V read once, O written once; the FLOPs of both products.
   k.bytes_moved = batch * (tq * Dim(2 * d) + tk * Dim(2 * d) + tk * Dim(2 * d) + tq * Dim(2 * d));
   k.flops = batch * tq * tk * Dim(4 * d);

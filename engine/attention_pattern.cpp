@@ -1,26 +1,16 @@
 // Attention chains for the fused kernel (engine/attention_pattern.hpp).
 #include "engine/attention_pattern.hpp"
 
-#include <algorithm>
-
+#include "engine/graph_queries.hpp"
 #include "engine/op_table.hpp"
 
 namespace kiln {
 namespace {
 
-std::vector<int> consumers(const Graph& g, int t) {
-  std::vector<int> out;
-  for (size_t i = 0; i < g.nodes().size(); ++i)
-    if (std::find(g.nodes()[i].inputs.begin(), g.nodes()[i].inputs.end(), t) !=
-        g.nodes()[i].inputs.end())
-      out.push_back(static_cast<int>(i));
-  return out;
-}
-
 // The only consumer of an intermediate that is not a graph output, else -1.
 int private_consumer(const Graph& g, int t) {
-  if (std::find(g.outputs().begin(), g.outputs().end(), t) != g.outputs().end()) return -1;
-  std::vector<int> c = consumers(g, t);
+  if (is_graph_output(g, t)) return -1;
+  std::vector<int> c = consumers_of(g, t);
   return c.size() == 1 ? c[0] : -1;
 }
 

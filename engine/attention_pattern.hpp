@@ -30,8 +30,4 @@ struct AttentionChain {
 // everywhere. Symbolic batch and sequence dims are fine.
 std::optional<AttentionChain> match_attention(const Graph& g, int qk);
 
-// Element strides of a tensor in memory when they are static: explicit (Strided), or a dense
-// layout whose dims are static except the outermost (which no stride depends on).
-std::optional<std::vector<int64_t>> static_strides(const TensorDesc& d);
-
 }  // namespace kiln

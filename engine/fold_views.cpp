@@ -5,22 +5,11 @@
 #include <algorithm>
 #include <optional>
 
-#include "engine/attention_pattern.hpp"
 #include "engine/check.hpp"
+#include "engine/graph_queries.hpp"
 #include "engine/passes_contraction.hpp"
 
 namespace kiln {
-
-std::optional<std::vector<int64_t>> static_strides(const TensorDesc& d) {
-  if (d.layout == Layout::Strided) return d.strides;
-  const size_t r = d.shape.size();
-  std::vector<int64_t> shape(r, 1);
-  for (size_t i = 1; i < r; ++i) {
-    if (!d.shape[i].is_static()) return std::nullopt;
-    shape[i] = d.shape[i].value();
-  }
-  return layout_strides(shape, d.layout);
-}
 
 namespace {
 
@@ -51,21 +40,6 @@ bool is_row_major(const TensorDesc& d) {
     if (!(d.shape[i].is_static() && d.shape[i].value() == 1) && d.strides[i] != (*want)[i])
       return false;
   return true;
-}
-
-std::vector<int> consumers_of(const Graph& g, int t) {
-  std::vector<int> out;
-  for (size_t i = 0; i < g.nodes().size(); ++i)
-    for (int in : g.nodes()[i].inputs)
-      if (in == t) {
-        out.push_back(static_cast<int>(i));
-        break;
-      }
-  return out;
-}
-
-bool is_graph_output(const Graph& g, int t) {
-  return std::find(g.outputs().begin(), g.outputs().end(), t) != g.outputs().end();
 }
 
 Layout strided_or_dense(const std::vector<int64_t>& strides, const Shape& shape) {

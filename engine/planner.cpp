@@ -244,21 +244,13 @@ class Planner {
     for (int n : {c->scale, c->softmax, c->pv})
       if (n >= 0 && (group_of_[n] >= 0 || !live_[n])) return;
     int gid = new_group(qk, GroupKind::Attention, qk);
-    std::vector<int> added;
-    for (int n : {c->scale, c->softmax, c->pv}) {
-      if (n < 0) continue;
-      if (!try_add(gid, n)) {  // (cannot happen: the chain's intermediates are private)
-        for (int a : added) {
-          groups_[gid].nodes.erase(a);
-          group_of_[a] = -1;
-        }
-        groups_[gid].nodes.clear();
-        groups_[gid].dead = true;
-        group_of_[qk] = -1;
-        return;
+    for (int n : {c->scale, c->softmax, c->pv})
+      if (n >= 0) {
+        groups_[gid].nodes.insert(n);
+        group_of_[n] = gid;
       }
-      added.push_back(n);
-    }
+    // The chain's intermediates have no reader outside it, so no path leaves it and comes back.
+    KILN_ASSERT(acyclic(), "attention group of {} makes the plan cyclic", nm(qk));
     groups_[gid].notes.push_back(fmt::format(
         "attention: {} -> {}{} -> {}: scores and probabilities stay on chip (one kernel)", nm(qk),
         c->scale >= 0 ? nm(c->scale) + " -> " : std::string(), nm(c->softmax), nm(c->pv)));

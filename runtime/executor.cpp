@@ -121,6 +121,8 @@ Executor::Executor(std::shared_ptr<const Graph> g, std::vector<ExecutorKernel> k
     a.args = k.spec.args;
     arg_specs_.push_back(std::move(a));
   }
+  for (size_t t = 0; t < graph_->tensors().size(); ++t)
+    if (int root = graph_->tensors()[t].view_of; root >= 0) views_.emplace_back(int(t), root);
   if (!modules_) return;
   for (ExecutorKernel& k : kernels_)
     k.function = modules_->function(k.cached, k.spec.entry, k.spec.smem_bytes);
@@ -271,9 +273,8 @@ Executor::Prepared Executor::prepare(const std::map<std::string, DeviceTensor>& 
   KILN_CHECK(ap->peak == 0 || base % kArenaAlign == 0,
              "run: workspace pointer {:#x} is not {}-byte aligned", workspace, kArenaAlign);
   for (const auto& [id, off] : ap->offset) ptr[id] = base + static_cast<uint64_t>(off);
-  for (size_t t = 0; t < g.tensors().size(); ++t)  // views: their root's memory
-    if (int root = g.tensors()[t].view_of; root >= 0)
-      if (auto it = ptr.find(root); it != ptr.end()) ptr[static_cast<int>(t)] = it->second;
+  for (auto [view, root] : views_)  // their root's memory
+    if (auto it = ptr.find(root); it != ptr.end()) ptr[view] = it->second;
 
   uint64_t scratch_ptr = ap->scratch_bytes ? base + static_cast<uint64_t>(ap->scratch_offset) : 0;
   uint64_t counters_ptr =

@@ -120,7 +120,8 @@ class Executor {
   std::shared_ptr<ModuleCache> modules_;
   std::string not_loaded_reason_;
   cuda::DeviceBuffer constants_;
-  std::map<int, uint64_t> constant_ptr_;  // tensor id -> device pointer
+  std::map<int, uint64_t> constant_ptr_;    // tensor id -> device pointer
+  std::vector<std::pair<int, int>> views_;  // (view, root) tensor ids: TensorInfo::view_of
 
   mutable std::mutex mu_;
   mutable std::map<Bindings, std::shared_ptr<const ArenaPlan>> arenas_;

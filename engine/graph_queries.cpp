@@ -1,0 +1,32 @@
+// Structural graph queries (engine/graph_queries.hpp).
+#include "engine/graph_queries.hpp"
+
+#include <algorithm>
+
+namespace kiln {
+
+std::vector<int> consumers_of(const Graph& g, int t) {
+  std::vector<int> out;
+  for (size_t i = 0; i < g.nodes().size(); ++i) {
+    const std::vector<int>& in = g.nodes()[i].inputs;
+    if (std::find(in.begin(), in.end(), t) != in.end()) out.push_back(static_cast<int>(i));
+  }
+  return out;
+}
+
+bool is_graph_output(const Graph& g, int t) {
+  return std::find(g.outputs().begin(), g.outputs().end(), t) != g.outputs().end();
+}
+
+std::optional<std::vector<int64_t>> static_strides(const TensorDesc& d) {
+  if (d.layout == Layout::Strided) return d.strides;
+  const size_t r = d.shape.size();
+  std::vector<int64_t> shape(r, 1);
+  for (size_t i = 1; i < r; ++i) {
+    if (!d.shape[i].is_static()) return std::nullopt;
+    shape[i] = d.shape[i].value();
+  }
+  return layout_strides(shape, d.layout);
+}
+
+}  // namespace kiln

@@ -1,0 +1,19 @@
+// Small structural queries over a Graph shared by the engine passes and the planner.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "kiln/graph.hpp"
+
+namespace kiln {
+
+// The nodes reading tensor `t` (each once), in node order.
+std::vector<int> consumers_of(const Graph& g, int t);
+bool is_graph_output(const Graph& g, int t);
+// Element strides of a tensor in memory when they are static: explicit (Strided), or a dense
+// layout whose dims are static except the outermost (which no stride depends on).
+std::optional<std::vector<int64_t>> static_strides(const TensorDesc& d);
+
+}  // namespace kiln
