@@ -49,6 +49,8 @@ KernelSpec emit_pointwise(const EmitContext& cx, const FusionGroup& grp) {
   }
   PointwiseSchedule sch = choose_pointwise(max_bytes, cx.opts.sm, cx.opts.schedule);
   const int V = sch.vec, T = sch.threads, U = sch.vecs;
+  const char* ld_fn = sch.stream_hints ? "kiln_ldv_stream" : "kiln_ldv_plain";
+  const char* st_fn = sch.stream_hints ? "kiln_stv_stream" : "kiln_stv";
   const int64_t chunk = int64_t{V} * T * U;  // elements per CTA
 
   Dim numel = shape_numel(iter);
@@ -139,7 +141,7 @@ KernelSpec emit_pointwise(const EmitContext& cx, const FusionGroup& grp) {
         DType dt = g.tensor(t).desc.dtype;
         w.line("float a{}_{}[{}];", t, u, V);
         if (vec_elems(dt) == V) {
-          w.line("kiln_ldv_stream({} + {}, a{}_{});", tensor_param(t), base, t, u);
+          w.line("{}({} + {}, a{}_{});", ld_fn, tensor_param(t), base, t, u);
         } else {
           for (int j = 0; j < V; ++j)
             w.line("a{0}_{1}[{2}] = kiln_ld({3} + {4} + {2});", t, u, j, tensor_param(t), base);
@@ -177,7 +179,7 @@ KernelSpec emit_pointwise(const EmitContext& cx, const FusionGroup& grp) {
         for (int j = 0; j < V; ++j) vals += (j ? ", " : "") + lanes[j].at(t);
         if (vec_elems(dt) == V) {
           w.line("const float o{}_{}[{}] = {{{}}};", t, u, V, vals);
-          w.line("kiln_stv_stream({} + base{}, o{}_{});", tensor_param(t), u, t, u);
+          w.line("{}({} + base{}, o{}_{});", st_fn, tensor_param(t), u, t, u);
         } else {
           for (int j = 0; j < V; ++j)
             w.line("{};", store_f32(fmt::format("{} + base{} + {}", tensor_param(t), u, j),

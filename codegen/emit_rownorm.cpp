@@ -73,6 +73,8 @@ KernelSpec emit_rownorm(const EmitContext& cx, const FusionGroup& grp) {
   RowSchedule sch = choose_rownorm(Ls, max_bytes, contiguous, cx.opts.sm, cx.opts.schedule);
   const int V = sch.vec, T = sch.threads;
   const int TT = sch.warp_per_row ? 32 : T;  // threads per row
+  const char* ld_fn = sch.stream_hints ? "kiln_ldv_stream" : "kiln_ldv_plain";
+  const char* st_fn = sch.stream_hints ? "kiln_stv_stream" : "kiln_stv";
 
   GroupParams gp(g, grp);
   DimParams& dp = gp.dims;
@@ -231,7 +233,7 @@ KernelSpec emit_rownorm(const EmitContext& cx, const FusionGroup& grp) {
       for (int t : ts) {
         w.line("float a{}[{}];", t, V);
         if (vec_elems(g.tensor(t).desc.dtype) == V)
-          w.line("kiln_ldv_stream({}, a{});", vec_ptr(t), t);
+          w.line("{}({}, a{});", ld_fn, vec_ptr(t), t);
         else
           for (int l = 0; l < V; ++l) w.line("a{0}[{1}] = kiln_ld({2} + {1});", t, l, vec_ptr(t));
         pre[identity_key(t)] = fmt::format("a{}[l]", t);
@@ -376,7 +378,7 @@ KernelSpec emit_rownorm(const EmitContext& cx, const FusionGroup& grp) {
       }
       emit_epilogue(ld, anchor_value(ld, "x[k][l]"), vouts, seed);
       w.close();
-      for (int t : vouts) w.line("kiln_stv_stream({}, o{});", vec_ptr(t), t);
+      for (int t : vouts) w.line("{}({}, o{});", st_fn, vec_ptr(t), t);
       param_pre.clear();
     }
     w.close();

@@ -34,6 +34,7 @@ constexpr OverrideKey kOverrideKeys[] = {
     {"contraction.tmastore", &ScheduleOverrides::contraction_tmastore, 1, 2},
     {"contraction.rowfold", &ScheduleOverrides::contraction_rowfold, 1, 2},
     {"attention.fused", &ScheduleOverrides::attention_fused, 1, 2},
+    {"stream.hints", &ScheduleOverrides::stream_hints, 1, 2},
 };
 // channelnorm.algo by name (index = value).
 constexpr const char* kChannelNormAlgos[] = {"rule", "split", "cluster", "pergroup"};
@@ -56,7 +57,9 @@ const char* schedule_override_keys() {
          "off), channelnorm.iters (1..64), contraction.staged (1 on, 2 off: the rule), "
          "contraction.im2col (1 on: the rule, 2 off), contraction.prefetch (1 on: the rule, 2 "
          "off), contraction.tmastore (1 on: the rule, 2 off), contraction.rowfold (1 on: the rule, "
-         "2 off), attention.fused (1 on: the rule, 2 off), window.vec (1 on: the rule, 2 off)";
+         "2 off), attention.fused (1 on: the rule, 2 off), window.vec (1 on: the rule, 2 off), "
+         "stream.hints "
+         "(1 on, 2 off: the rule)";
 }
 
 ScheduleOverrides parse_schedule_overrides(const std::string& spec) {
@@ -112,18 +115,22 @@ PointwiseSchedule choose_pointwise(int max_elem_bytes, int sm, const ScheduleOve
   // SM on sm_80/sm_90 with 8+ resident CTAs.
   s.vec = std::max(1, 16 / std::max(1, max_elem_bytes));
   s.threads = 256;
-  // Four vectors per thread for 16-bit data (64 bytes of each dense input in flight per
-  // thread): half the CTAs of two (fewer CTA launches and wave tails on a streaming kernel), at a
-  // moderate register cost (32 floats per dense input); f32 keeps two.
-  s.vecs = s.vec > 4 ? 4 : (s.vec > 1 ? 2 : 1);
+  // One vector per thread for 16-bit data, two for f32. With plain loads and stores (the rule
+  // since run 49), bias + gelu bf16 16384x4096 measured 1 / 2 / 4 / 8 vectors per thread at
+  // 90.5 / 84.4 / 88.5 / 86.9 % of the copy rate, and the hand-written probe
+  // (bench/stream_probe.cu) also found one vector per thread the fastest copy (90.0 % vs 82-84 %
+  // for 2-8, streaming hints).
+  s.vecs = s.vec > 4 ? 1 : (s.vec > 1 ? 2 : 1);
   if (o.pointwise_vecs) s.vecs = o.pointwise_vecs;
   if (o.pointwise_threads) s.threads = o.pointwise_threads;
+  s.stream_hints = o.stream_hints == 1;
   return s;
 }
 
 RowSchedule choose_rownorm(int64_t row_len, int max_elem_bytes, bool contiguous, int sm,
                            const ScheduleOverrides& o) {
   RowSchedule s;
+  s.stream_hints = o.stream_hints == 1;
   int vec = contiguous ? std::max(1, 16 / std::max(1, max_elem_bytes)) : 1;
   if (row_len < 0) {
     s.registers = false;

@@ -37,6 +37,7 @@ struct ScheduleOverrides {
   int contraction_im2col = 0;    // convs by im2col-mode TMA: 1 on (the rule), 2 off (pixel blocks)
   int contraction_rowfold = 0;   // row-folded TMA convs (the stem): 1 on (the rule), 2 off
   int attention_fused = 0;       // attention chains as one kernel: 1 on (the rule), 2 off
+  int stream_hints = 0;  // pointwise/rownorm row data: 1 streaming hints, 2 plain (the rule)
   bool empty() const;
 };
 // Parses "family.key=value,..." (the keys above); throws kiln::Error(User) naming a bad item and
@@ -46,9 +47,10 @@ ScheduleOverrides parse_schedule_overrides(const std::string& spec);
 const char* schedule_override_keys();
 
 struct PointwiseSchedule {
-  int vec = 1;        // elements per thread (one 16-byte vector of the widest dense dtype)
-  int threads = 256;  // per CTA
-  int vecs = 2;       // 16-byte vectors per thread (4 for 16-bit data), loads before math
+  int vec = 1;                // elements per thread (one 16-byte vector of the widest dense dtype)
+  int threads = 256;          // per CTA
+  int vecs = 2;               // 16-byte vectors per thread (4 for 16-bit data), loads before math
+  bool stream_hints = false;  // dense data by L1::no_allocate loads and .cs stores (else plain)
 };
 // `max_elem_bytes`: the widest element among the densely indexed tensors.
 PointwiseSchedule choose_pointwise(int max_elem_bytes, int sm, const ScheduleOverrides& o = {});
@@ -60,6 +62,7 @@ struct RowSchedule {
   int rows_per_cta = 1;  // warp-per-row: warps per CTA
   int vec = 1;           // elements per vector access
   int vecs_per_thread = 1;
+  bool stream_hints = false;  // row data by L1::no_allocate loads and .cs stores (else plain)
 };
 // `row_len` < 0: symbolic. `contiguous`: rows are contiguous in memory (vector access possible).
 RowSchedule choose_rownorm(int64_t row_len, int max_elem_bytes, bool contiguous, int sm,

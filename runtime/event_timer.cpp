@@ -48,6 +48,34 @@ std::vector<double> time_flushed(const std::function<void()>& enqueue, int warmu
   return ms;
 }
 
+std::vector<double> time_flushed_budget(const std::function<void()>& enqueue, double warmup_ms,
+                                        double rep_ms, void* stream) {
+  KILN_CHECK(warmup_ms >= 0 && rep_ms > 0, "timing: budgets must be positive, found {} / {} ms",
+             warmup_ms, rep_ms);
+  double est = 0;
+  {
+    DeviceBuffer flush(kFlushBytes);
+    void* e0 = event_create();
+    void* e1 = event_create();
+    enqueue();  // the first call may load modules: not part of the estimate
+    stream_synchronize(stream);
+    event_record(e0, stream);
+    for (int i = 0; i < 5; ++i) {
+      memset_d8_async(flush.ptr(), 0, kFlushBytes, stream);
+      enqueue();
+    }
+    event_record(e1, stream);
+    event_synchronize(e1);
+    est = event_elapsed_ms(e0, e1) / 5;
+    event_destroy(e0);
+    event_destroy(e1);
+  }
+  est = std::max(est, 1e-3);
+  const int warmup = std::max(1, static_cast<int>(warmup_ms / est));
+  const int iters = std::max(1, static_cast<int>(rep_ms / est));
+  return time_flushed(enqueue, warmup, iters, stream);
+}
+
 double median_ms(std::vector<double> v) {
   KILN_ASSERT(!v.empty(), "median of nothing");
   std::sort(v.begin(), v.end());

@@ -141,10 +141,13 @@ TEST(Codegen, PointwiseSpecVectorizedWithSymbolicBatch) {
   ASSERT_EQ(ks.size(), 1u);
   const KernelSpec& k = ks[0];
   EXPECT_EQ(k.name, "pointwise_f16_add_gelu");
-  // 16-byte vectors: streaming for the dense x and the output, cached for the bias.
-  EXPECT_NE(k.source.find("kiln_ldv_stream("), std::string::npos);
-  EXPECT_NE(k.source.find("kiln_stv_stream("), std::string::npos);
-  EXPECT_NE(k.source.find("kiln_ldv(t"), std::string::npos);
+  // 16-byte vectors: plain coherent loads and stores for the dense x and the output (the
+  // streaming hints only under stream.hints=1), the read-only path for the bias.
+  const std::string body = k.source.substr(k.source.find("__global__"));
+  EXPECT_NE(body.find("kiln_ldv_plain(t"), std::string::npos);
+  EXPECT_NE(body.find("kiln_stv(t"), std::string::npos);
+  EXPECT_EQ(body.find("_stream("), std::string::npos);
+  EXPECT_NE(body.find("kiln_ldv(t"), std::string::npos);
   // f16 result: the fast gelu (relative error < 2e-5), all loads (x twice, the bias as vectors
   // too) before the math.
   EXPECT_NE(k.source.find("kiln_gelu_erf_fast("), std::string::npos);
@@ -153,17 +156,45 @@ TEST(Codegen, PointwiseSpecVectorizedWithSymbolicBatch) {
   EXPECT_EQ(vec_path.find("kiln_ld("), std::string::npos) << vec_path;
   size_t first_math = k.source.find("kiln_gelu_erf_fast(", k.source.find("__global__"));
   EXPECT_LT(k.source.rfind("kiln_ldv("), first_math);
-  EXPECT_LT(k.source.rfind("kiln_ldv_stream("), first_math);
-  // N*3072 elements is a runtime argument; grid covers 4 vectors of 8 elements per thread.
+  EXPECT_LT(k.source.rfind("kiln_ldv_plain("), first_math);
+  // N*3072 elements is a runtime argument; grid covers 1 vector of 8 elements per thread.
   int ints = 0;
   for (const KernelArg& a : k.args) ints += a.kind == KernelArg::Kind::Int;
   EXPECT_EQ(ints, 1);
   Bindings bind{{"N", 5}};
-  EXPECT_EQ(k.grid[0].eval(bind), (5 * 3072 + 32 * 256 - 1) / (32 * 256));
+  EXPECT_EQ(k.grid[0].eval(bind), (5 * 3072 + 8 * 256 - 1) / (8 * 256));
   EXPECT_EQ(k.block[0], 256);
   // x read, b read, out written (f16).
   EXPECT_EQ(k.bytes_moved.eval(bind), (5 * 3072 + 3072 + 5 * 3072) * 2);
   EXPECT_NO_THROW(nvrtc_compile(k.source, k.name, "sm_90"));
+}
+
+// KILN_SCHEDULE=stream.hints=1 brings back the streaming loads and stores (L1::no_allocate, .cs)
+// in pointwise and row-norm kernels; the sources still compile.
+TEST(Codegen, StreamHintsOverride) {
+  Graph g("hints");
+  Tensor x = g.input("x", DType::BF16, {64, 4096});
+  Tensor y = g.add_node1("add", {x, cst(g, "b", DType::BF16, {4096})}, {}, "bias");
+  Tensor z = g.add_node1("gelu", {y}, {}, "gelu");
+  g.output(g.add_node1("rmsnorm", {z, cst(g, "w", DType::BF16, {4096})}, {{"eps", 1e-6}}, "rms"));
+  PlanOptions po;
+  po.fusion = false;  // one pointwise and one row-norm kernel at least
+  Plan plan = plan_fusion(g, po);
+  for (int hints : {0, 1}) {
+    CodegenOptions co;
+    co.sm = 90;
+    if (hints) co.schedule = parse_schedule_overrides("stream.hints=1");
+    std::vector<KernelSpec> ks = generate_kernels(g, plan, co);
+    ASSERT_GE(ks.size(), 2u);
+    for (const KernelSpec& k : ks) {
+      const std::string body = k.source.substr(k.source.find("__global__"));
+      EXPECT_EQ(body.find("kiln_ldv_stream(t") != std::string::npos, hints == 1) << k.name;
+      EXPECT_EQ(body.find("kiln_stv_stream(t") != std::string::npos, hints == 1) << k.name;
+      EXPECT_EQ(body.find("kiln_ldv_plain(t") != std::string::npos, hints == 0) << k.name;
+      EXPECT_NO_THROW(nvrtc_compile(k.source, k.name, "sm_90")) << k.name;
+    }
+  }
+  EXPECT_THROW(parse_schedule_overrides("stream.hints=3"), Error);
 }
 
 TEST(Codegen, PointwiseMixedLayoutsAndBatchnormChain) {

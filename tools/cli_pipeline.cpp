@@ -129,10 +129,12 @@ double copy_bandwidth() {
 }
 
 // Whole-graph time: every kernel in order on one stream, timed as the anchors are (L2 flushed
-// before each run, launch latency hidden); median.
+// before each run, launch latency hidden); median. `iters` < 0: do_bench's budget (50 ms of
+// warm-up, 300 ms of timed runs) instead of counts.
 double graph_time_ms(DeviceSession& s, int warmup, int iters) {
-  return cuda::median_ms(
-      cuda::time_flushed([&] { s.compiled().run(s.inputs(), s.outputs()); }, warmup, iters));
+  auto run = [&] { s.compiled().run(s.inputs(), s.outputs()); };
+  if (iters < 0) return cuda::median_ms(cuda::time_flushed_budget(run, 50, 300));
+  return cuda::median_ms(cuda::time_flushed(run, warmup, iters));
 }
 
 int run_bench(const std::vector<std::string>& argv) {
@@ -151,6 +153,8 @@ int run_bench(const std::vector<std::string>& argv) {
                       1, 1);
   int warmup = static_cast<int>(parse_int("bench", "--warmup", a.get("--warmup", "10"), 0));
   int iters = static_cast<int>(parse_int("bench", "--iters", a.get("--iters", "50"), 1));
+  // The whole graph by do_bench's time budget unless counts are given (kernels alone: counts).
+  const int graph_iters = a.has("--warmup") || a.has("--iters") ? iters : -1;
   std::string why;
   KILN_CHECK(gpu_available(&why), "bench: {}", why);
   Graph g = load_graph_file(a.positional[0]);
@@ -168,7 +172,7 @@ int run_bench(const std::vector<std::string>& argv) {
   s.run();
   double ceiling = copy_bandwidth();
 
-  double total_ms = graph_time_ms(s, warmup, iters);
+  double total_ms = graph_time_ms(s, warmup, graph_iters);
   // Host overhead: the wall time of the run() call itself (work queued, not waited for).
   std::vector<double> host;
   for (int i = 0; i < std::max(iters, 200); ++i) {
@@ -252,8 +256,8 @@ int run_bench(const std::vector<std::string>& argv) {
     ss.run();
     std::vector<double> gen, spec;
     for (int r = 0; r < 5; ++r) {
-      gen.push_back(graph_time_ms(s, warmup, iters));
-      spec.push_back(graph_time_ms(ss, warmup, iters));
+      gen.push_back(graph_time_ms(s, warmup, graph_iters));
+      spec.push_back(graph_time_ms(ss, warmup, graph_iters));
     }
     double gm = median(gen), sm = median(spec);
     fmt::print("{:<56} {:>10.4f}   (generic {:.4f} ms: specialized/generic time {:.3f})\n",
@@ -422,7 +426,10 @@ KILN_CLI_COMMAND(
     "the median of CUDA-event-timed launches, bytes moved, achieved GB/s and the share\n"
     "of the device-to-device copy bandwidth measured in the same process; then the\n"
     "whole graph's median run time, and the host overhead per run (the median wall time\n"
-    "of the run() call). --cuda-graph replays a captured CUDA graph per run instead.\n"
+    "of the run() call). Every timed call follows an L2 flush; the whole graph gets\n"
+    "do_bench's budget (50 ms of warm-up, 300 ms of timed runs) unless --warmup or\n"
+    "--iters is given (kernels alone: 10 and 50 by default). --cuda-graph replays a\n"
+    "captured CUDA graph per run instead.\n"
     "--specialize also times the graph with every symbol fixed to its bound value (what\n"
     "EngineOptions::specialize_after swaps in for a hot shape) against the generic one.\n"
     "--autotune times every candidate config of each conv/matmul not yet in the tuning\n"

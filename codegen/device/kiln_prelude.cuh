@@ -156,8 +156,35 @@ KILN_DEVICE void kiln_stv_half(kiln_bf16* p, const float* v) {
   kiln_st8(p, kiln_pack_bf16x2(v[0], v[1]), kiln_pack_bf16x2(v[2], v[3]));
 }
 
-// Streaming variants for single-use row/element data (not for parameters reused across rows):
-// the load does not allocate in L1, the store is evict-first (.cs) in L2.
+// Coherent (not .nc) loads for single-use row/element data. On the H200 under the anchors' timing
+// (L2 dirty from the flush), plain ld.global / st.global streams 134 MB at 88-90 % of the 2 GiB copy
+// rate where ld.global.nc(.L1::no_allocate) / st.global.cs reach 82-84 % (bench/stream_probe.cu,
+// docs/PERFORMANCE.md run 49).
+KILN_DEVICE uint4 kiln_ld16_plain(const void* p) {
+  uint4 r;
+  asm volatile("ld.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+               : "l"(p));
+  return r;
+}
+KILN_DEVICE void kiln_ldv_plain(const float* p, float* v) {
+  uint4 r = kiln_ld16_plain(p);
+  v[0] = __uint_as_float(r.x);
+  v[1] = __uint_as_float(r.y);
+  v[2] = __uint_as_float(r.z);
+  v[3] = __uint_as_float(r.w);
+}
+template <class T>
+KILN_DEVICE void kiln_ldv_plain(const T* p, float* v) {
+  uint4 r = kiln_ld16_plain(p);
+  kiln_unpack(r.x, p, v + 0);
+  kiln_unpack(r.y, p, v + 2);
+  kiln_unpack(r.z, p, v + 4);
+  kiln_unpack(r.w, p, v + 6);
+}
+
+// Streaming variants for single-use row/element data (KILN_SCHEDULE=stream.hints=1): the load does
+// not allocate in L1, the store is evict-first (.cs) in L2.
 KILN_DEVICE uint4 kiln_ld16_stream(const void* p) {
   uint4 r;
   asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"

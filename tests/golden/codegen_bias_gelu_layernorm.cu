@@ -1,31 +1,16 @@
-// ---- pointwise_f16_add_gelu grid=((((((N*64)*7)*7)+8191)/8192)) block=256 args=4
+// ---- pointwise_f16_add_gelu grid=((((((N*64)*7)*7)+2047)/2048)) block=256 args=4
 
 // group: pointwise_f16_add_gelu
 extern "C" __global__ void __launch_bounds__(256) pointwise_f16_add_gelu(const kiln_f16* __restrict__ t_0, const kiln_f16* __restrict__ t_1, kiln_f16* __restrict__ t_2, long long d0) {
   const long long n = d0;
   (void)n;
-  const long long blk = static_cast<long long>(blockIdx.x) * 8192;
-  if (blk + 8192 <= n) {
+  const long long blk = static_cast<long long>(blockIdx.x) * 2048;
+  if (blk + 2048 <= n) {
     const long long base0 = blk + 0 + threadIdx.x * 8;
-    const long long base1 = blk + 2048 + threadIdx.x * 8;
-    const long long base2 = blk + 4096 + threadIdx.x * 8;
-    const long long base3 = blk + 6144 + threadIdx.x * 8;
     float a_0_0[8];
-    kiln_ldv_stream(t_0 + base0, a_0_0);
+    kiln_ldv_plain(t_0 + base0, a_0_0);
     float b0_0[8];
     kiln_ldv(t_1 + (base0 % 64), b0_0);
-    float a_0_1[8];
-    kiln_ldv_stream(t_0 + base1, a_0_1);
-    float b0_1[8];
-    kiln_ldv(t_1 + (base1 % 64), b0_1);
-    float a_0_2[8];
-    kiln_ldv_stream(t_0 + base2, a_0_2);
-    float b0_2[8];
-    kiln_ldv(t_1 + (base2 % 64), b0_2);
-    float a_0_3[8];
-    kiln_ldv_stream(t_0 + base3, a_0_3);
-    float b0_3[8];
-    kiln_ldv(t_1 + (base3 % 64), b0_3);
     // vector 0 lane 0
     const float v_3_0_0 = (a_0_0[0] + b0_0[0]);  // bias
     const float v_2_0_0 = kiln_gelu_erf_fast(v_3_0_0);  // gelu
@@ -51,88 +36,10 @@ extern "C" __global__ void __launch_bounds__(256) pointwise_f16_add_gelu(const k
     const float v_3_0_7 = (a_0_0[7] + b0_0[7]);  // bias
     const float v_2_0_7 = kiln_gelu_erf_fast(v_3_0_7);  // gelu
     const float o_2_0[8] = {v_2_0_0, v_2_0_1, v_2_0_2, v_2_0_3, v_2_0_4, v_2_0_5, v_2_0_6, v_2_0_7};
-    kiln_stv_stream(t_2 + base0, o_2_0);
-    // vector 1 lane 0
-    const float v_3_1_0 = (a_0_1[0] + b0_1[0]);  // bias
-    const float v_2_1_0 = kiln_gelu_erf_fast(v_3_1_0);  // gelu
-    // vector 1 lane 1
-    const float v_3_1_1 = (a_0_1[1] + b0_1[1]);  // bias
-    const float v_2_1_1 = kiln_gelu_erf_fast(v_3_1_1);  // gelu
-    // vector 1 lane 2
-    const float v_3_1_2 = (a_0_1[2] + b0_1[2]);  // bias
-    const float v_2_1_2 = kiln_gelu_erf_fast(v_3_1_2);  // gelu
-    // vector 1 lane 3
-    const float v_3_1_3 = (a_0_1[3] + b0_1[3]);  // bias
-    const float v_2_1_3 = kiln_gelu_erf_fast(v_3_1_3);  // gelu
-    // vector 1 lane 4
-    const float v_3_1_4 = (a_0_1[4] + b0_1[4]);  // bias
-    const float v_2_1_4 = kiln_gelu_erf_fast(v_3_1_4);  // gelu
-    // vector 1 lane 5
-    const float v_3_1_5 = (a_0_1[5] + b0_1[5]);  // bias
-    const float v_2_1_5 = kiln_gelu_erf_fast(v_3_1_5);  // gelu
-    // vector 1 lane 6
-    const float v_3_1_6 = (a_0_1[6] + b0_1[6]);  // bias
-    const float v_2_1_6 = kiln_gelu_erf_fast(v_3_1_6);  // gelu
-    // vector 1 lane 7
-    const float v_3_1_7 = (a_0_1[7] + b0_1[7]);  // bias
-    const float v_2_1_7 = kiln_gelu_erf_fast(v_3_1_7);  // gelu
-    const float o_2_1[8] = {v_2_1_0, v_2_1_1, v_2_1_2, v_2_1_3, v_2_1_4, v_2_1_5, v_2_1_6, v_2_1_7};
-    kiln_stv_stream(t_2 + base1, o_2_1);
-    // vector 2 lane 0
-    const float v_3_2_0 = (a_0_2[0] + b0_2[0]);  // bias
-    const float v_2_2_0 = kiln_gelu_erf_fast(v_3_2_0);  // gelu
-    // vector 2 lane 1
-    const float v_3_2_1 = (a_0_2[1] + b0_2[1]);  // bias
-    const float v_2_2_1 = kiln_gelu_erf_fast(v_3_2_1);  // gelu
-    // vector 2 lane 2
-    const float v_3_2_2 = (a_0_2[2] + b0_2[2]);  // bias
-    const float v_2_2_2 = kiln_gelu_erf_fast(v_3_2_2);  // gelu
-    // vector 2 lane 3
-    const float v_3_2_3 = (a_0_2[3] + b0_2[3]);  // bias
-    const float v_2_2_3 = kiln_gelu_erf_fast(v_3_2_3);  // gelu
-    // vector 2 lane 4
-    const float v_3_2_4 = (a_0_2[4] + b0_2[4]);  // bias
-    const float v_2_2_4 = kiln_gelu_erf_fast(v_3_2_4);  // gelu
-    // vector 2 lane 5
-    const float v_3_2_5 = (a_0_2[5] + b0_2[5]);  // bias
-    const float v_2_2_5 = kiln_gelu_erf_fast(v_3_2_5);  // gelu
-    // vector 2 lane 6
-    const float v_3_2_6 = (a_0_2[6] + b0_2[6]);  // bias
-    const float v_2_2_6 = kiln_gelu_erf_fast(v_3_2_6);  // gelu
-    // vector 2 lane 7
-    const float v_3_2_7 = (a_0_2[7] + b0_2[7]);  // bias
-    const float v_2_2_7 = kiln_gelu_erf_fast(v_3_2_7);  // gelu
-    const float o_2_2[8] = {v_2_2_0, v_2_2_1, v_2_2_2, v_2_2_3, v_2_2_4, v_2_2_5, v_2_2_6, v_2_2_7};
-    kiln_stv_stream(t_2 + base2, o_2_2);
-    // vector 3 lane 0
-    const float v_3_3_0 = (a_0_3[0] + b0_3[0]);  // bias
-    const float v_2_3_0 = kiln_gelu_erf_fast(v_3_3_0);  // gelu
-    // vector 3 lane 1
-    const float v_3_3_1 = (a_0_3[1] + b0_3[1]);  // bias
-    const float v_2_3_1 = kiln_gelu_erf_fast(v_3_3_1);  // gelu
-    // vector 3 lane 2
-    const float v_3_3_2 = (a_0_3[2] + b0_3[2]);  // bias
-    const float v_2_3_2 = kiln_gelu_erf_fast(v_3_3_2);  // gelu
-    // vector 3 lane 3
-    const float v_3_3_3 = (a_0_3[3] + b0_3[3]);  // bias
-    const float v_2_3_3 = kiln_gelu_erf_fast(v_3_3_3);  // gelu
-    // vector 3 lane 4
-    const float v_3_3_4 = (a_0_3[4] + b0_3[4]);  // bias
-    const float v_2_3_4 = kiln_gelu_erf_fast(v_3_3_4);  // gelu
-    // vector 3 lane 5
-    const float v_3_3_5 = (a_0_3[5] + b0_3[5]);  // bias
-    const float v_2_3_5 = kiln_gelu_erf_fast(v_3_3_5);  // gelu
-    // vector 3 lane 6
-    const float v_3_3_6 = (a_0_3[6] + b0_3[6]);  // bias
-    const float v_2_3_6 = kiln_gelu_erf_fast(v_3_3_6);  // gelu
-    // vector 3 lane 7
-    const float v_3_3_7 = (a_0_3[7] + b0_3[7]);  // bias
-    const float v_2_3_7 = kiln_gelu_erf_fast(v_3_3_7);  // gelu
-    const float o_2_3[8] = {v_2_3_0, v_2_3_1, v_2_3_2, v_2_3_3, v_2_3_4, v_2_3_5, v_2_3_6, v_2_3_7};
-    kiln_stv_stream(t_2 + base3, o_2_3);
+    kiln_stv(t_2 + base0, o_2_0);
     return;
   }
-  for (int u = 0; u < 4; ++u) {
+  for (int u = 0; u < 1; ++u) {
     const long long base = blk + u * 2048 + threadIdx.x * 8;
     for (int j = 0; j < 8; ++j) {
       const long long i = base + j;
@@ -160,7 +67,7 @@ extern "C" __global__ void __launch_bounds__(128) rownorm_bf16_r96_add_layernorm
     const int q = k * 32 + tid;
     if (q < 12) {
       float a_0[8];
-      kiln_ldv_stream(t_0 + row * 96 + q * 8, a_0);
+      kiln_ldv_plain(t_0 + row * 96 + q * 8, a_0);
       #pragma unroll
       for (int l = 0; l < 8; ++l) {
         const int j = q * 8 + l;
@@ -209,6 +116,6 @@ extern "C" __global__ void __launch_bounds__(128) rownorm_bf16_r96_add_layernorm
       const float v_1 = kiln_gelu_erf_fast(y);  // g2
       o_1[l] = v_1;
     }
-    kiln_stv_stream(t_1 + row * 96 + q * 8, o_1);
+    kiln_stv(t_1 + row * 96 + q * 8, o_1);
   }
 }
