@@ -79,6 +79,19 @@ TEST(Nvrtc, CompilesCubinForSm80Sm90Sm90a) {
             nvrtc_compile(kAxpb, "axpb", "sm_90").cubin);
 }
 
+// The one-time start runs once per process (a background start and later waits share it), and
+// compiles after it still work; its time is positive and stays the same.
+TEST(Nvrtc, OneTimeStartIsSharedAndMeasured) {
+  nvrtc_start_async();
+  nvrtc_start_async();
+  const double first = nvrtc_start_ms();
+  EXPECT_GT(first, 0.0);
+  EXPECT_EQ(nvrtc_start_ms(), first);
+  NvrtcResult r = nvrtc_compile(kAxpb, "axpb", "sm_80");
+  EXPECT_FALSE(r.cubin.empty());
+  EXPECT_GT(r.ms, 0.0);
+}
+
 TEST(Nvrtc, SyntaxErrorGivesDriverErrorWithLogAndDumpedSource) {
   ScopedDumpDir d("fail");
   std::string bad =

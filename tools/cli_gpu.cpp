@@ -5,6 +5,7 @@
 
 #include <chrono>
 
+#include "codegen/nvrtc.hpp"
 #include "engine/check.hpp"
 #include "kiln/engine.hpp"
 #include "runtime/cuda_driver.hpp"
@@ -21,6 +22,8 @@ bool gpu_available(std::string* why) {
 DeviceSession::DeviceSession(const Graph& g, const std::map<std::string, HostTensor>& inputs,
                              const Bindings& bindings, const EngineOptions& opts)
     : init_ms_([] {
+        // NVRTC's one-time start (~200 ms on the H200 machine) overlaps CUDA's (~120 ms).
+        nvrtc_start_async();
         auto t0 = std::chrono::steady_clock::now();
         cuda::make_current();
         return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)

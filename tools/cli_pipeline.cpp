@@ -82,6 +82,9 @@ int run_emit(const std::vector<std::string>& argv) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   KILN_CHECK(!ec, "emit: --out {}: cannot create the directory: {}", dir.string(), ec.message());
+  if (a.has("--compile"))
+    fmt::print("nvrtc {}: one-time start in this process {:.0f} ms\n", nvrtc_version(),
+               nvrtc_start_ms());
   for (const KernelSpec& k : ks) {
     std::filesystem::path f = dir / (k.name + ".cu");
     std::ofstream os(f);
