@@ -46,7 +46,9 @@
 // 40.6-41.5% of copy bandwidth for 16x320x64x64 f16 on an H200: loads, reductions and stores of
 // a CTA run one after another and two CTAs per SM do not overlap them enough. A register-resident
 // schedule whose CTAs waited for their sample's other CTAs measured slower (19.8 %, run 17) and
-// was replaced by the split path.
+// was replaced by the split path. A persistent form (clusters walking several units, two slices
+// per CTA, the next unit's copies in flight) measured 1.2-1.9x slower (runs 57-58): one CTA of 10
+// warps per SM does not overlap them, and not every cluster of a full wave is resident.
 #include <algorithm>
 #include <functional>
 #include <map>

@@ -116,7 +116,7 @@ PointwiseSchedule choose_pointwise(int max_elem_bytes, int sm, const ScheduleOve
   s.vec = std::max(1, 16 / std::max(1, max_elem_bytes));
   s.threads = 256;
   // One vector per thread for 16-bit data, two for f32. With plain loads and stores (the rule
-  // since run 49), bias + gelu bf16 16384x4096 measured 1 / 2 / 4 / 8 vectors per thread at
+  // since run 50), bias + gelu bf16 16384x4096 measured 1 / 2 / 4 / 8 vectors per thread at
   // 90.5 / 84.4 / 88.5 / 86.9 % of the copy rate, and the hand-written probe
   // (bench/stream_probe.cu) also found one vector per thread the fastest copy (90.0 % vs 82-84 %
   // for 2-8, streaming hints).
