@@ -34,25 +34,19 @@ constexpr int kVecRow = kCols / 8;  // 16-byte vectors per row
 constexpr long long kVecs = static_cast<long long>(kRows) * kVecRow;
 
 // ---------------------------------------------------------------- loads / stores by cache hint
+#define PROBE_LD16(instr) \
+  asm volatile(instr " {%0,%1,%2,%3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p))
 template <int MODE>
 __device__ __forceinline__ uint4 ld(const uint4* p) {
   uint4 r;
   if constexpr (MODE == 0)
-    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
-                 : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
-                 : "l"(p));
+    PROBE_LD16("ld.global.nc.L1::no_allocate.v4.u32");
   else if constexpr (MODE == 1)
-    asm volatile("ld.global.v4.u32 {%0,%1,%2,%3}, [%4];"
-                 : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
-                 : "l"(p));
+    PROBE_LD16("ld.global.v4.u32");
   else if constexpr (MODE == 2)
-    asm volatile("ld.global.cs.v4.u32 {%0,%1,%2,%3}, [%4];"
-                 : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
-                 : "l"(p));
+    PROBE_LD16("ld.global.cs.v4.u32");
   else if constexpr (MODE == 3)
-    asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0,%1,%2,%3}, [%4];"
-                 : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
-                 : "l"(p));
+    PROBE_LD16("ld.global.nc.L1::no_allocate.L2::256B.v4.u32");
   else  // 4: non-volatile plain load, free for the compiler to schedule
     r = __ldg(p);
   return r;
@@ -113,10 +107,11 @@ __device__ __forceinline__ uint4 op(uint4 a, uint4 b) {
 }
 
 // ---------------------------------------------------------------- pointwise: V vectors per thread
+// One tile of T*V vectors: all loads, then the math and the stores.
 template <int V, int T, int LD, int ST, bool GELU>
-__global__ void __launch_bounds__(T)
-    pw_tile(const uint4* __restrict__ x, const uint4* __restrict__ b, uint4* __restrict__ y) {
-  const long long base = static_cast<long long>(blockIdx.x) * (T * V) + threadIdx.x;
+__device__ __forceinline__ void pw_one(const uint4* __restrict__ x, const uint4* __restrict__ b,
+                                       uint4* __restrict__ y, long long tile) {
+  const long long base = tile * (T * V) + threadIdx.x;
   uint4 r[V];
 #pragma unroll
   for (int v = 0; v < V; ++v) r[v] = ld<LD>(x + base + v * T);
@@ -126,21 +121,17 @@ __global__ void __launch_bounds__(T)
     st<ST>(y + base + v * T, op<GELU>(r[v], bb));
   }
 }
-// Persistent: each CTA walks tiles of T*V vectors with a stride of the grid.
+template <int V, int T, int LD, int ST, bool GELU>
+__global__ void __launch_bounds__(T)
+    pw_tile(const uint4* __restrict__ x, const uint4* __restrict__ b, uint4* __restrict__ y) {
+  pw_one<V, T, LD, ST, GELU>(x, b, y, blockIdx.x);
+}
+// Persistent: each CTA walks tiles with a stride of the grid.
 template <int V, int T, int LD, int ST, bool GELU>
 __global__ void __launch_bounds__(T)
     pw_persist(const uint4* __restrict__ x, const uint4* __restrict__ b, uint4* __restrict__ y) {
-  for (long long tile = blockIdx.x; tile * T * V < kVecs; tile += gridDim.x) {
-    const long long base = tile * (T * V) + threadIdx.x;
-    uint4 r[V];
-#pragma unroll
-    for (int v = 0; v < V; ++v) r[v] = ld<LD>(x + base + v * T);
-#pragma unroll
-    for (int v = 0; v < V; ++v) {
-      const uint4 bb = GELU ? __ldg(b + (base + v * T) % kVecRow) : uint4{};
-      st<ST>(y + base + v * T, op<GELU>(r[v], bb));
-    }
-  }
+  for (long long tile = blockIdx.x; tile * T * V < kVecs; tile += gridDim.x)
+    pw_one<V, T, LD, ST, GELU>(x, b, y, tile);
 }
 
 // ---------------------------------------------------------------- rmsnorm, one row per CTA

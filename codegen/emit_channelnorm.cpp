@@ -214,7 +214,7 @@ bool emit_cluster(const EmitContext& cx, const FusionGroup& grp, bool no_prologu
     w.line("const int p = i * {} + pr;", m);
     w.line("if (p >= {}) break;", P);
     w.line("float v[{}];", V);
-    w.line("kiln_cn_unpack(xs[i * {} + t], {}, v);", T, xp);
+    w.line("kiln_unpack16(xs[i * {} + t], {}, v);", T, xp);
     w.raw(body);
     w.close();
   };
@@ -273,7 +273,7 @@ bool emit_cluster(const EmitContext& cx, const FusionGroup& grp, bool no_prologu
   w.line("if (p >= {}) break;", P);
   w.line("const long long gbase = gbase0 + static_cast<long long>(p) * {};", C);
   w.line("float v[{}];", V);
-  w.line("kiln_cn_unpack(xs[i * {} + t], {}, v);", T, xp);
+  w.line("kiln_unpack16(xs[i * {} + t], {}, v);", T, xp);
   std::vector<int> vouts;
   for (int t : grp.outputs)
     if (vec_elems(g.tensor(t).desc.dtype) == V && tensor_strides(g.tensor(t).desc) == xs) {
@@ -432,7 +432,7 @@ bool emit_split(const EmitContext& cx, const FusionGroup& grp, const std::vector
       if (tail) w.open("if (vi < {}) {{", SV);
       for (int t : vin) {
         w.line("float a{}_1[{}];", t, V);
-        w.line("kiln_cn_unpack(a{}_0[i], {}, a{}_1);", t, tensor_param(t), t);
+        w.line("kiln_unpack16(a{}_0[i], {}, a{}_1);", t, tensor_param(t), t);
       }
       before();
       w.line("#pragma unroll");

@@ -42,21 +42,6 @@ KILN_DEVICE void kiln_cn_cp16(void* smem, const void* gmem) {
 KILN_DEVICE void kiln_cn_cp_wait_all() {
   asm volatile("cp.async.wait_all;" ::: "memory");
 }
-// One 16-byte vector (as loaded) to floats; the pointer only selects the element type.
-KILN_DEVICE void kiln_cn_unpack(uint4 r, const float*, float* v) {
-  v[0] = __uint_as_float(r.x);
-  v[1] = __uint_as_float(r.y);
-  v[2] = __uint_as_float(r.z);
-  v[3] = __uint_as_float(r.w);
-}
-template <class T>
-KILN_DEVICE void kiln_cn_unpack(uint4 r, const T* tag, float* v) {
-  kiln_unpack(r.x, tag, v);
-  kiln_unpack(r.y, tag, v + 2);
-  kiln_unpack(r.z, tag, v + 4);
-  kiln_unpack(r.w, tag, v + 6);
-}
-
 // ---- split path: a statistics kernel, then an apply kernel that re-reads the input from L2
 // A float other CTAs wrote: from L2, never a stale L1 line.
 KILN_DEVICE float kiln_cn_ld_relaxed(const float* p) {

@@ -88,13 +88,16 @@ struct kiln_vec<kiln_bf16> {
   static constexpr int N = 8;
 };
 
-KILN_DEVICE uint4 kiln_ld16(const void* p) {
-  uint4 r;
-  asm volatile("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
-               : "l"(p));
-  return r;
-}
+// The 16-byte global loads differ only in their instruction.
+#define KILN_DEFINE_LD16(name, instr)                         \
+  KILN_DEVICE uint4 name(const void* p) {                     \
+    uint4 r;                                                  \
+    asm volatile(instr " {%0, %1, %2, %3}, [%4];"             \
+                 : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) \
+                 : "l"(p));                                   \
+    return r;                                                 \
+  }
+KILN_DEFINE_LD16(kiln_ld16, "ld.global.nc.v4.u32")
 KILN_DEVICE void kiln_st16(void* p, uint4 v) {
   asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z),
                "r"(v.w)
@@ -110,20 +113,24 @@ KILN_DEVICE void kiln_unpack(unsigned int w, const kiln_bf16*, float* v) {
   v[1] = __uint_as_float(w & 0xffff0000u);
 }
 
-KILN_DEVICE void kiln_ldv(const float* p, float* v) {
-  uint4 r = kiln_ld16(p);
+// One 16-byte vector (as loaded) to kiln_vec<T>::N floats; the pointer only selects the type.
+KILN_DEVICE void kiln_unpack16(uint4 r, const float*, float* v) {
   v[0] = __uint_as_float(r.x);
   v[1] = __uint_as_float(r.y);
   v[2] = __uint_as_float(r.z);
   v[3] = __uint_as_float(r.w);
 }
 template <class T>
+KILN_DEVICE void kiln_unpack16(uint4 r, const T* tag, float* v) {
+  kiln_unpack(r.x, tag, v + 0);
+  kiln_unpack(r.y, tag, v + 2);
+  kiln_unpack(r.z, tag, v + 4);
+  kiln_unpack(r.w, tag, v + 6);
+}
+// 16-byte loads of parameters reused across rows (the read-only path).
+template <class T>
 KILN_DEVICE void kiln_ldv(const T* p, float* v) {
-  uint4 r = kiln_ld16(p);
-  kiln_unpack(r.x, p, v + 0);
-  kiln_unpack(r.y, p, v + 2);
-  kiln_unpack(r.z, p, v + 4);
-  kiln_unpack(r.w, p, v + 6);
+  kiln_unpack16(kiln_ld16(p), p, v);
 }
 // kiln_vec<T>::N floats as one 16-byte vector of T (the pointer only selects the type).
 KILN_DEVICE uint4 kiln_pack16(const float* v, const float*) {
@@ -157,60 +164,26 @@ KILN_DEVICE void kiln_stv_half(kiln_bf16* p, const float* v) {
 }
 
 // Coherent (not .nc) loads for single-use row/element data. On the H200 under the anchors' timing
-// (L2 dirty from the flush), plain ld.global / st.global streams 134 MB at 88-90 % of the 2 GiB copy
-// rate where ld.global.nc(.L1::no_allocate) / st.global.cs reach 82-84 % (bench/stream_probe.cu,
-// docs/PERFORMANCE.md run 49).
-KILN_DEVICE uint4 kiln_ld16_plain(const void* p) {
-  uint4 r;
-  asm volatile("ld.global.v4.u32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
-               : "l"(p));
-  return r;
-}
-KILN_DEVICE void kiln_ldv_plain(const float* p, float* v) {
-  uint4 r = kiln_ld16_plain(p);
-  v[0] = __uint_as_float(r.x);
-  v[1] = __uint_as_float(r.y);
-  v[2] = __uint_as_float(r.z);
-  v[3] = __uint_as_float(r.w);
-}
+// (L2 dirty from the flush), plain ld.global / st.global streams 134 MB at 88-90 % of the 2 GiB
+// copy rate where ld.global.nc(.L1::no_allocate) / st.global.cs reach 82-84 %
+// (bench/stream_probe.cu, docs/PERFORMANCE.md run 49).
+KILN_DEFINE_LD16(kiln_ld16_plain, "ld.global.v4.u32")
 template <class T>
 KILN_DEVICE void kiln_ldv_plain(const T* p, float* v) {
-  uint4 r = kiln_ld16_plain(p);
-  kiln_unpack(r.x, p, v + 0);
-  kiln_unpack(r.y, p, v + 2);
-  kiln_unpack(r.z, p, v + 4);
-  kiln_unpack(r.w, p, v + 6);
+  kiln_unpack16(kiln_ld16_plain(p), p, v);
 }
 
 // Streaming variants for single-use row/element data (KILN_SCHEDULE=stream.hints=1): the load does
 // not allocate in L1, the store is evict-first (.cs) in L2.
-KILN_DEVICE uint4 kiln_ld16_stream(const void* p) {
-  uint4 r;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
-               : "l"(p));
-  return r;
-}
+KILN_DEFINE_LD16(kiln_ld16_stream, "ld.global.nc.L1::no_allocate.v4.u32")
 KILN_DEVICE void kiln_st16_stream(void* p, uint4 v) {
   asm volatile("st.global.cs.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z),
                "r"(v.w)
                : "memory");
 }
-KILN_DEVICE void kiln_ldv_stream(const float* p, float* v) {
-  uint4 r = kiln_ld16_stream(p);
-  v[0] = __uint_as_float(r.x);
-  v[1] = __uint_as_float(r.y);
-  v[2] = __uint_as_float(r.z);
-  v[3] = __uint_as_float(r.w);
-}
 template <class T>
 KILN_DEVICE void kiln_ldv_stream(const T* p, float* v) {
-  uint4 r = kiln_ld16_stream(p);
-  kiln_unpack(r.x, p, v + 0);
-  kiln_unpack(r.y, p, v + 2);
-  kiln_unpack(r.z, p, v + 4);
-  kiln_unpack(r.w, p, v + 6);
+  kiln_unpack16(kiln_ld16_stream(p), p, v);
 }
 template <class T>
 KILN_DEVICE void kiln_stv_stream(T* p, const float* v) {
