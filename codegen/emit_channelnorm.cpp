@@ -36,13 +36,16 @@
 // it) owns one (n, block of CB channels), CB a multiple of Cg and of the 16-byte vector; each CTA
 // copies its slice of S/K pixels x CB channels (<= 96 KB) into shared memory with 16-byte
 // cp.async (CB x element size bytes contiguous per pixel, whole sectors), exactly once from DRAM.
-// Statistics are exact two-pass from shared memory: per-channel partials per thread (each
-// thread's channel vector is fixed: threads = vectors per pixel x a power of two pixels), a
-// shared-memory tree over pixels, per-group CTA partials, then a sum over the cluster's CTAs
-// through distributed shared memory (mapa + ld.shared::cluster, barrier.cluster); mean first,
-// then the centered sum of squares. Finally normalize + affine + epilogue from shared memory
-// with 16-byte stores. Each thread only touches the shared vectors it copied itself, so the data
-// needs no CTA barrier. Two CTAs per SM (launch bounds, <= ~110 KB shared each). Measured at
+// The copies go in four commit groups, and the statistics start on the first pixels while the
+// rest are in flight: one pass over values shifted by the group's first element (d = x - x0, as
+// the split path), per-channel partials of d and d^2 per thread (each thread's channel vector is
+// fixed: threads = vectors per pixel x a power of two pixels), one shared-memory tree over pixels
+// for both, per-group CTA partials, then one sum over the cluster's CTAs through distributed
+// shared memory (mapa + ld.shared::cluster, barrier.cluster). Against the earlier two passes
+// (mean, then the centered sum of squares, two cluster barriers): 0.0430-0.0435 vs
+// 0.0450-0.0452 ms for 16x320x64x64 f16 (run 60). Finally normalize + affine + epilogue from shared
+// memory with 16-byte stores. Each thread only touches the shared vectors it copied itself, so the
+// data needs no CTA barrier. Two CTAs per SM (launch bounds, <= ~110 KB shared each). Measured at
 // 40.6-41.5% of copy bandwidth for 16x320x64x64 f16 on an H200: loads, reductions and stores of
 // a CTA run one after another and two CTAs per SM do not overlap them enough. A register-resident
 // schedule whose CTAs waited for their sample's other CTAs measured slower (19.8 %, run 17) and
@@ -67,6 +70,7 @@ namespace {
 constexpr int kClusterMax = 8;              // portable cluster size
 constexpr int64_t kSliceBytes = 96 * 1024;  // shared data per CTA (two CTAs per SM)
 constexpr int kClusterThreads = 512;        // at most, per CTA
+constexpr int64_t kGroups = 4;              // cp.async commit groups per slice
 
 // The load (as f32) of the channel-norm's per-channel parameter `slot` (1: scale, 2: shift) at
 // element coordinates `c` of the normalized tensor: only the channel coordinate (dim 1) indexes it.
@@ -135,7 +139,7 @@ bool emit_cluster(const EmitContext& cx, const FusionGroup& grp, bool no_prologu
   const int64_t ITER = (P + m - 1) / m;
   const int64_t NG = CB / Cg, NCB = C / CB;
   const int64_t data_bytes = P * CB * esize;
-  const int smem = static_cast<int>(data_bytes + int64_t{T} * V * 4);
+  const int smem = static_cast<int>(data_bytes + 2 * int64_t{T} * V * 4);
 
   GroupParams gp(g, grp);
   DimParams& dp = gp.dims;
@@ -171,85 +175,92 @@ bool emit_cluster(const EmitContext& cx, const FusionGroup& grp, bool no_prologu
   w.line("const int c0 = static_cast<int>(cl % {}) * {} + j * {};", NCB, CB, V);
   w.line("const long long p0 = static_cast<long long>(rank) * {};", P);
   w.line("const long long gbase0 = (n * {} + p0) * {} + c0;", S, C);
-  // 1. Slice -> shared memory.
-  w.line("#pragma unroll");
-  w.open("for (int i = 0; i < {}; ++i) {{", ITER);
-  w.line("const int p = i * {} + pr;", m);
-  w.line("if (p < {}) kiln_cn_cp16(xs + i * {} + t, {} + gbase0 + static_cast<long long>(p) * {});",
-         P, T, xp, C);
-  w.close();
-  w.line("kiln_cn_cp_wait_all();");
-  // Per-channel thread partials -> per-group CTA partials in `dst` (part[pr][j * V + l] is
-  // part[t * V + l]; tree over the m pixel rows).
-  auto reduce_groups = [&](const std::string& dst) {
+  // 1. Slice -> shared memory, in kGroups commit groups of iterations, so that the statistics
+  // start on the first pixels while the rest are in flight.
+  const int64_t per_group = (ITER + kGroups - 1) / kGroups;
+  const int64_t groups = (ITER + per_group - 1) / per_group;
+  for (int64_t q = 0; q < groups; ++q) {
     w.line("#pragma unroll");
-    w.line("for (int l = 0; l < {}; ++l) part[t * {} + l] = acc[l];", V, V);
-    w.line("__syncthreads();");
-    for (int s = m / 2; s >= 1; s /= 2) {
-      // Straight-line adds, not a strided loop over q = t, t + T, ...: NVVM and ptxas spent
-      // ~65 ms of a 280 ms compile on those ten little loops.
-      const int n = s * CB;
-      for (int k = 0; k * T < n; ++k) {
-        const int q0 = k * T;
-        if (q0 + T <= n)
-          w.line("part[t + {0}] += part[t + {1}];", q0, q0 + n);
-        else
-          w.line("if (t < {0}) part[t + {1}] += part[t + {2}];", n - q0, q0, q0 + n);
-      }
-      w.line("__syncthreads();");
-    }
-    w.open("if (t < {}) {{", NG);
-    w.line("float s = 0.0f;");
-    w.line("#pragma unroll");
-    w.line("for (int c = 0; c < {}; ++c) s += part[t * {} + c];", Cg, Cg);
-    w.line("{}[t] = s;", dst);
+    w.open("for (int i = {}; i < {}; ++i) {{", q * per_group, std::min(ITER, (q + 1) * per_group));
+    w.line("const int p = i * {} + pr;", m);
+    w.line(
+        "if (p < {}) kiln_cn_cp16(xs + i * {} + t, {} + gbase0 + static_cast<long long>(p) * {});",
+        P, T, xp, C);
     w.close();
-  };
-  // The slice loops unroll by 2, not fully: 16 iterations x 8 lanes of epilogue math fully
-  // unrolled made a 5400-line PTX and a 435 ms NVRTC compile here (230 ms at unroll 2; 1 is no
-  // faster); their loads are shared-memory reads, and 10+ warps per CTA cover that latency.
-  auto over_slice = [&](const std::string& body) {
+    w.line("kiln_cn_cp_commit();");
+  }
+  // 2. Statistics in one pass over shifted values d = x - x0 (x0: the group's first element,
+  // read by every CTA of the cluster alike): sums of d and d^2 per lane, a shared-memory tree
+  // over the pixel rows for both at once, per-group CTA sums, then one sum over the cluster's
+  // CTAs. The shift keeps E[d^2] - E[d]^2 free of cancellation for a large mean.
+  w.line("const long long xg = n * {} * {};  // the sample's first pixel", S, C);
+  w.line("float x0[{}];", V);
+  w.line("#pragma unroll");
+  w.line("for (int l = 0; l < {0}; ++l) x0[l] = kiln_ld({1} + xg + (c0 + l) / {2} * {2});", V, xp,
+         Cg);
+  w.line("float acc[{0}], acc2[{0}];", V);
+  w.line("#pragma unroll");
+  w.line("for (int l = 0; l < {}; ++l) acc[l] = acc2[l] = 0.0f;", V);
+  for (int64_t q = 0; q < groups; ++q) {
+    w.line("kiln_cn_cp_wait<{}>();", groups - 1 - q);
     w.line("#pragma unroll 2");
-    w.open("for (int i = 0; i < {}; ++i) {{", ITER);
+    w.open("for (int i = {}; i < {}; ++i) {{", q * per_group, std::min(ITER, (q + 1) * per_group));
     w.line("const int p = i * {} + pr;", m);
     w.line("if (p >= {}) break;", P);
     w.line("float v[{}];", V);
     w.line("kiln_unpack16(xs[i * {} + t], {}, v);", T, xp);
-    w.raw(body);
+    w.line("#pragma unroll");
+    w.line(
+        "for (int l = 0; l < {}; ++l) {{ const float d = v[l] - x0[l]; acc[l] += d; acc2[l] += d * "
+        "d; }}",
+        V);
     w.close();
-  };
-  // 2. Mean.
-  w.line("float acc[{}];", V);
+  }
+  w.line("float* const part2 = part + {};", int64_t{T} * V);
   w.line("#pragma unroll");
-  w.line("for (int l = 0; l < {}; ++l) acc[l] = 0.0f;", V);
-  over_slice(fmt::format("#pragma unroll\nfor (int l = 0; l < {}; ++l) acc[l] += v[l];", V));
-  reduce_groups("gsum");
+  w.line(
+      "for (int l = 0; l < {0}; ++l) {{ part[t * {0} + l] = acc[l]; part2[t * {0} + l] = acc2[l]; "
+      "}}",
+      V);
+  w.line("__syncthreads();");
+  for (int s = m / 2; s >= 1; s /= 2) {
+    // Straight-line adds, not a strided loop over q = t, t + T, ...: NVVM and ptxas spent
+    // ~65 ms of a 280 ms compile on such loops.
+    const int nq = s * CB;
+    for (int k = 0; k * T < nq; ++k) {
+      const int q0 = k * T;
+      const std::string cond = q0 + T <= nq ? "" : fmt::format("if (t < {}) ", nq - q0);
+      w.line("{0}{{ part[t + {1}] += part[t + {2}]; part2[t + {1}] += part2[t + {2}]; }}", cond, q0,
+             q0 + nq);
+    }
+    w.line("__syncthreads();");
+  }
+  w.open("if (t < {}) {{", NG);
+  w.line("float s = 0.0f, s2 = 0.0f;");
+  w.line("#pragma unroll");
+  w.line("for (int c = 0; c < {0}; ++c) {{ s += part[t * {0} + c]; s2 += part2[t * {0} + c]; }}",
+         Cg);
+  w.line("gsum[t] = s;");
+  w.line("gsq[t] = s2;");
+  w.close();
   w.line("kiln_cn_cluster_sync();");
   w.open("if (t < {}) {{", NG);
-  w.line("float s = 0.0f;");
-  w.line("for (unsigned k = 0; k < {}; ++k) s += kiln_cn_ld_remote(gsum + t, k);", K);
-  w.line("gmean[t] = s / {};", count);
+  w.line("float s = 0.0f, s2 = 0.0f;");
+  w.open("for (unsigned k = 0; k < {}; ++k) {{", K);
+  w.line("s += kiln_cn_ld_remote(gsum + t, k);");
+  w.line("s2 += kiln_cn_ld_remote(gsq + t, k);");
   w.close();
+  w.line("const float md = s / {};  // mean of d", count);
+  w.line("gmean[t] = kiln_ld({} + xg + (static_cast<int>(cl % {}) * {} + t * {})) + md;", xp, NCB,
+         CB, Cg);
+  w.line("grstd[t] = rsqrtf(fmaxf(s2 / {} - md * md, 0.0f) + {});", count,
+         cuda_float(A.attr_float("eps")));
+  w.close();
+  w.line("kiln_cn_cluster_arrive();  // done reading the peers' shared memory");
   w.line("__syncthreads();");
   w.line("float mean[{}];", V);
   w.line("#pragma unroll");
   w.line("for (int l = 0; l < {}; ++l) mean[l] = gmean[(j * {} + l) / {}];", V, V, Cg);
-  // 3. Centered sum of squares.
-  w.line("#pragma unroll");
-  w.line("for (int l = 0; l < {}; ++l) acc[l] = 0.0f;", V);
-  over_slice(
-      fmt::format("#pragma unroll\nfor (int l = 0; l < {}; ++l) {{ const float d = v[l] - mean[l]; "
-                  "acc[l] += d * d; }}",
-                  V));
-  reduce_groups("gsq");
-  w.line("kiln_cn_cluster_sync();");
-  w.open("if (t < {}) {{", NG);
-  w.line("float s = 0.0f;");
-  w.line("for (unsigned k = 0; k < {}; ++k) s += kiln_cn_ld_remote(gsq + t, k);", K);
-  w.line("grstd[t] = rsqrtf(s / {} + {});", count, cuda_float(A.attr_float("eps")));
-  w.close();
-  w.line("kiln_cn_cluster_arrive();  // done reading the peers' shared memory");
-  w.line("__syncthreads();");
   // Per-lane affine: y = (x - mean) * a + b with a = rstd * scale (centered first: no
   // cancellation for a large mean).
   w.line("float ka[{0}], kb[{0}];", V);

@@ -155,8 +155,14 @@ TEST(ChannelNorm, ClusterPathForNhwcGroupnorm) {
   EXPECT_NE(k.name.find("_g32_cluster8"), std::string::npos) << k.name;
   EXPECT_NE(k.source.find("__cluster_dims__(8, 1, 1)"), std::string::npos);
   EXPECT_EQ(k.block[0], 320);  // 10 vectors per pixel x 32 pixel rows
-  // 512 pixels x 80 channels x 2 bytes, plus 320 x 8 f32 partials.
-  EXPECT_EQ(k.smem_bytes, 512 * 80 * 2 + 320 * 8 * 4);
+  // 512 pixels x 80 channels x 2 bytes, plus 320 x 8 f32 partials of d and of d^2.
+  EXPECT_EQ(k.smem_bytes, 512 * 80 * 2 + 2 * 320 * 8 * 4);
+  // The slice in four commit groups, the statistics in one pass over shifted values, one
+  // cluster barrier before the stores.
+  EXPECT_NE(k.source.find("kiln_cn_cp_wait<3>()"), std::string::npos);
+  EXPECT_NE(k.source.find("v[l] - x0[l]"), std::string::npos);
+  EXPECT_EQ(k.source.find("kiln_cn_cluster_sync();", k.source.find("kiln_cn_cluster_sync();") + 1),
+            std::string::npos);
   EXPECT_FALSE(k.grid[0].is_static());
   EXPECT_EQ(k.grid[0].eval({{"N", 16}}), 16 * 4 * 8);
   expect_compiles(k, 90);

@@ -42,6 +42,15 @@ KILN_DEVICE void kiln_cn_cp16(void* smem, const void* gmem) {
 KILN_DEVICE void kiln_cn_cp_wait_all() {
   asm volatile("cp.async.wait_all;" ::: "memory");
 }
+// The cluster path's slice arrives in commit groups; kiln_cn_cp_wait<N> waits until at most the N
+// newest groups of this thread are still in flight.
+KILN_DEVICE void kiln_cn_cp_commit() {
+  asm volatile("cp.async.commit_group;" ::: "memory");
+}
+template <int N>
+KILN_DEVICE void kiln_cn_cp_wait() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
 // ---- split path: a statistics kernel, then an apply kernel that re-reads the input from L2
 // A float other CTAs wrote: from L2, never a stale L1 line.
 KILN_DEVICE float kiln_cn_ld_relaxed(const float* p) {

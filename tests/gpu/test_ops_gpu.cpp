@@ -226,6 +226,23 @@ std::vector<Case> make_cases() {
     c.kernel = "_split_apply";
     cases.push_back(c);
   }
+  // The cluster path's one-pass statistics over values shifted by each group's first element: a
+  // mean of 102 against a spread of about 1.2 would lose most digits of an unshifted E[x^2] -
+  // E[x]^2 in f32.
+  for (DType dt : kDtypes) {
+    Case c;
+    c.name = fmt::format("groupnorm320_silu_{}_nhwc_64x64_mean102", dtype_name(dt));
+    c.inputs = {{"x", {{2, 320, 64, 64}, 100.0, 104.0}}};
+    c.kernel = "_cluster8";
+    c.build = [dt] {
+      auto g = std::make_shared<Graph>("gnm");
+      Tensor x = g->input("x", dt, {"N", 320, 64, 64}, Layout::NHWC);
+      Tensor y = g->groupnorm(x, 32, cst(*g, "s", dt, {320}), cst(*g, "b", dt, {320}, -0.5, 0.5));
+      g->output(g->silu(y));
+      return g;
+    };
+    cases.push_back(c);
+  }
   // ---- the split channel-norm path (the rule for NHWC, static C and image where the sm_90
   // cluster path does not apply; each case runs under the rules, split, split without L2
   // policies and under channelnorm.algo=cluster: cluster or per-group): several
