@@ -25,7 +25,7 @@ std::vector<std::string> nvrtc_options(const std::string& arch,
 
 // NVRTC's one-time start in this process: its first compile pays for paging in the 110 MB
 // library (on the H200 machine ~200 ms even for an empty kernel, whose later compiles take
-// 12 ms; 2 ms on the build machine). nvrtc_compile() waits for it before its own timer starts,
+// 12 ms; 30-60 ms on the build machine). nvrtc_compile() waits for it before its own timer starts,
 // so a kernel's compile time excludes it. nvrtc_start_async() begins it on a background thread
 // (the CLI does so before CUDA's own start, which it then overlaps); nvrtc_start_ms() waits for
 // it (running it here if nothing started it) and returns how long it took.
