@@ -41,13 +41,13 @@
 // the split path), per-channel partials of d and d^2 per thread (each thread's channel vector is
 // fixed: threads = vectors per pixel x a power of two pixels), one shared-memory tree over pixels
 // for both, per-group CTA partials, then one sum over the cluster's CTAs through distributed
-// shared memory (mapa + ld.shared::cluster, barrier.cluster). Against the earlier two passes
-// (mean, then the centered sum of squares, two cluster barriers): 0.0430-0.0435 vs
-// 0.0450-0.0452 ms for 16x320x64x64 f16 (run 60). Finally normalize + affine + epilogue from shared
-// memory with 16-byte stores. Each thread only touches the shared vectors it copied itself, so the
-// data needs no CTA barrier. Two CTAs per SM (launch bounds, <= ~110 KB shared each). Measured at
-// 40.6-41.5% of copy bandwidth for 16x320x64x64 f16 on an H200: loads, reductions and stores of
-// a CTA run one after another and two CTAs per SM do not overlap them enough. A register-resident
+// shared memory (mapa + ld.shared::cluster, barrier.cluster). Finally normalize + affine +
+// epilogue from shared memory with 16-byte stores. Each thread only touches the shared vectors it
+// copied itself, so the data needs no CTA barrier. Two CTAs per SM (launch bounds, <= ~110 KB
+// shared each). Measured for 16x320x64x64 f16 on an H200: 0.0430-0.0435 ms, against 0.0450-0.0452
+// with two passes (mean, then the centered sum of squares, two cluster barriers; run 60), about
+// 46 % of copy bandwidth: loads, reductions and stores of a CTA still run largely one after
+// another, and two CTAs per SM do not overlap them enough. A register-resident
 // schedule whose CTAs waited for their sample's other CTAs measured slower (19.8 %, run 17) and
 // was replaced by the split path. A persistent form (clusters walking several units, two slices
 // per CTA, the next unit's copies in flight) measured 1.2-1.9x slower (runs 57-58): one CTA of 10

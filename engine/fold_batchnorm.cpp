@@ -142,26 +142,16 @@ std::shared_ptr<const Graph> apply_engine_passes(std::shared_ptr<const Graph> g,
   if (int folded = bn ? fold_batchnorm(*copy) : 0; folded > 0)
     what = fmt::format("{} batchnorm{} folded into the conv/matmul weights", folded,
                        folded == 1 ? "" : "s");
-  std::vector<std::string> padded;
-  if (pad_conv_channels(*copy, &padded) > 0) {
-    std::string convs;
-    for (const std::string& p : padded) convs += (convs.empty() ? "" : ", ") + p;
-    what += fmt::format(
-        "{}input channels zero-padded to 4 or a multiple of 8 (8- or 16-byte vector loads): {}",
-        what.empty() ? "" : "; ", convs);
-  }
-  std::vector<std::string> absorbed, views;
-  if (absorb_matmul_transposes(*copy, &absorbed) > 0) {
-    std::string list;
-    for (const std::string& a : absorbed) list += (list.empty() ? "" : ", ") + a;
-    what += fmt::format("{}transposes read as transposed matmul operands: {}",
-                        what.empty() ? "" : "; ", list);
-  }
-  if (fold_movement_views(*copy, &views) > 0) {
-    std::string list;
-    for (const std::string& v : views) list += (list.empty() ? "" : ", ") + v;
-    what += fmt::format("{}views (no copy kernel): {}", what.empty() ? "" : "; ", list);
-  }
+  // "title: a, b, c", the notes of the passes joined by "; ".
+  auto add = [&what](const char* title, const std::vector<std::string>& items) {
+    what += fmt::format("{}{}: {}", what.empty() ? "" : "; ", title, fmt::join(items, ", "));
+  };
+  std::vector<std::string> padded, absorbed, views;
+  if (pad_conv_channels(*copy, &padded) > 0)
+    add("input channels zero-padded to 4 or a multiple of 8 (8- or 16-byte vector loads)", padded);
+  if (absorb_matmul_transposes(*copy, &absorbed) > 0)
+    add("transposes read as transposed matmul operands", absorbed);
+  if (fold_movement_views(*copy, &views) > 0) add("views (no copy kernel)", views);
   if (what.empty()) return g;
   if (note) *note = what + " before planning";
   return copy;

@@ -13,16 +13,6 @@ namespace kiln {
 
 namespace {
 
-bool swaps_last_two(const Node& n) {
-  if (n.op != OpKind::Transpose) return false;
-  const auto& perm = n.attr_ints("perm");
-  const size_t r = perm.size();
-  if (r < 2) return false;
-  for (size_t i = 0; i + 2 < r; ++i)
-    if (perm[i] != static_cast<int64_t>(i)) return false;
-  return perm[r - 2] == static_cast<int64_t>(r - 1) && perm[r - 1] == static_cast<int64_t>(r - 2);
-}
-
 // Row-major strides of a shape whose dims are static except possibly the first.
 std::optional<std::vector<int64_t>> row_major(const Shape& s) {
   TensorDesc d;
@@ -78,7 +68,7 @@ bool try_view(Graph& g, int i, std::string* what) {
   const TensorInfo& to = g.tensor(out);
   if (to.role != TensorRole::Intermediate || to.view_of >= 0) return false;
   if (ti.desc.dtype != to.desc.dtype) return false;
-  const int root = ti.view_of >= 0 ? ti.view_of : in;
+  const int root = memory_root(g, in);
   // Constants are uploaded one by one for the kernels that read them.
   if (g.tensor(root).role == TensorRole::Constant) return false;
 
@@ -136,10 +126,7 @@ bool is_view_node(const Graph& g, const Node& n) {
   if ((n.op != OpKind::Reshape && n.op != OpKind::Transpose) || n.inputs.empty() ||
       n.outputs.empty())
     return false;
-  const int in = n.inputs[0], out = n.outputs[0];
-  const int ri = g.tensor(in).view_of >= 0 ? g.tensor(in).view_of : in;
-  const int ro = g.tensor(out).view_of >= 0 ? g.tensor(out).view_of : out;
-  return ri == ro;
+  return memory_root(g, n.inputs[0]) == memory_root(g, n.outputs[0]);
 }
 
 int absorb_matmul_transposes(Graph& g, std::vector<std::string>* absorbed) {

@@ -18,6 +18,11 @@ bool is_graph_output(const Graph& g, int t) {
   return std::find(g.outputs().begin(), g.outputs().end(), t) != g.outputs().end();
 }
 
+int memory_root(const Graph& g, int t) {
+  const int v = g.tensor(t).view_of;
+  return v >= 0 ? v : t;
+}
+
 std::optional<std::vector<int64_t>> static_strides(const TensorDesc& d) {
   if (d.layout == Layout::Strided) return d.strides;
   const size_t r = d.shape.size();

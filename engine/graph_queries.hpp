@@ -12,6 +12,8 @@ namespace kiln {
 // The nodes reading tensor `t` (each once), in node order.
 std::vector<int> consumers_of(const Graph& g, int t);
 bool is_graph_output(const Graph& g, int t);
+// The tensor whose memory `t` lives in: its TensorInfo::view_of, or `t` itself.
+int memory_root(const Graph& g, int t);
 // Element strides of a tensor in memory when they are static: explicit (Strided), or a dense
 // layout whose dims are static except the outermost (which no stride depends on).
 std::optional<std::vector<int64_t>> static_strides(const TensorDesc& d);

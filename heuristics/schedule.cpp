@@ -58,8 +58,7 @@ const char* schedule_override_keys() {
          "contraction.im2col (1 on: the rule, 2 off), contraction.prefetch (1 on: the rule, 2 "
          "off), contraction.tmastore (1 on: the rule, 2 off), contraction.rowfold (1 on: the rule, "
          "2 off), attention.fused (1 on: the rule, 2 off), window.vec (1 on: the rule, 2 off), "
-         "stream.hints "
-         "(1 on, 2 off: the rule)";
+         "stream.hints (1 on, 2 off: the rule)";
 }
 
 ScheduleOverrides parse_schedule_overrides(const std::string& spec) {
@@ -120,7 +119,7 @@ PointwiseSchedule choose_pointwise(int max_elem_bytes, int sm, const ScheduleOve
   // 90.5 / 84.4 / 88.5 / 86.9 % of the copy rate, and the hand-written probe
   // (bench/stream_probe.cu) also found one vector per thread the fastest copy (90.0 % vs 82-84 %
   // for 2-8, streaming hints).
-  s.vecs = s.vec > 4 ? 1 : (s.vec > 1 ? 2 : 1);
+  s.vecs = s.vec > 1 && s.vec <= 4 ? 2 : 1;
   if (o.pointwise_vecs) s.vecs = o.pointwise_vecs;
   if (o.pointwise_threads) s.threads = o.pointwise_threads;
   s.stream_hints = o.stream_hints == 1;

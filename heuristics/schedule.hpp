@@ -49,7 +49,7 @@ const char* schedule_override_keys();
 struct PointwiseSchedule {
   int vec = 1;                // elements per thread (one 16-byte vector of the widest dense dtype)
   int threads = 256;          // per CTA
-  int vecs = 2;               // 16-byte vectors per thread (4 for 16-bit data), loads before math
+  int vecs = 2;               // 16-byte vectors per thread (1 for 16-bit data), loads before math
   bool stream_hints = false;  // dense data by L1::no_allocate loads and .cs stores (else plain)
 };
 // `max_elem_bytes`: the widest element among the densely indexed tensors.

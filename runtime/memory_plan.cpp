@@ -5,6 +5,7 @@
 #include <set>
 
 #include "engine/check.hpp"
+#include "engine/graph_queries.hpp"
 
 namespace kiln {
 
@@ -78,7 +79,7 @@ ArenaPlan plan_arena(const Graph& g, const std::vector<KernelSpec>& kernels, con
       KILN_ASSERT(a.tensor >= 0 && a.tensor < static_cast<int>(g.tensors().size()),
                   "kernel {} references tensor id {}", kernels[k].name, a.tensor);
       // A view lives in its root's memory: the root's buffer is live wherever a view is used.
-      const int t = g.tensor(a.tensor).view_of >= 0 ? g.tensor(a.tensor).view_of : a.tensor;
+      const int t = memory_root(g, a.tensor);
       if (external.count(t)) continue;
       auto [it, fresh] = live.emplace(t, BufferRequest{0, k, k});
       it->second.last = k;

@@ -39,9 +39,6 @@ KILN_DEVICE void kiln_cn_cp16(void* smem, const void* gmem) {
   const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(smem));
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(a), "l"(gmem) : "memory");
 }
-KILN_DEVICE void kiln_cn_cp_wait_all() {
-  asm volatile("cp.async.wait_all;" ::: "memory");
-}
 // The cluster path's slice arrives in commit groups; kiln_cn_cp_wait<N> waits until at most the N
 // newest groups of this thread are still in flight.
 KILN_DEVICE void kiln_cn_cp_commit() {
