@@ -75,7 +75,7 @@ VARIANTS = {
     "add_layernorm_gelu": ["stream.hints=1", "rownorm.threads=128"],
     "bias_gelu": ["stream.hints=1", "pointwise.vecs=4", "pointwise.vecs=4,stream.hints=1", "pointwise.threads=128"],
     "rmsnorm": ["stream.hints=1", "rownorm.threads=128"],
-    "groupnorm_silu": ["channelnorm.algo=split"],
+    "groupnorm_silu": ["channelnorm.onewave=2", "channelnorm.algo=split"],
     "softmax": ["stream.hints=1"],
 }
 

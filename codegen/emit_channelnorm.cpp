@@ -52,6 +52,18 @@
 // was replaced by the split path. A persistent form (clusters walking several units, two slices
 // per CTA, the next unit's copies in flight) measured 1.2-1.9x slower (runs 57-58): one CTA of 10
 // warps per SM does not overlap them, and not every cluster of a full wave is resident.
+//
+// One-wave cluster form ("..._g32_cluster2_onewave_..."; sm_90, a batch size known at compile
+// time): the form above runs in waves when its grid exceeds the resident clusters. For
+// 16x320x64x64 f16, 512 CTAs against 240 resident (30 clusters of 8: the GPCs leave some SMs'
+// slots unusable) make 2.13 waves, and the last 4 clusters run alone for ~8 us (run 62's
+// %globaltimer timeline, bench/groupnorm_probe.cu). Where clusters of 2 CTAs, one CTA of up to
+// 1024 threads per SM, fit the whole grid on the SMs at once, and half the input fits in half the
+// L2, this form is used instead: each CTA keeps the first half of its iterations in shared memory
+// (cp.async, as above), reads the second half into registers for the statistics after the copies
+// have landed, and reads that half again (from L2) for the stores, four vectors ahead of their
+// four stores. Measured (runs 67-71): 41-42 us against 43-43.6 for the form above; a hand-written
+// version with per-thread group sums and a smaller tree reached 38 us (run 65).
 #include <algorithm>
 #include <functional>
 #include <map>
@@ -70,6 +82,7 @@ namespace {
 constexpr int kClusterMax = 8;              // portable cluster size
 constexpr int64_t kSliceBytes = 96 * 1024;  // shared data per CTA (two CTAs per SM)
 constexpr int kClusterThreads = 512;        // at most, per CTA
+constexpr int kWaveThreads = 1024;          // at most, per CTA of the one-wave form (one per SM)
 constexpr int64_t kGroups = 4;              // cp.async commit groups per slice
 
 // The load (as f32) of the channel-norm's per-channel parameter `slot` (1: scale, 2: shift) at
@@ -130,20 +143,73 @@ bool emit_cluster(const EmitContext& cx, const FusionGroup& grp, bool no_prologu
   for (int k = k_max; k >= 1 && !K; k /= 2)
     if (S % k == 0 && (S / k) * CB * esize <= slice_max) K = k;
   if (!K) return false;
-  const int64_t P = S / K;                   // pixels per CTA
   const int VPP = static_cast<int>(CB / V);  // vectors per pixel row
   if (VPP > kClusterThreads) return false;
-  int m = 1;  // pixel rows per iteration: a power of two (the shared-memory tree)
-  while (VPP * m * 2 <= kClusterThreads && m < P) m *= 2;
-  const int T = VPP * m;
-  const int64_t ITER = (P + m - 1) / m;
   const int64_t NG = CB / Cg, NCB = C / CB;
-  const int64_t data_bytes = P * CB * esize;
-  const int smem = static_cast<int>(data_bytes + 2 * int64_t{T} * V * 4);
+  // Groups one thread's V lanes span (its channels start at a multiple of V): their sums are
+  // folded per group before the shared-memory tree, which then adds NGV floats per thread and
+  // statistic instead of V (the tree measured ~2 us of the one-wave form's 42, run 70).
+  const int64_t NGV = Cg % V == 0   ? 1
+                      : V % Cg == 0 ? V / Cg
+                                    : std::min<int64_t>(V, (V - 1) / Cg + 2);
+  // The layout for K CTAs per cluster of at most max_t threads: P pixels per CTA, m pixel rows per
+  // iteration (a power of two: the shared-memory tree), T threads, ITER iterations.
+  int64_t P = 0, ITER = 0;
+  int m = 1, T = 0;
+  auto layout = [&](int k, int max_t) {
+    P = S / k;
+    m = 1;
+    while (VPP * m * 2 <= max_t && m < P) m *= 2;
+    T = VPP * m;
+    ITER = (P + m - 1) / m;
+  };
+  layout(K, kClusterThreads);
+  // CTAs per SM: as many as shared memory holds (228 KiB per SM, 1 KiB reserved per CTA), at
+  // no fewer than 64 registers per thread.
+  auto ctas_per_sm = [&](int64_t smem_bytes) {
+    return static_cast<int>(std::max<int64_t>(
+        1, std::min<int64_t>(233472 / (smem_bytes + 1024 + 256), 65536 / (T * 64))));
+  };
+  int64_t ISM = ITER;  // iterations kept in shared memory; the rest are read again from L2
+  int per_sm = ctas_per_sm(P * CB * esize + 2 * int64_t{T} * NGV * 4);
+  // One wave (see the file comment): where the grid above needs more than one wave of resident
+  // clusters, clusters of 2 CTAs, one CTA per SM, half of each slice in shared memory and half
+  // read again from L2, so that every CTA is resident at once. Needs the batch size (a static
+  // shape or a shape-specialized kernel) and at most half the L2 for the re-read half.
+  const int wave_ov = ov.channelnorm_onewave;
+  const bool wave_rule = wave_ov == 0 && !ov.channelnorm_cluster && !ov.channelnorm_slice_kb;
+  const int64_t units = X[0].is_static() ? X[0].value() * NCB : -1;
+  // Clusters of 8 pack into the GPCs with ~10 % of the CTA slots left over (30 of 33 resident on
+  // the H200 at two CTAs per SM, run 62).
+  const bool many_waves = units > 0 && units * K > int64_t{cx.opts.sm_count} * per_sm * 9 / 10;
+  bool one_wave = false;
+  if (S % 2 == 0 && VPP <= kWaveThreads &&
+      (wave_ov == 1 || (wave_rule && many_waves && units * 2 <= cx.opts.sm_count))) {
+    const int save_m = m, save_T = T;
+    const int64_t save_P = P, save_ITER = ITER;
+    layout(2, kWaveThreads);
+    // Half of the iterations in shared memory: 16 of 32 measured faster than 12 or 20 (run 65).
+    const int64_t row = int64_t{T} * 16;  // bytes of one iteration's vectors
+    const int64_t budget = 232448 - 1024 - 256 - 2 * int64_t{T} * NGV * 4;
+    const int64_t ism = std::min<int64_t>({ITER, std::max<int64_t>(1, ITER / 2), budget / row});
+    const int64_t l2_share = units > 0 ? units * 2 * (ITER - ism) * row : 0;
+    one_wave = ism >= 1 && (wave_ov == 1 || 2 * l2_share <= cx.opts.l2_bytes);
+    if (one_wave) {
+      K = 2;
+      ISM = ism;
+      per_sm = 1;
+    } else {
+      m = save_m, T = save_T, P = save_P, ITER = save_ITER;
+    }
+  }
+  // Rows below ISM are whole when some are read from L2; else the slice's own size.
+  const int64_t data_bytes = ISM < ITER ? ISM * T * 16 : P * VPP * 16;
+  const int smem = static_cast<int>(data_bytes + 2 * int64_t{T} * NGV * 4);
 
   GroupParams gp(g, grp);
   DimParams& dp = gp.dims;
-  std::string name = group_kernel_name(g, grp, fmt::format("g{}_cluster{}", G, K));
+  std::string name =
+      group_kernel_name(g, grp, fmt::format("g{}_cluster{}{}", G, K, one_wave ? "_onewave" : ""));
   const std::string xp = tensor_param(in_t);
   const std::string count = fmt::format("{}.0f", Cg * S);
   std::vector<int> ident(r);
@@ -154,10 +220,7 @@ bool emit_cluster(const EmitContext& cx, const FusionGroup& grp, bool no_prologu
          xd.str());
   w.line("// cluster of {} CTAs per (n, {} channels); {} pixels x {} vectors per CTA, {} threads",
          K, CB, P, VPP, T);
-  // CTAs per SM: as many as shared memory holds (228 KiB per SM, 1 KiB reserved per CTA), at
-  // no fewer than 64 registers per thread.
-  const int per_sm = static_cast<int>(
-      std::max<int64_t>(1, std::min<int64_t>(233472 / (smem + 1024 + 256), 65536 / (T * 64))));
+  if (!one_wave) per_sm = ctas_per_sm(smem);
   w.open(
       "extern \"C\" __global__ void __cluster_dims__({}, 1, 1) __launch_bounds__({}, {}) "
       "{}(KILN_PARAMS) {{",
@@ -177,11 +240,11 @@ bool emit_cluster(const EmitContext& cx, const FusionGroup& grp, bool no_prologu
   w.line("const long long gbase0 = (n * {} + p0) * {} + c0;", S, C);
   // 1. Slice -> shared memory, in kGroups commit groups of iterations, so that the statistics
   // start on the first pixels while the rest are in flight.
-  const int64_t per_group = (ITER + kGroups - 1) / kGroups;
-  const int64_t groups = (ITER + per_group - 1) / per_group;
+  const int64_t per_group = (ISM + kGroups - 1) / kGroups;
+  const int64_t groups = (ISM + per_group - 1) / per_group;
   for (int64_t q = 0; q < groups; ++q) {
     w.line("#pragma unroll");
-    w.open("for (int i = {}; i < {}; ++i) {{", q * per_group, std::min(ITER, (q + 1) * per_group));
+    w.open("for (int i = {}; i < {}; ++i) {{", q * per_group, std::min(ISM, (q + 1) * per_group));
     w.line("const int p = i * {} + pr;", m);
     w.line(
         "if (p < {}) kiln_cn_cp16(xs + i * {} + t, {} + gbase0 + static_cast<long long>(p) * {});",
@@ -201,10 +264,11 @@ bool emit_cluster(const EmitContext& cx, const FusionGroup& grp, bool no_prologu
   w.line("float acc[{0}], acc2[{0}];", V);
   w.line("#pragma unroll");
   w.line("for (int l = 0; l < {}; ++l) acc[l] = acc2[l] = 0.0f;", V);
+  const std::string guard = P % m ? fmt::format("p < {} && ", P) : "";
   for (int64_t q = 0; q < groups; ++q) {
     w.line("kiln_cn_cp_wait<{}>();", groups - 1 - q);
     w.line("#pragma unroll 2");
-    w.open("for (int i = {}; i < {}; ++i) {{", q * per_group, std::min(ITER, (q + 1) * per_group));
+    w.open("for (int i = {}; i < {}; ++i) {{", q * per_group, std::min(ISM, (q + 1) * per_group));
     w.line("const int p = i * {} + pr;", m);
     w.line("if (p >= {}) break;", P);
     w.line("float v[{}];", V);
@@ -216,17 +280,67 @@ bool emit_cluster(const EmitContext& cx, const FusionGroup& grp, bool no_prologu
         V);
     w.close();
   }
-  w.line("float* const part2 = part + {};", int64_t{T} * V);
-  w.line("#pragma unroll");
-  w.line(
-      "for (int l = 0; l < {0}; ++l) {{ part[t * {0} + l] = acc[l]; part2[t * {0} + l] = acc2[l]; "
-      "}}",
-      V);
+  if (ISM < ITER) {
+    // Then the L2 iterations, four loads in flight per thread, after the copies have landed:
+    // measured faster than all of them issued with the copies (runs 68-69: the load phase
+    // 18.1 against 21.2 us).
+    w.line("// iterations {}..{}: from global memory now, and again for the stores (from L2)", ISM,
+           ITER - 1);
+    w.line("#pragma unroll");
+    w.open("for (int i = {}; i < {}; i += 4) {{", ISM, ITER);
+    w.line("uint4 r[4];");
+    w.line("#pragma unroll");
+    w.open("for (int k = 0; k < 4; ++k) {{");
+    w.line("const int p = (i + k) * {} + pr;", m);
+    w.line(
+        "if ({}i + k < {}) r[k] = kiln_ld16_plain({} + gbase0 + static_cast<long long>(p) * {});",
+        guard, ITER, xp, C);
+    w.close();
+    w.line("#pragma unroll");
+    w.open("for (int k = 0; k < 4; ++k) {{");
+    if (!guard.empty()) w.line("const int p = (i + k) * {} + pr;", m);
+    w.line("if (!({}i + k < {})) break;", guard, ITER);
+    w.line("float v[{}];", V);
+    w.line("kiln_unpack16(r[k], {}, v);", xp);
+    w.line("#pragma unroll");
+    w.line(
+        "for (int l = 0; l < {}; ++l) {{ const float d = v[l] - x0[l]; acc[l] += d; acc2[l] += d * "
+        "d; }}",
+        V);
+    w.close();
+    w.close();
+  }
+  w.line("float* const part2 = part + {};", int64_t{T} * NGV);
+  if (NGV == V) {
+    w.line("#pragma unroll");
+    w.line(
+        "for (int l = 0; l < {0}; ++l) {{ part[t * {0} + l] = acc[l]; part2[t * {0} + l] = "
+        "acc2[l]; }}",
+        V);
+  } else {
+    // Lane l belongs to the thread's group slot (j*V + l)/Cg - (j*V)/Cg.
+    w.line("const int g0 = j * {} / {};", V, Cg);
+    w.line("float gs[{0}], gq[{0}];", NGV);
+    w.line("#pragma unroll");
+    w.line("for (int k = 0; k < {}; ++k) gs[k] = gq[k] = 0.0f;", NGV);
+    w.line("#pragma unroll");
+    w.open("for (int l = 0; l < {}; ++l) {{", V);
+    w.line("const int q = (j * {} + l) / {} - g0;", V, Cg);
+    w.line("#pragma unroll");
+    w.line("for (int k = 0; k < {}; ++k) if (k == q) {{ gs[k] += acc[l]; gq[k] += acc2[l]; }}",
+           NGV);
+    w.close();
+    w.line("#pragma unroll");
+    w.line(
+        "for (int k = 0; k < {0}; ++k) {{ part[t * {0} + k] = gs[k]; part2[t * {0} + k] = gq[k]; "
+        "}}",
+        NGV);
+  }
   w.line("__syncthreads();");
   for (int s = m / 2; s >= 1; s /= 2) {
     // Straight-line adds, not a strided loop over q = t, t + T, ...: NVVM and ptxas spent
     // ~65 ms of a 280 ms compile on such loops.
-    const int nq = s * CB;
+    const int nq = s * VPP * static_cast<int>(NGV);
     for (int k = 0; k * T < nq; ++k) {
       const int q0 = k * T;
       const std::string cond = q0 + T <= nq ? "" : fmt::format("if (t < {}) ", nq - q0);
@@ -237,9 +351,17 @@ bool emit_cluster(const EmitContext& cx, const FusionGroup& grp, bool no_prologu
   }
   w.open("if (t < {}) {{", NG);
   w.line("float s = 0.0f, s2 = 0.0f;");
-  w.line("#pragma unroll");
-  w.line("for (int c = 0; c < {0}; ++c) {{ s += part[t * {0} + c]; s2 += part2[t * {0} + c]; }}",
-         Cg);
+  if (NGV == V) {  // part[c]: channel c of the block
+    w.line("#pragma unroll");
+    w.line("for (int c = 0; c < {0}; ++c) {{ s += part[t * {0} + c]; s2 += part2[t * {0} + c]; }}",
+           Cg);
+  } else {  // part[jj * NGV + q]: slot q of channel vector jj, group jj*V/Cg + q of the block
+    w.line("#pragma unroll");
+    w.open("for (int jj = 0; jj < {}; ++jj) {{", VPP);
+    w.line("const int q = t - jj * {} / {};", V, Cg);
+    w.line("if (q >= 0 && q < {0}) {{ s += part[jj * {0} + q]; s2 += part2[jj * {0} + q]; }}", NGV);
+    w.close();
+  }
   w.line("gsum[t] = s;");
   w.line("gsq[t] = s2;");
   w.close();
@@ -277,51 +399,81 @@ bool emit_cluster(const EmitContext& cx, const FusionGroup& grp, bool no_prologu
     w.line("kb[l] = {};", A.inputs.size() > 2 ? param(2) : std::string("0.0f"));
   }
   w.close();
-  // 4. Normalize, epilogue, store.
-  w.line("#pragma unroll 2");
-  w.open("for (int i = 0; i < {}; ++i) {{", ITER);
-  w.line("const int p = i * {} + pr;", m);
-  w.line("if (p >= {}) break;", P);
-  w.line("const long long gbase = gbase0 + static_cast<long long>(p) * {};", C);
-  w.line("float v[{}];", V);
-  w.line("kiln_unpack16(xs[i * {} + t], {}, v);", T, xp);
-  std::vector<int> vouts;
-  for (int t : grp.outputs)
-    if (vec_elems(g.tensor(t).desc.dtype) == V && tensor_strides(g.tensor(t).desc) == xs) {
-      vouts.push_back(t);
-      w.line("float o{}[{}];", t, V);
+  // 4. Normalize, epilogue, store: the iterations read again from L2 first (their loads in
+  // flight while the others' stores issue), then those in shared memory.
+  // The L2 iterations load four vectors before their four stores: a store's "memory" clobber
+  // keeps a later load from being hoisted above it, which would leave each load's L2 latency
+  // exposed.
+  auto store_loop = [&](int64_t lo, int64_t hi, bool from_l2) {
+    if (from_l2) {
+      w.line("#pragma unroll 1");
+      w.open("for (int i0 = {}; i0 < {}; i0 += 4) {{", lo, hi);
+      w.line("uint4 r[4];");
+      w.line("#pragma unroll");
+      w.open("for (int k = 0; k < 4; ++k) {{");
+      w.line("const int p = (i0 + k) * {} + pr;", m);
+      w.line(
+          "if ({}i0 + k < {}) r[k] = kiln_ld16_plain({} + gbase0 + static_cast<long long>(p) * "
+          "{});",
+          guard, hi, xp, C);
+      w.close();
+      w.line("#pragma unroll");
+      w.open("for (int k = 0; k < 4; ++k) {{");
+      w.line("const int p = (i0 + k) * {} + pr;", m);
+      w.line("if (!({}i0 + k < {})) break;", guard, hi);
+    } else {
+      w.line("#pragma unroll 2");
+      w.open("for (int i = {}; i < {}; ++i) {{", lo, hi);
+      w.line("const int p = i * {} + pr;", m);
+      w.line("if (p >= {}) break;", P);
     }
-  w.line("#pragma unroll");
-  w.open("for (int l = 0; l < {}; ++l) {{", V);
-  {
-    std::vector<std::string> c(r, "0");
-    c[0] = "n";
-    c[1] = "(c0 + l)";
-    auto sc = decompose("(p0 + p)", spatial, row_major_strides(spatial), dp);
-    for (size_t k = 0; k < sc.size(); ++k) c[2 + k] = sc[k];
-    std::map<std::string, std::string> pre;
-    std::string key = fmt::format("{}", in_t);
-    for (int i = 0; i < r; ++i) key += fmt::format(",{}", i);
-    pre[key] = "v[l]";  // the epilogue reading the anchor's input: already here
-    ElementLoader ld{g, X, xs, "(gbase + l)", c, &dp, "", pre};
-    w.line("const float y = (v[l] - mean[l]) * ka[l] + kb[l];");
-    std::map<int, std::string> seed;
-    seed[out_t] = "y";
-    PointwiseEmitter pe{g, ld.fn(), seed, ""};
-    std::vector<int> epilogue;
-    for (int nd : grp.nodes)
-      if (nd != grp.anchor) epilogue.push_back(nd);
-    pe.emit(w, epilogue);
-    for (int t : grp.outputs) {
-      if (std::find(vouts.begin(), vouts.end(), t) != vouts.end())
-        w.line("o{}[l] = {};", t, pe.values.at(t));
-      else
-        w.line("{};", store_f32(tensor_param(t) + " + " + ld.offset(t, ident), pe.values.at(t)));
+    w.line("const long long gbase = gbase0 + static_cast<long long>(p) * {};", C);
+    w.line("float v[{}];", V);
+    if (from_l2)
+      w.line("kiln_unpack16(r[k], {}, v);", xp);
+    else
+      w.line("kiln_unpack16(xs[i * {} + t], {}, v);", T, xp);
+    std::vector<int> vouts;
+    for (int t : grp.outputs)
+      if (vec_elems(g.tensor(t).desc.dtype) == V && tensor_strides(g.tensor(t).desc) == xs) {
+        vouts.push_back(t);
+        w.line("float o{}[{}];", t, V);
+      }
+    w.line("#pragma unroll");
+    w.open("for (int l = 0; l < {}; ++l) {{", V);
+    {
+      std::vector<std::string> c(r, "0");
+      c[0] = "n";
+      c[1] = "(c0 + l)";
+      auto sc = decompose("(p0 + p)", spatial, row_major_strides(spatial), dp);
+      for (size_t k = 0; k < sc.size(); ++k) c[2 + k] = sc[k];
+      std::map<std::string, std::string> pre;
+      std::string key = fmt::format("{}", in_t);
+      for (int i = 0; i < r; ++i) key += fmt::format(",{}", i);
+      pre[key] = "v[l]";  // the epilogue reading the anchor's input: already here
+      ElementLoader ld{g, X, xs, "(gbase + l)", c, &dp, "", pre};
+      w.line("const float y = (v[l] - mean[l]) * ka[l] + kb[l];");
+      std::map<int, std::string> seed;
+      seed[out_t] = "y";
+      PointwiseEmitter pe{g, ld.fn(), seed, ""};
+      std::vector<int> epilogue;
+      for (int nd : grp.nodes)
+        if (nd != grp.anchor) epilogue.push_back(nd);
+      pe.emit(w, epilogue);
+      for (int t : grp.outputs) {
+        if (std::find(vouts.begin(), vouts.end(), t) != vouts.end())
+          w.line("o{}[l] = {};", t, pe.values.at(t));
+        else
+          w.line("{};", store_f32(tensor_param(t) + " + " + ld.offset(t, ident), pe.values.at(t)));
+      }
     }
-  }
-  w.close();
-  for (int t : vouts) w.line("kiln_stv({} + gbase, o{});", tensor_param(t), t);
-  w.close();
+    w.close();
+    for (int t : vouts) w.line("kiln_stv({} + gbase, o{});", tensor_param(t), t);
+    w.close();
+    if (from_l2) w.close();
+  };
+  if (ISM < ITER) store_loop(ISM, ITER, true);
+  store_loop(0, ISM, false);
   w.line("kiln_cn_cluster_wait();");
   w.close();
 

@@ -57,6 +57,9 @@ struct KernelSpec {
 
 struct CodegenOptions {
   int sm = 90;  // target arch (80, 86, 89, 90): picks vector widths and paths
+  // The target's SMs and L2 (DeviceInfo; the H200's by default): sizes single-wave grids.
+  int sm_count = 132;
+  int64_t l2_bytes = int64_t{50} << 20;
   // Kernels may use arch-specific instructions (sm_90a wgmma when sm == 90); such kernels name
   // their NVRTC target in KernelSpec::arch. Off: every kernel runs on any device of the sm.
   bool arch_specific = false;

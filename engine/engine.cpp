@@ -204,6 +204,8 @@ std::shared_ptr<GraphCore> build_core(const std::shared_ptr<EngineState>& stp,
 
   CodegenOptions co;
   co.sm = e.sm;
+  co.sm_count = e.info.sm_count;
+  co.l2_bytes = e.info.l2_bytes;
   co.arch_specific = e.sm == 90;  // sm_90a kernels (KernelSpec::arch) run on every sm_90 device
   co.schedule = e.schedule;
   std::map<int, std::string> tuning_notes;  // group -> KernelInfo::tuning

@@ -155,8 +155,9 @@ TEST(ChannelNorm, ClusterPathForNhwcGroupnorm) {
   EXPECT_NE(k.name.find("_g32_cluster8"), std::string::npos) << k.name;
   EXPECT_NE(k.source.find("__cluster_dims__(8, 1, 1)"), std::string::npos);
   EXPECT_EQ(k.block[0], 320);  // 10 vectors per pixel x 32 pixel rows
-  // 512 pixels x 80 channels x 2 bytes, plus 320 x 8 f32 partials of d and of d^2.
-  EXPECT_EQ(k.smem_bytes, 512 * 80 * 2 + 2 * 320 * 8 * 4);
+  // 512 pixels x 80 channels x 2 bytes, plus 320 x 2 f32 partials (two groups per thread) of d and
+  // d^2.
+  EXPECT_EQ(k.smem_bytes, 512 * 80 * 2 + 2 * 320 * 2 * 4);
   // The slice in four commit groups, the statistics in one pass over shifted values, one
   // cluster barrier before the stores.
   EXPECT_NE(k.source.find("kiln_cn_cp_wait<3>()"), std::string::npos);
@@ -170,6 +171,71 @@ TEST(ChannelNorm, ClusterPathForNhwcGroupnorm) {
   KernelSpec k80 = only_kernel(g, 80, "channelnorm.algo=cluster");
   EXPECT_NE(k80.name.find("_g32_pergroup"), std::string::npos) << k80.name;
   expect_compiles(k80, 80);
+}
+
+// One wave: where the cluster rule's grid needs several waves of resident clusters and the
+// batch is known, clusters of two CTAs (one per SM, 640 threads) keep half of each 2048-pixel
+// slice in shared memory and read the other half again from L2 (runs 67-71, docs/PERFORMANCE.md).
+TEST(ChannelNorm, OneWaveClusterForALargeKnownBatch) {
+  auto build = [](Dim n, DType dt, Shape hw) {
+    Graph g("gn");
+    Shape s{n, 320};
+    s.insert(s.end(), hw.begin(), hw.end());
+    Tensor x = g.input("x", dt, s, Layout::NHWC);
+    Tensor y = g.groupnorm(x, 32, cst(g, "s", dt, {320}), cst(g, "b", dt, {320}));
+    g.output(g.silu(y));
+    return g;
+  };
+  Graph big = build(16, DType::F16, {64, 64});
+  KernelSpec k = only_kernel(big, 90);
+  EXPECT_EQ(k.name, "channelnorm_f16_g32_cluster2_onewave_groupnorm_silu");
+  EXPECT_TRUE(has(k.source, "__cluster_dims__(2, 1, 1) __launch_bounds__(640, 1)"));
+  EXPECT_EQ(k.block[0], 640);
+  EXPECT_EQ(k.grid[0].eval({}), 16 * 4 * 2);  // 128 CTAs: one per SM of a 132-SM H200
+  // Iterations 0..15 (64 pixel rows each) in shared memory, 16..31 from L2, plus the partials.
+  EXPECT_EQ(k.smem_bytes, 16 * 640 * 16 + 2 * 640 * 2 * 4);
+  // The L2 rows' statistics after the copies have landed; their stores before the shared
+  // rows', four loads ahead of four stores.
+  const size_t l2_stats = k.source.find("iterations 16..31: from global memory now");
+  ASSERT_NE(l2_stats, std::string::npos);
+  EXPECT_GT(l2_stats, k.source.find("kiln_cn_cp_wait<0>();"));
+  const size_t l2_stores = k.source.find("for (int i0 = 16; i0 < 32; i0 += 4) {");
+  ASSERT_NE(l2_stores, std::string::npos);
+  EXPECT_LT(l2_stores, k.source.find("for (int i = 0; i < 16; ++i) {", l2_stores));
+  EXPECT_TRUE(has(k.source, "kiln_unpack16(r[k], t_0, v);"));
+  expect_compiles(k, 90);
+  // Off by override; a batch not known at compile time; a GPU of fewer SMs; an L2 too small
+  // for the re-read half: the cluster rule.
+  EXPECT_EQ(only_kernel(big, 90, "channelnorm.onewave=2").name,
+            "channelnorm_f16_g32_cluster8_groupnorm_silu");
+  EXPECT_EQ(only_kernel(build("N", DType::F16, {64, 64}), 90).name,
+            "channelnorm_f16_g32_cluster8_groupnorm_silu");
+  for (int which : {0, 1}) {
+    CodegenOptions co;
+    co.sm = 90;
+    if (which)
+      co.l2_bytes = int64_t{32} << 20;
+    else
+      co.sm_count = 100;
+    std::vector<KernelSpec> ks = generate_kernels(big, plan_fusion(big), co);
+    ASSERT_EQ(ks.size(), 1u);
+    EXPECT_EQ(ks[0].name, "channelnorm_f16_g32_cluster8_groupnorm_silu") << which;
+  }
+  // A small batch is one wave already: the cluster rule.
+  EXPECT_EQ(only_kernel(build(2, DType::F16, {64, 64}), 90).name,
+            "channelnorm_f16_g32_cluster8_groupnorm_silu");
+  // Forced on a dynamic batch, a partial last pixel row (100 pixels per CTA, 64 per row) and
+  // every dtype: it compiles, the guarded rows included.
+  for (DType dt : {DType::F32, DType::F16, DType::BF16}) {
+    KernelSpec f = only_kernel(build("N", dt, {10, 20}), 90, "channelnorm.onewave=1");
+    EXPECT_TRUE(has(f.name, "_cluster2_onewave")) << f.name;
+    EXPECT_TRUE(has(f.source, "if (p < 100 && i + k < 2)")) << f.name;
+    expect_compiles(f, 90);
+  }
+  // Not sm_90 (no clusters): the split path.
+  std::vector<KernelSpec> k80 = kernels(big, 80);
+  ASSERT_EQ(k80.size(), 2u);
+  EXPECT_TRUE(has(k80[0].name, "_split_stats")) << k80[0].name;
 }
 
 TEST(ChannelNorm, FallbackShapes) {

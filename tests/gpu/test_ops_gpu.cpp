@@ -243,6 +243,50 @@ std::vector<Case> make_cases() {
     };
     cases.push_back(c);
   }
+  // The one-wave cluster form (clusters of two, half of each slice read again from L2): forced
+  // on the mean-102 data in every dtype and on a partial last pixel row (100 pixels per CTA, 64
+  // per row), and under the rules for the bench's batch of 16 (a static batch).
+  for (DType dt : kDtypes) {
+    Case c;
+    c.name = fmt::format("groupnorm320_silu_{}_nhwc_64x64_mean102_onewave", dtype_name(dt));
+    c.inputs = {{"x", {{2, 320, 64, 64}, 100.0, 104.0}}};
+    c.schedule = "channelnorm.onewave=1";
+    c.kernel = "_cluster2_onewave";
+    c.build = [dt] {
+      auto g = std::make_shared<Graph>("gnw");
+      Tensor x = g->input("x", dt, {"N", 320, 64, 64}, Layout::NHWC);
+      Tensor y = g->groupnorm(x, 32, cst(*g, "s", dt, {320}), cst(*g, "b", dt, {320}, -0.5, 0.5));
+      g->output(g->silu(y));
+      return g;
+    };
+    cases.push_back(c);
+    c.name = fmt::format("groupnorm320_silu_{}_nhwc_10x20_onewave", dtype_name(dt));
+    c.inputs = {{"x", {{3, 320, 10, 20}}}};
+    c.build = [dt] {
+      auto g = std::make_shared<Graph>("gnw");
+      Tensor x = g->input("x", dt, {"N", 320, 10, 20}, Layout::NHWC);
+      Tensor y = g->groupnorm(x, 32, cst(*g, "s", dt, {320}), cst(*g, "b", dt, {320}, -0.5, 0.5));
+      g->output(g->silu(y));
+      return g;
+    };
+    cases.push_back(c);
+  }
+  {
+    Case c;
+    c.name = "groupnorm_silu_f16_nhwc_16x320x64x64_static_onewave";
+    c.inputs = {{"x", {{16, 320, 64, 64}}}};
+    c.kernel = "_cluster2_onewave";
+    c.runs = 2;
+    c.build = [] {
+      auto g = std::make_shared<Graph>("gnw");
+      Tensor x = g->input("x", DType::F16, {16, 320, 64, 64}, Layout::NHWC);
+      Tensor y = g->groupnorm(x, 32, cst(*g, "s", DType::F16, {320}),
+                              cst(*g, "b", DType::F16, {320}, -0.5, 0.5));
+      g->output(g->silu(y));
+      return g;
+    };
+    cases.push_back(c);
+  }
   // ---- the split channel-norm path (the rule for NHWC, static C and image where the sm_90
   // cluster path does not apply; each case runs under the rules, split, split without L2
   // policies and under channelnorm.algo=cluster: cluster or per-group): several
