@@ -12,6 +12,7 @@
 
 #include "codegen/kernel_spec.hpp"
 #include "codegen/nvrtc.hpp"
+#include "engine/graph_key.hpp"
 #include "engine/plan.hpp"
 #include "heuristics/schedule.hpp"
 #include "kiln/error.hpp"
@@ -208,8 +209,11 @@ TEST(ChannelNorm, OneWaveClusterForALargeKnownBatch) {
   // for the re-read half: the cluster rule.
   EXPECT_EQ(only_kernel(big, 90, "channelnorm.onewave=2").name,
             "channelnorm_f16_g32_cluster8_groupnorm_silu");
-  EXPECT_EQ(only_kernel(build("N", DType::F16, {64, 64}), 90).name,
-            "channelnorm_f16_g32_cluster8_groupnorm_silu");
+  Graph dynamic = build("N", DType::F16, {64, 64});
+  EXPECT_EQ(only_kernel(dynamic, 90).name, "channelnorm_f16_g32_cluster8_groupnorm_silu");
+  // The Engine's hot-shape specialization binds the batch: then the one-wave form.
+  EXPECT_EQ(only_kernel(specialize_graph(dynamic, {{"N", 16}}), 90).name,
+            "channelnorm_f16_g32_cluster2_onewave_groupnorm_silu");
   for (int which : {0, 1}) {
     CodegenOptions co;
     co.sm = 90;
@@ -230,6 +234,16 @@ TEST(ChannelNorm, OneWaveClusterForALargeKnownBatch) {
     KernelSpec f = only_kernel(build("N", dt, {10, 20}), 90, "channelnorm.onewave=1");
     EXPECT_TRUE(has(f.name, "_cluster2_onewave")) << f.name;
     EXPECT_TRUE(has(f.source, "if (p < 100 && i + k < 2)")) << f.name;
+    expect_compiles(f, 90);
+  }
+  {  // two vectors per pixel row (64 channels): at most 640 threads, the registers' budget
+    Graph g("gn64");
+    Tensor x = g.input("x", DType::F16, {"N", 64, 64, 64}, Layout::NHWC);
+    g.output(
+        g.silu(g.groupnorm(x, 32, cst(g, "s", DType::F16, {64}), cst(g, "b", DType::F16, {64}))));
+    KernelSpec f = only_kernel(g, 90, "channelnorm.onewave=1");
+    EXPECT_TRUE(has(f.name, "_cluster2_onewave")) << f.name;
+    EXPECT_LE(f.block[0], 640);
     expect_compiles(f, 90);
   }
   // Not sm_90 (no clusters): the split path.

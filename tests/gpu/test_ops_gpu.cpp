@@ -271,6 +271,31 @@ std::vector<Case> make_cases() {
     };
     cases.push_back(c);
   }
+  // The cluster forms' per-group fold of a thread's lanes, every case of it: lanes spanning up to
+  // 3 groups of 6 channels, 4 whole groups of 2, and one channel per group (instancenorm); under
+  // the rules (clusters of 8) and in one wave.
+  for (DType dt : {DType::F32, DType::F16}) {
+    for (auto [C, G] : {std::pair<int64_t, int64_t>{48, 8}, {64, 32}, {24, 24}}) {
+      for (const char* sched : {"", "channelnorm.onewave=1"}) {
+        Case c;
+        c.name = fmt::format("{}{}_g{}_silu_{}_nhwc_32x20{}", C == G ? "instancenorm" : "groupnorm",
+                             C, G, dtype_name(dt), *sched ? "_onewave" : "");
+        c.inputs = {{"x", {{3, C, 32, 20}, -1.0, 3.0}}};
+        c.schedule = sched;
+        c.kernel = *sched ? "_cluster2_onewave" : "_cluster";
+        c.build = [dt, C = C, G = G] {
+          auto g = std::make_shared<Graph>("gnf");
+          Tensor x = g->input("x", dt, {"N", C, 32, 20}, Layout::NHWC);
+          Tensor y =
+              C == G ? g->instancenorm(x)
+                     : g->groupnorm(x, G, cst(*g, "s", dt, {C}), cst(*g, "b", dt, {C}, -0.5, 0.5));
+          g->output(g->silu(y));
+          return g;
+        };
+        cases.push_back(c);
+      }
+    }
+  }
   {
     Case c;
     c.name = "groupnorm_silu_f16_nhwc_16x320x64x64_static_onewave";
