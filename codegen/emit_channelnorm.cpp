@@ -58,12 +58,14 @@
 // 16x320x64x64 f16, 512 CTAs against 240 resident (30 clusters of 8: the GPCs leave some SMs'
 // slots unusable) make 2.13 waves, and the last 4 clusters run alone for ~8 us (run 62's
 // %globaltimer timeline, bench/groupnorm_probe.cu). Where clusters of 2 CTAs, one CTA of up to
-// 1024 threads per SM, fit the whole grid on the SMs at once, and half the input fits in half the
+// 640 threads per SM, fit the whole grid on the SMs at once, and half the input fits in half the
 // L2, this form is used instead: each CTA keeps the first half of its iterations in shared memory
 // (cp.async, as above), reads the second half into registers for the statistics after the copies
 // have landed, and reads that half again (from L2) for the stores, four vectors ahead of their
-// four stores. Measured (runs 67-71): 41-42 us against 43-43.6 for the form above; a hand-written
-// version with per-thread group sums and a smaller tree reached 38 us (run 65).
+// four stores. Both forms fold each thread's lanes per group before the partial-sum tree.
+// Measured for 16x320x64x64 f16 (runs 71-75): the whole graph 0.0365-0.0380 ms against
+// 0.0426-0.0433 for the form above; its phases load 15.4 us (DRAM-bound), reduce + cluster sync
+// 3.0, store 12.7 (run 72).
 #include <algorithm>
 #include <functional>
 #include <map>
