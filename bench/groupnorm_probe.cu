@@ -23,20 +23,13 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
-#include <algorithm>
 #include <cmath>
-#include <cstdio>
-#include <cstdlib>
-#include <vector>
 
-#define CK(x)                                                                                   \
-  do {                                                                                          \
-    cudaError_t err_ = (x);                                                                     \
-    if (err_ != cudaSuccess) {                                                                  \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(err_)); \
-      std::exit(1);                                                                             \
-    }                                                                                           \
-  } while (0)
+// kiln's device prelude, then its channel-norm helpers (which need the prelude first).
+#include "../codegen/device/kiln_prelude.cuh"
+
+#include "../codegen/device/kiln_channelnorm.cuh"
+#include "probe_common.cuh"
 
 constexpr int kN = 16, kC = 320, kS = 4096, kG = 32, kCg = kC / kG;
 constexpr int kK = 8;        // CTAs per cluster
@@ -55,34 +48,6 @@ __device__ __forceinline__ unsigned smid() {
   asm volatile("mov.u32 %0, %%smid;" : "=r"(r));
   return r;
 }
-__device__ __forceinline__ unsigned cta_rank() {
-  unsigned r;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
-  return r;
-}
-__device__ __forceinline__ void cluster_sync() {
-  asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::
-                   : "memory");
-}
-__device__ __forceinline__ float ld_remote(const float* local, unsigned rank) {
-  const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(local));
-  unsigned ra;
-  float v;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(ra) : "r"(a), "r"(rank));
-  asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(ra) : "memory");
-  return v;
-}
-__device__ __forceinline__ void cp16(void* smem, const void* gmem) {
-  const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(a), "l"(gmem) : "memory");
-}
-__device__ __forceinline__ void cp_commit() {
-  asm volatile("cp.async.commit_group;" ::: "memory");
-}
-template <int N>
-__device__ __forceinline__ void cp_wait() {
-  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
-}
 __device__ __forceinline__ void unpack8(uint4 u, float* v) {
   const __half2* h = reinterpret_cast<const __half2*>(&u);
 #pragma unroll
@@ -99,16 +64,6 @@ __device__ __forceinline__ uint4 pack8(const float* v) {
   for (int k = 0; k < 4; ++k) h[k] = __floats2half2_rn(v[2 * k], v[2 * k + 1]);
   return u;
 }
-__device__ __forceinline__ float ex2(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
-__device__ __forceinline__ float rcp(float x) {
-  float y;
-  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
 // 1 / d for d in [1, 2^126]: an integer-subtraction guess (12 % off), then Newton steps on the FMA
 // pipe (each squares the error: 1.5e-2, 2.3e-4, 5e-8).
 template <int STEPS>
@@ -122,8 +77,8 @@ __device__ __forceinline__ float rcp_newton(float d) {
 template <int SILU>
 __device__ __forceinline__ float act(float y) {
   if constexpr (SILU == 0) return y;
-  const float e = ex2(fminf(-1.4426950408889634f * y, 126.0f));
-  if constexpr (SILU == 1) return y * rcp(1.0f + e);
+  const float e = kiln_ex2_approx(fminf(-1.4426950408889634f * y, 126.0f));
+  if constexpr (SILU == 1) return y * kiln_rcp_approx(1.0f + e);
   return y * rcp_newton<SILU>(1.0f + e);
 }
 
@@ -136,34 +91,91 @@ struct Unit {
   static constexpr int SLICE = kP * CB * 2;  // bytes
 };
 
-// Reduce the per-thread (sum, sumsq) of the lo/hi group over the CTA into gs/gq[NG]; part holds
-// 4 floats per thread.
-template <int CB>
-__device__ __forceinline__ void cta_group_sums(float* part, float slo, float qlo, float shi,
-                                               float qhi, int t, int cbase, float* gs, float* gq) {
-  using U = Unit<CB>;
-  part[t * 4 + 0] = slo;
-  part[t * 4 + 1] = qlo;
-  part[t * 4 + 2] = shi;
-  part[t * 4 + 3] = qhi;
+// One thread's shifted sums: its 8 lanes (channels c0 .. c0+7) span at most two groups, lo and hi
+// (lanes >= split are hi), each shifted by its group's first element of the sample.
+struct LoHi {
+  int glo, ghi, split;
+  float x0lo, x0hi, slo = 0, qlo = 0, shi = 0, qhi = 0;
+  __device__ LoHi(const __half* xh, long long xg, int c0)
+      : glo(c0 / kCg),
+        ghi((c0 + 7) / kCg),
+        split(ghi * kCg - c0),
+        x0lo(__half2float(xh[xg + glo * kCg])),
+        x0hi(__half2float(xh[xg + ghi * kCg])) {}
+  __device__ void add(uint4 u) {
+    float v[8];
+    unpack8(u, v);
+#pragma unroll
+    for (int l = 0; l < 8; ++l) {
+      if (l < split || glo == ghi) {
+        const float d = v[l] - x0lo;
+        slo += d, qlo += d * d;
+      } else {
+        const float d = v[l] - x0hi;
+        shi += d, qhi += d * d;
+      }
+    }
+  }
+};
+
+// Reduce the threads' lo/hi sums over the CTA (T threads: VPP channel vectors x M pixel rows)
+// into gs/gq[NG]; part holds 4 floats per thread.
+template <int VPP, int M, int NG>
+__device__ __forceinline__ void cta_group_sums(float* part, const LoHi& a, int t, int cbase,
+                                               float* gs, float* gq) {
+  constexpr int T = VPP * M;
+  part[t * 4 + 0] = a.slo;
+  part[t * 4 + 1] = a.qlo;
+  part[t * 4 + 2] = a.shi;
+  part[t * 4 + 3] = a.qhi;
   __syncthreads();
 #pragma unroll
-  for (int s = U::M / 2; s >= 1; s /= 2) {
-    const int nf = s * U::VPP * 4;  // floats in the upper half
-    for (int f = t; f < nf; f += kT) part[f] += part[f + nf];
+  for (int s = M / 2; s >= 1; s /= 2) {
+    const int nf = s * VPP * 4;  // floats in the upper half
+    for (int f = t; f < nf; f += T) part[f] += part[f + nf];
     __syncthreads();
   }
-  if (t < U::NG) {
+  if (t < NG) {
     const int g = cbase / kCg + t;  // this block's group t (global channel group)
     float s = 0.0f, q = 0.0f;
 #pragma unroll
-    for (int j = 0; j < U::VPP; ++j) {
+    for (int j = 0; j < VPP; ++j) {
       const int c0 = cbase + j * 8, glo = c0 / kCg, ghi = (c0 + 7) / kCg;
       if (glo == g) s += part[j * 4 + 0], q += part[j * 4 + 1];
       if (ghi == g && ghi != glo) s += part[j * 4 + 2], q += part[j * 4 + 3];
     }
     gs[t] = s;
     gq[t] = q;
+  }
+}
+
+// The group statistics: the cluster's K CTAs' sums (the own ones when K == 1) into mean and rstd
+// per group (gm, gr), then each lane's mean and affine (y = (x - mean) * ka + kb).
+template <int K, int NG>
+__device__ __forceinline__ void group_stats(const float* gs, const float* gq, float* gm, float* gr,
+                                            int t, const __half* xh, long long xg, int cbase) {
+  if (t < NG) {
+    float s = 0.0f, q = 0.0f;
+    if constexpr (K > 1) {
+      for (unsigned k = 0; k < K; ++k)
+        s += kiln_cn_ld_remote(gs + t, k), q += kiln_cn_ld_remote(gq + t, k);
+    } else {
+      s = gs[t], q = gq[t];
+    }
+    const float md = s / (kCg * kS);
+    gm[t] = __half2float(xh[xg + cbase + t * kCg]) + md;
+    gr[t] = rsqrtf(fmaxf(q / (kCg * kS) - md * md, 0.0f) + 1e-5f);
+  }
+}
+__device__ __forceinline__ void lane_affine(const float* gm, const float* gr, const __half* gamma,
+                                            const __half* beta, int c0, int cbase, float* mean,
+                                            float* ka, float* kb) {
+#pragma unroll
+  for (int l = 0; l < 8; ++l) {
+    const int g = (c0 + l) / kCg - cbase / kCg;
+    mean[l] = gm[g];
+    ka[l] = gr[g] * __half2float(gamma[c0 + l]);
+    kb[l] = __half2float(beta[c0 + l]);
   }
 }
 
@@ -181,7 +193,7 @@ __global__ void __cluster_dims__(kK, 1, 1) __launch_bounds__(kT, MINB)
   __shared__ float gs[U::NG], gq[U::NG], gm[U::NG], gr[U::NG];
   const int t = threadIdx.x;
   if (ts && t == 0) ts[blockIdx.x * 8 + 0] = gtime(), ts[blockIdx.x * 8 + 4] = smid();
-  const unsigned rank = cta_rank();
+  const unsigned rank = kiln_cn_rank();
   const int cl = blockIdx.x / kK, n = cl / (kC / CB), cb = cl % (kC / CB);
   const int j = t % U::VPP, pr = t / U::VPP;
   const int cbase = cb * CB, c0 = cbase + j * 8;
@@ -191,64 +203,37 @@ __global__ void __cluster_dims__(kK, 1, 1) __launch_bounds__(kT, MINB)
   for (int q = 0; q < 4; ++q) {
 #pragma unroll
     for (int i = q * PER; i < (q + 1) * PER && i < U::ITER; ++i)
-      cp16(xs + i * kT + t, x + vbase0 + static_cast<long long>(i * U::M + pr) * (kC / 8));
-    cp_commit();
+      kiln_cn_cp16(xs + i * kT + t, x + vbase0 + static_cast<long long>(i * U::M + pr) * (kC / 8));
+    kiln_cn_cp_commit();
   }
   const __half* xh = reinterpret_cast<const __half*>(x);
   const long long xg = static_cast<long long>(n) * kS * kC;
-  const int glo = c0 / kCg, ghi = (c0 + 7) / kCg, split = ghi * kCg - c0;  // lanes >= split: hi
   float mean[8], ka[8], kb[8];
   if constexpr (STATS) {
-    const float x0lo = __half2float(xh[xg + glo * kCg]), x0hi = __half2float(xh[xg + ghi * kCg]);
-    float slo = 0, qlo = 0, shi = 0, qhi = 0;
-    auto acc = [&](int i) {
-      float v[8];
-      unpack8(xs[i * kT + t], v);
-#pragma unroll
-      for (int l = 0; l < 8; ++l) {
-        if (l < split || glo == ghi) {
-          const float d = v[l] - x0lo;
-          slo += d, qlo += d * d;
-        } else {
-          const float d = v[l] - x0hi;
-          shi += d, qhi += d * d;
-        }
-      }
-    };
-    cp_wait<3>();
+    LoHi a(xh, xg, c0);
+    auto acc = [&](int i) { a.add(xs[i * kT + t]); };
+    kiln_cn_cp_wait<3>();
 #pragma unroll
     for (int i = 0; i < PER && i < U::ITER; ++i) acc(i);
-    cp_wait<2>();
+    kiln_cn_cp_wait<2>();
 #pragma unroll
     for (int i = PER; i < 2 * PER && i < U::ITER; ++i) acc(i);
-    cp_wait<1>();
+    kiln_cn_cp_wait<1>();
 #pragma unroll
     for (int i = 2 * PER; i < 3 * PER && i < U::ITER; ++i) acc(i);
-    cp_wait<0>();
+    kiln_cn_cp_wait<0>();
 #pragma unroll
     for (int i = 3 * PER; i < U::ITER; ++i) acc(i);
     if (ts && t == 0) ts[blockIdx.x * 8 + 1] = gtime();
-    cta_group_sums<CB>(part, slo, qlo, shi, qhi, t, cbase, gs, gq);
-    cluster_sync();
-    if (t < U::NG) {
-      float s = 0.0f, q = 0.0f;
-      for (unsigned k = 0; k < kK; ++k) s += ld_remote(gs + t, k), q += ld_remote(gq + t, k);
-      const float md = s / (kCg * kS);
-      gm[t] = __half2float(xh[xg + cbase + t * kCg]) + md;
-      gr[t] = rsqrtf(fmaxf(q / (kCg * kS) - md * md, 0.0f) + 1e-5f);
-    }
-    asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
+    cta_group_sums<U::VPP, U::M, U::NG>(part, a, t, cbase, gs, gq);
+    kiln_cn_cluster_sync();
+    group_stats<kK, U::NG>(gs, gq, gm, gr, t, xh, xg, cbase);
+    kiln_cn_cluster_arrive();
     __syncthreads();
     if (ts && t == 0) ts[blockIdx.x * 8 + 2] = gtime();
-#pragma unroll
-    for (int l = 0; l < 8; ++l) {
-      const int g = (c0 + l) / kCg - cbase / kCg;
-      mean[l] = gm[g];
-      ka[l] = gr[g] * __half2float(gamma[c0 + l]);
-      kb[l] = __half2float(beta[c0 + l]);
-    }
+    lane_affine(gm, gr, gamma, beta, c0, cbase, mean, ka, kb);
   } else {
-    cp_wait<0>();
+    kiln_cn_cp_wait<0>();
     if (ts && t == 0) ts[blockIdx.x * 8 + 1] = ts[blockIdx.x * 8 + 2] = gtime();
 #pragma unroll
     for (int l = 0; l < 8; ++l) {
@@ -266,7 +251,7 @@ __global__ void __cluster_dims__(kK, 1, 1) __launch_bounds__(kT, MINB)
     y[vbase0 + static_cast<long long>(i * U::M + pr) * (kC / 8)] = pack8(v);
   }
   if (ts && t == 0) ts[blockIdx.x * 8 + 3] = gtime();
-  if constexpr (STATS) asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
+  if constexpr (STATS) kiln_cn_cluster_wait();
 }
 
 // ---------------------------------------------------------------- one wave: part of the slice in
@@ -297,6 +282,20 @@ __device__ __forceinline__ uint4 ldg_pol(const uint4* p, unsigned long long pol)
                  : "l"(p));
   return r;
 }
+// Iterations [LO, HI) B at a time: B loads in flight, then their uses.
+template <int B, int LO, int HI, class Load, class Use>
+__device__ __forceinline__ void batched(Load load, Use use) {
+#pragma unroll
+  for (int i = LO; i < HI; i += B) {
+    uint4 r[B];
+#pragma unroll
+    for (int k = 0; k < B; ++k)
+      if (i + k < HI) r[k] = load(i + k);
+#pragma unroll
+    for (int k = 0; k < B; ++k)
+      if (i + k < HI) use(i + k, r[k]);
+  }
+}
 template <int K, int CB, int T, int IS, int SILU, int MINB, bool HINT>
 __global__ void __cluster_dims__(K, 1, 1) __launch_bounds__(T, MINB)
     gn_hyb(const uint4* __restrict__ x, const __half* __restrict__ gamma,
@@ -311,100 +310,37 @@ __global__ void __cluster_dims__(K, 1, 1) __launch_bounds__(T, MINB)
   __shared__ float gs[NG], gq[NG], gm[NG], gr[NG];
   const int t = threadIdx.x;
   if (ts && t == 0) ts[blockIdx.x * 8 + 0] = gtime(), ts[blockIdx.x * 8 + 4] = smid();
-  const unsigned rank = K > 1 ? cta_rank() : 0;
+  const unsigned rank = K > 1 ? kiln_cn_rank() : 0;
   const int cl = blockIdx.x / K, n = cl / (kC / CB), cb = cl % (kC / CB);
   const int j = t % VPP, pr = t / VPP;
   const int cbase = cb * CB, c0 = cbase + j * 8;
   const long long vbase0 = ((static_cast<long long>(n) * kS + rank * P) * kC + c0) / 8;
   auto at = [&](int i) { return vbase0 + static_cast<long long>(i * M + pr) * (kC / 8); };
 #pragma unroll
-  for (int i = 0; i < IS; ++i) cp16(xs + i * T + t, x + at(i));
-  cp_commit();
+  for (int i = 0; i < IS; ++i) kiln_cn_cp16(xs + i * T + t, x + at(i));
+  kiln_cn_cp_commit();
   const unsigned long long pl = HINT ? policy_last() : 0;
   const __half* xh = reinterpret_cast<const __half*>(x);
   const long long xg = static_cast<long long>(n) * kS * kC;
-  const int glo = c0 / kCg, ghi = (c0 + 7) / kCg, split = ghi * kCg - c0;
-  const float x0lo = __half2float(xh[xg + glo * kCg]), x0hi = __half2float(xh[xg + ghi * kCg]);
-  float slo = 0, qlo = 0, shi = 0, qhi = 0;
-  auto acc = [&](uint4 u) {
-    float v[8];
-    unpack8(u, v);
-#pragma unroll
-    for (int l = 0; l < 8; ++l) {
-      if (l < split || glo == ghi) {
-        const float d = v[l] - x0lo;
-        slo += d, qlo += d * d;
-      } else {
-        const float d = v[l] - x0hi;
-        shi += d, qhi += d * d;
-      }
-    }
-  };
+  LoHi a(xh, xg, c0);
   // The L2 rows, three at a time in flight, while the copies land.
+  batched<3, IS, ITER>([&](int i) { return ldg_pol<HINT>(x + at(i), pl); },
+                       [&](int, uint4 u) { a.add(u); });
+  kiln_cn_cp_wait<0>();
 #pragma unroll
-  for (int i = IS; i < ITER; i += 3) {
-    uint4 r[3];
-#pragma unroll
-    for (int k = 0; k < 3; ++k)
-      if (i + k < ITER) r[k] = ldg_pol<HINT>(x + at(i + k), pl);
-#pragma unroll
-    for (int k = 0; k < 3; ++k)
-      if (i + k < ITER) acc(r[k]);
-  }
-  cp_wait<0>();
-#pragma unroll
-  for (int i = 0; i < IS; ++i) acc(xs[i * T + t]);
+  for (int i = 0; i < IS; ++i) a.add(xs[i * T + t]);
   if (ts && t == 0) ts[blockIdx.x * 8 + 1] = gtime();
-  // CTA tree over pixel rows (4 floats per thread), then per-group sums.
-  part[t * 4 + 0] = slo;
-  part[t * 4 + 1] = qlo;
-  part[t * 4 + 2] = shi;
-  part[t * 4 + 3] = qhi;
-  __syncthreads();
-#pragma unroll
-  for (int s = M / 2; s >= 1; s /= 2) {
-    const int nf = s * VPP * 4;
-    for (int f = t; f < nf; f += T) part[f] += part[f + nf];
-    __syncthreads();
-  }
-  if (t < NG) {
-    const int g = cbase / kCg + t;
-    float s = 0.0f, q = 0.0f;
-#pragma unroll
-    for (int jj = 0; jj < VPP; ++jj) {
-      const int cc = cbase + jj * 8, lo = cc / kCg, hi = (cc + 7) / kCg;
-      if (lo == g) s += part[jj * 4 + 0], q += part[jj * 4 + 1];
-      if (hi == g && hi != lo) s += part[jj * 4 + 2], q += part[jj * 4 + 3];
-    }
-    gs[t] = s;
-    gq[t] = q;
-  }
+  cta_group_sums<VPP, M, NG>(part, a, t, cbase, gs, gq);
   if constexpr (K > 1)
-    cluster_sync();
+    kiln_cn_cluster_sync();
   else
     __syncthreads();
-  if (t < NG) {
-    float s = 0.0f, q = 0.0f;
-    if constexpr (K > 1) {
-      for (unsigned k = 0; k < K; ++k) s += ld_remote(gs + t, k), q += ld_remote(gq + t, k);
-    } else {
-      s = gs[t], q = gq[t];
-    }
-    const float md = s / (kCg * kS);
-    gm[t] = __half2float(xh[xg + cbase + t * kCg]) + md;
-    gr[t] = rsqrtf(fmaxf(q / (kCg * kS) - md * md, 0.0f) + 1e-5f);
-  }
-  if constexpr (K > 1) asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
+  group_stats<K, NG>(gs, gq, gm, gr, t, xh, xg, cbase);
+  if constexpr (K > 1) kiln_cn_cluster_arrive();
   __syncthreads();
   if (ts && t == 0) ts[blockIdx.x * 8 + 2] = gtime();
   float mean[8], ka[8], kb[8];
-#pragma unroll
-  for (int l = 0; l < 8; ++l) {
-    const int g = (c0 + l) / kCg - cbase / kCg;
-    mean[l] = gm[g];
-    ka[l] = gr[g] * __half2float(gamma[c0 + l]);
-    kb[l] = __half2float(beta[c0 + l]);
-  }
+  lane_affine(gm, gr, gamma, beta, c0, cbase, mean, ka, kb);
   const unsigned long long pf = HINT ? policy_first() : 0;
   auto out = [&](int i, uint4 u) {
     float v[8];
@@ -414,20 +350,11 @@ __global__ void __cluster_dims__(K, 1, 1) __launch_bounds__(T, MINB)
     y[at(i)] = pack8(v);
   };
   // The L2 rows first (their loads in flight while the shared rows are stored).
-#pragma unroll
-  for (int i = IS; i < ITER; i += 2) {
-    uint4 r[2];
-#pragma unroll
-    for (int k = 0; k < 2; ++k)
-      if (i + k < ITER) r[k] = ldg_pol<HINT>(x + at(i + k), pf);
-#pragma unroll
-    for (int k = 0; k < 2; ++k)
-      if (i + k < ITER) out(i + k, r[k]);
-  }
+  batched<2, IS, ITER>([&](int i) { return ldg_pol<HINT>(x + at(i), pf); }, out);
 #pragma unroll 2
   for (int i = 0; i < IS; ++i) out(i, xs[i * T + t]);
   if (ts && t == 0) ts[blockIdx.x * 8 + 3] = gtime();
-  if constexpr (K > 1) asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
+  if constexpr (K > 1) kiln_cn_cluster_wait();
 }
 
 __global__ void copy_k(const uint4* __restrict__ x, uint4* __restrict__ y, long long n) {
@@ -436,37 +363,9 @@ __global__ void copy_k(const uint4* __restrict__ x, uint4* __restrict__ y, long 
 }
 
 // ---------------------------------------------------------------- timing, do_bench's way
-static void* g_flush;
-constexpr size_t kFlush = size_t{256} << 20;
 template <class F>
 float time_ms(F launch) {
-  constexpr int kWarm = 20, kIters = 200;
-  for (int i = 0; i < kWarm; ++i) {
-    CK(cudaMemsetAsync(g_flush, 0, kFlush));
-    launch();
-  }
-  std::vector<cudaEvent_t> s(kIters), e(kIters);
-  for (int i = 0; i < kIters; ++i) {
-    CK(cudaEventCreate(&s[i]));
-    CK(cudaEventCreate(&e[i]));
-  }
-  CK(cudaDeviceSynchronize());
-  for (int i = 0; i < kIters; ++i) {
-    CK(cudaMemsetAsync(g_flush, 0, kFlush));
-    CK(cudaEventRecord(s[i]));
-    launch();
-    CK(cudaEventRecord(e[i]));
-  }
-  CK(cudaDeviceSynchronize());
-  CK(cudaGetLastError());
-  std::vector<float> ms(kIters);
-  for (int i = 0; i < kIters; ++i) {
-    CK(cudaEventElapsedTime(&ms[i], s[i], e[i]));
-    CK(cudaEventDestroy(s[i]));
-    CK(cudaEventDestroy(e[i]));
-  }
-  std::sort(ms.begin(), ms.end());
-  return ms[kIters / 2];
+  return probe::time_ms(launch, 20, 200);
 }
 
 static uint4 *g_x, *g_y, *g_ref;
@@ -522,7 +421,7 @@ void print_timeline(L launch, int grid) {
   CK(cudaMalloc(&ts, grid * 8 * 8));
   std::vector<unsigned long long> h(grid * 8);
   for (int rep = 0; rep < 3; ++rep) {
-    CK(cudaMemsetAsync(g_flush, 0, kFlush));
+    probe::flush();
     launch(ts);
     CK(cudaDeviceSynchronize());
   }
@@ -595,9 +494,10 @@ void hyb(const char* name, bool timeline = false) {
         grid);
 }
 
-// kiln's own kernels for this case (`kiln emit` of bench_memory.py's groupnorm_silu graph), built
-// into the probe with -DKILN_GN_RULE=file.cu -DKILN_GN_OLD=file.cu: timed beside the hand-written
-// forms. Their signature: (x, gamma, beta, y), f16.
+// kiln's own kernels for this case, built in with -DKILN_GN_RULE=file.cu -DKILN_GN_OLD=file.cu: the
+// files are `kiln emit` outputs of bench_memory.py's groupnorm_silu graph (the rule, and under
+// KILN_SCHEDULE=channelnorm.onewave=2) from their "// group" line on (the prelude and the
+// channel-norm helpers are included above). Their signature: (x, gamma, beta, y), f16.
 #ifdef KILN_GN_RULE
 #include KILN_GN_RULE
 #endif
@@ -632,7 +532,6 @@ __global__ void fill(unsigned* p, long long n, unsigned seed) {
 }
 
 int main() {
-  CK(cudaMalloc(&g_flush, kFlush));
   const size_t bytes = kElems * 2;
   CK(cudaMalloc(&g_x, bytes));
   CK(cudaMalloc(&g_y, bytes));
@@ -642,17 +541,7 @@ int main() {
   fill<<<1024, 256>>>(reinterpret_cast<unsigned*>(g_x), static_cast<long long>(bytes / 4), 1u);
   fill<<<1, 256>>>(reinterpret_cast<unsigned*>(g_gamma), kC / 2, 2u);
   fill<<<1, 256>>>(reinterpret_cast<unsigned*>(g_beta), kC / 2, 3u);
-  {
-    void *a, *b;
-    const size_t big = size_t{2} << 30;
-    CK(cudaMalloc(&a, big));
-    CK(cudaMalloc(&b, big));
-    const float ms = time_ms([&] { CK(cudaMemcpyAsync(b, a, big, cudaMemcpyDeviceToDevice)); });
-    g_ceiling = 2.0 * big / (ms * 1e-3) / 1e9;
-    std::printf("copy 2 GiB: %.4f ms = %.1f GB/s (the ceiling)\n", ms, g_ceiling);
-    CK(cudaFree(a));
-    CK(cudaFree(b));
-  }
+  g_ceiling = probe::copy_ceiling_gbs([](auto f) { return time_ms(f); });
   {
     const float ms =
         time_ms([&] { CK(cudaMemcpyAsync(g_y, g_x, bytes, cudaMemcpyDeviceToDevice)); });

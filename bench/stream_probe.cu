@@ -15,19 +15,12 @@
 //                                      && /tmp/stream_probe
 #include <cuda_runtime.h>
 
+#include "probe_common.cuh"
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
-
-#define CK(x)                                                                                   \
-  do {                                                                                          \
-    cudaError_t err_ = (x);                                                                     \
-    if (err_ != cudaSuccess) {                                                                  \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(err_)); \
-      std::exit(1);                                                                             \
-    }                                                                                           \
-  } while (0)
 
 constexpr int kRows = 16384, kCols = 4096;
 constexpr int kVecRow = kCols / 8;  // 16-byte vectors per row
@@ -217,37 +210,9 @@ __global__ void __launch_bounds__(T)
 }
 
 // ---------------------------------------------------------------- timing, do_bench's way
-static void* g_flush;
-constexpr size_t kFlush = size_t{256} << 20;
 template <class F>
 float time_ms(F launch) {
-  constexpr int kWarm = 30, kIters = 300;
-  for (int i = 0; i < kWarm; ++i) {
-    CK(cudaMemsetAsync(g_flush, 0, kFlush));
-    launch();
-  }
-  std::vector<cudaEvent_t> s(kIters), e(kIters);
-  for (int i = 0; i < kIters; ++i) {
-    CK(cudaEventCreate(&s[i]));
-    CK(cudaEventCreate(&e[i]));
-  }
-  CK(cudaDeviceSynchronize());
-  for (int i = 0; i < kIters; ++i) {
-    CK(cudaMemsetAsync(g_flush, 0, kFlush));
-    CK(cudaEventRecord(s[i]));
-    launch();
-    CK(cudaEventRecord(e[i]));
-  }
-  CK(cudaDeviceSynchronize());
-  CK(cudaGetLastError());
-  std::vector<float> ms(kIters);
-  for (int i = 0; i < kIters; ++i) {
-    CK(cudaEventElapsedTime(&ms[i], s[i], e[i]));
-    CK(cudaEventDestroy(s[i]));
-    CK(cudaEventDestroy(e[i]));
-  }
-  std::sort(ms.begin(), ms.end());
-  return ms[kIters / 2];
+  return probe::time_ms(launch, 30, 300);
 }
 
 static uint4 *g_x, *g_b, *g_y;
@@ -303,24 +268,13 @@ __global__ void fill(unsigned* p, long long n, unsigned seed) {
 
 int main() {
   CK(cudaDeviceGetAttribute(&g_sms, cudaDevAttrMultiProcessorCount, 0));
-  CK(cudaMalloc(&g_flush, kFlush));
   const size_t bytes = static_cast<size_t>(kVecs) * 16;
   CK(cudaMalloc(&g_x, bytes));
   CK(cudaMalloc(&g_y, bytes));
   CK(cudaMalloc(&g_b, kCols * 2));
   fill<<<1024, 256>>>(reinterpret_cast<unsigned*>(g_x), static_cast<long long>(bytes / 4), 1u);
   fill<<<4, 256>>>(reinterpret_cast<unsigned*>(g_b), kCols / 2, 2u);
-  {
-    void *a, *b;
-    const size_t big = size_t{2} << 30;
-    CK(cudaMalloc(&a, big));
-    CK(cudaMalloc(&b, big));
-    const float ms = time_ms([&] { CK(cudaMemcpyAsync(b, a, big, cudaMemcpyDeviceToDevice)); });
-    g_ceiling = 2.0 * big / (ms * 1e-3) / 1e9;
-    std::printf("copy 2 GiB: %.4f ms = %.1f GB/s (the ceiling)\n", ms, g_ceiling);
-    CK(cudaFree(a));
-    CK(cudaFree(b));
-  }
+  g_ceiling = probe::copy_ceiling_gbs([](auto f) { return time_ms(f); });
   report("cudaMemcpyAsync same bytes",
          time_ms([&] { CK(cudaMemcpyAsync(g_y, g_x, bytes, cudaMemcpyDeviceToDevice)); }));
   // copies: where the hint and shape knobs put a pure stream (ld0 st0: kiln's streaming hints;

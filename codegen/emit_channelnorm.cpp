@@ -269,6 +269,32 @@ bool emit_cluster(const EmitContext& cx, const FusionGroup& grp, bool no_prologu
   w.line("#pragma unroll");
   w.line("for (int l = 0; l < {}; ++l) acc[l] = acc2[l] = 0.0f;", V);
   const std::string guard = P % m ? fmt::format("p < {} && ", P) : "";
+  // Adds the vector v's shifted values to the thread's sums.
+  auto accumulate = [&] {
+    w.line("#pragma unroll");
+    w.line(
+        "for (int l = 0; l < {}; ++l) {{ const float d = v[l] - x0[l]; acc[l] += d; acc2[l] += d * "
+        "d; }}",
+        V);
+  };
+  // Opens the loops over iterations [lo, hi) of the L2 half, four at a time: their four 16-byte
+  // loads, then a loop over the four (p defined when need_p) left open for the caller's body.
+  auto open_l2_batches = [&](const char* i, int64_t lo, int64_t hi, int unroll, bool need_p) {
+    w.line("#pragma unroll {}", unroll);
+    w.open("for (int {0} = {1}; {0} < {2}; {0} += 4) {{", i, lo, hi);
+    w.line("uint4 r[4];");
+    w.line("#pragma unroll");
+    w.open("for (int k = 0; k < 4; ++k) {{");
+    w.line("const int p = ({} + k) * {} + pr;", i, m);
+    w.line(
+        "if ({}{} + k < {}) r[k] = kiln_ld16_plain({} + gbase0 + static_cast<long long>(p) * {});",
+        guard, i, hi, xp, C);
+    w.close();
+    w.line("#pragma unroll");
+    w.open("for (int k = 0; k < 4; ++k) {{");
+    if (need_p) w.line("const int p = ({} + k) * {} + pr;", i, m);
+    w.line("if (!({}{} + k < {})) break;", guard, i, hi);
+  };
   for (int64_t q = 0; q < groups; ++q) {
     w.line("kiln_cn_cp_wait<{}>();", groups - 1 - q);
     w.line("#pragma unroll 2");
@@ -277,11 +303,7 @@ bool emit_cluster(const EmitContext& cx, const FusionGroup& grp, bool no_prologu
     w.line("if (p >= {}) break;", P);
     w.line("float v[{}];", V);
     w.line("kiln_unpack16(xs[i * {} + t], {}, v);", T, xp);
-    w.line("#pragma unroll");
-    w.line(
-        "for (int l = 0; l < {}; ++l) {{ const float d = v[l] - x0[l]; acc[l] += d; acc2[l] += d * "
-        "d; }}",
-        V);
+    accumulate();
     w.close();
   }
   if (ISM < ITER) {
@@ -290,27 +312,10 @@ bool emit_cluster(const EmitContext& cx, const FusionGroup& grp, bool no_prologu
     // 18.1 against 21.2 us).
     w.line("// iterations {}..{}: from global memory now, and again for the stores (from L2)", ISM,
            ITER - 1);
-    w.line("#pragma unroll 4");
-    w.open("for (int i = {}; i < {}; i += 4) {{", ISM, ITER);
-    w.line("uint4 r[4];");
-    w.line("#pragma unroll");
-    w.open("for (int k = 0; k < 4; ++k) {{");
-    w.line("const int p = (i + k) * {} + pr;", m);
-    w.line(
-        "if ({}i + k < {}) r[k] = kiln_ld16_plain({} + gbase0 + static_cast<long long>(p) * {});",
-        guard, ITER, xp, C);
-    w.close();
-    w.line("#pragma unroll");
-    w.open("for (int k = 0; k < 4; ++k) {{");
-    if (!guard.empty()) w.line("const int p = (i + k) * {} + pr;", m);
-    w.line("if (!({}i + k < {})) break;", guard, ITER);
+    open_l2_batches("i", ISM, ITER, 4, !guard.empty());
     w.line("float v[{}];", V);
     w.line("kiln_unpack16(r[k], {}, v);", xp);
-    w.line("#pragma unroll");
-    w.line(
-        "for (int l = 0; l < {}; ++l) {{ const float d = v[l] - x0[l]; acc[l] += d; acc2[l] += d * "
-        "d; }}",
-        V);
+    accumulate();
     w.close();
     w.close();
   }
@@ -410,21 +415,7 @@ bool emit_cluster(const EmitContext& cx, const FusionGroup& grp, bool no_prologu
   // exposed.
   auto store_loop = [&](int64_t lo, int64_t hi, bool from_l2) {
     if (from_l2) {
-      w.line("#pragma unroll 1");
-      w.open("for (int i0 = {}; i0 < {}; i0 += 4) {{", lo, hi);
-      w.line("uint4 r[4];");
-      w.line("#pragma unroll");
-      w.open("for (int k = 0; k < 4; ++k) {{");
-      w.line("const int p = (i0 + k) * {} + pr;", m);
-      w.line(
-          "if ({}i0 + k < {}) r[k] = kiln_ld16_plain({} + gbase0 + static_cast<long long>(p) * "
-          "{});",
-          guard, hi, xp, C);
-      w.close();
-      w.line("#pragma unroll");
-      w.open("for (int k = 0; k < 4; ++k) {{");
-      w.line("const int p = (i0 + k) * {} + pr;", m);
-      w.line("if (!({}i0 + k < {})) break;", guard, hi);
+      open_l2_batches("i0", lo, hi, 1, true);
     } else {
       w.line("#pragma unroll 2");
       w.open("for (int i = {}; i < {}; ++i) {{", lo, hi);

@@ -49,6 +49,19 @@ TensorDesc desc(DType t, Shape s, Layout l = Layout::NCHW) {
 Tensor cst(Graph& g, const std::string& name, DType t, Shape s, double lo = 0.5, double hi = 1.5) {
   return g.constant_random(name, desc(t, std::move(s)), "uniform", lo, hi, 11);
 }
+// silu(groupnorm(x, G) with scale and shift), or silu(instancenorm(x)) when G == C, over an NHWC
+// x [N, C, h, w]: N a symbol, or `batch` when it is > 0.
+std::function<std::shared_ptr<Graph>()> norm_silu_nhwc(DType dt, int64_t C, int64_t G, int64_t h,
+                                                       int64_t w, int64_t batch = 0) {
+  return [=] {
+    auto g = std::make_shared<Graph>("norm_silu");
+    Tensor x = g->input("x", dt, {batch > 0 ? Dim(batch) : Dim("N"), C, h, w}, Layout::NHWC);
+    Tensor y = C == G ? g->instancenorm(x)
+                      : g->groupnorm(x, G, cst(*g, "s", dt, {C}), cst(*g, "b", dt, {C}, -0.5, 0.5));
+    g->output(g->silu(y));
+    return g;
+  };
+}
 const char* lname(Layout l) {
   return l == Layout::NHWC ? "nhwc" : "nchw";
 }
@@ -226,49 +239,25 @@ std::vector<Case> make_cases() {
     c.kernel = "_split_apply";
     cases.push_back(c);
   }
-  // The cluster path's one-pass statistics over values shifted by each group's first element: a
+  // The cluster paths' one-pass statistics over values shifted by each group's first element: a
   // mean of 102 against a spread of about 1.2 would lose most digits of an unshifted E[x^2] -
-  // E[x]^2 in f32.
+  // E[x]^2 in f32. Under the rules (clusters of 8) and in the one-wave form (clusters of two,
+  // half of each slice read again from L2), which is also forced on a partial last pixel row (100
+  // pixels per CTA, 64 per row) and is the rule for the bench's batch of 16 (a static batch).
   for (DType dt : kDtypes) {
     Case c;
-    c.name = fmt::format("groupnorm320_silu_{}_nhwc_64x64_mean102", dtype_name(dt));
     c.inputs = {{"x", {{2, 320, 64, 64}, 100.0, 104.0}}};
-    c.kernel = "_cluster8";
-    c.build = [dt] {
-      auto g = std::make_shared<Graph>("gnm");
-      Tensor x = g->input("x", dt, {"N", 320, 64, 64}, Layout::NHWC);
-      Tensor y = g->groupnorm(x, 32, cst(*g, "s", dt, {320}), cst(*g, "b", dt, {320}, -0.5, 0.5));
-      g->output(g->silu(y));
-      return g;
-    };
-    cases.push_back(c);
-  }
-  // The one-wave cluster form (clusters of two, half of each slice read again from L2): forced
-  // on the mean-102 data in every dtype and on a partial last pixel row (100 pixels per CTA, 64
-  // per row), and under the rules for the bench's batch of 16 (a static batch).
-  for (DType dt : kDtypes) {
-    Case c;
-    c.name = fmt::format("groupnorm320_silu_{}_nhwc_64x64_mean102_onewave", dtype_name(dt));
-    c.inputs = {{"x", {{2, 320, 64, 64}, 100.0, 104.0}}};
-    c.schedule = "channelnorm.onewave=1";
-    c.kernel = "_cluster2_onewave";
-    c.build = [dt] {
-      auto g = std::make_shared<Graph>("gnw");
-      Tensor x = g->input("x", dt, {"N", 320, 64, 64}, Layout::NHWC);
-      Tensor y = g->groupnorm(x, 32, cst(*g, "s", dt, {320}), cst(*g, "b", dt, {320}, -0.5, 0.5));
-      g->output(g->silu(y));
-      return g;
-    };
-    cases.push_back(c);
+    c.build = norm_silu_nhwc(dt, 320, 32, 64, 64);
+    for (bool wave : {false, true}) {
+      c.name = fmt::format("groupnorm320_silu_{}_nhwc_64x64_mean102{}", dtype_name(dt),
+                           wave ? "_onewave" : "");
+      c.schedule = wave ? "channelnorm.onewave=1" : "";
+      c.kernel = wave ? "_cluster2_onewave" : "_cluster8";
+      cases.push_back(c);
+    }
     c.name = fmt::format("groupnorm320_silu_{}_nhwc_10x20_onewave", dtype_name(dt));
     c.inputs = {{"x", {{3, 320, 10, 20}}}};
-    c.build = [dt] {
-      auto g = std::make_shared<Graph>("gnw");
-      Tensor x = g->input("x", dt, {"N", 320, 10, 20}, Layout::NHWC);
-      Tensor y = g->groupnorm(x, 32, cst(*g, "s", dt, {320}), cst(*g, "b", dt, {320}, -0.5, 0.5));
-      g->output(g->silu(y));
-      return g;
-    };
+    c.build = norm_silu_nhwc(dt, 320, 32, 10, 20);
     cases.push_back(c);
   }
   // The cluster forms' per-group fold of a thread's lanes, every case of it: lanes spanning up to
@@ -283,15 +272,7 @@ std::vector<Case> make_cases() {
         c.inputs = {{"x", {{3, C, 32, 20}, -1.0, 3.0}}};
         c.schedule = sched;
         c.kernel = *sched ? "_cluster2_onewave" : "_cluster";
-        c.build = [dt, C = C, G = G] {
-          auto g = std::make_shared<Graph>("gnf");
-          Tensor x = g->input("x", dt, {"N", C, 32, 20}, Layout::NHWC);
-          Tensor y =
-              C == G ? g->instancenorm(x)
-                     : g->groupnorm(x, G, cst(*g, "s", dt, {C}), cst(*g, "b", dt, {C}, -0.5, 0.5));
-          g->output(g->silu(y));
-          return g;
-        };
+        c.build = norm_silu_nhwc(dt, C, G, 32, 20);
         cases.push_back(c);
       }
     }
@@ -302,14 +283,7 @@ std::vector<Case> make_cases() {
     c.inputs = {{"x", {{16, 320, 64, 64}}}};
     c.kernel = "_cluster2_onewave";
     c.runs = 2;
-    c.build = [] {
-      auto g = std::make_shared<Graph>("gnw");
-      Tensor x = g->input("x", DType::F16, {16, 320, 64, 64}, Layout::NHWC);
-      Tensor y = g->groupnorm(x, 32, cst(*g, "s", DType::F16, {320}),
-                              cst(*g, "b", DType::F16, {320}, -0.5, 0.5));
-      g->output(g->silu(y));
-      return g;
-    };
+    c.build = norm_silu_nhwc(DType::F16, 320, 32, 64, 64, 16);
     cases.push_back(c);
   }
   // ---- the split channel-norm path (the rule for NHWC, static C and image where the sm_90
