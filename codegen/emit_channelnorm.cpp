@@ -156,26 +156,26 @@ bool emit_cluster(const EmitContext& cx, const FusionGroup& grp, bool no_prologu
   const int64_t NGV = Cg % V == 0   ? 1
                       : V % Cg == 0 ? V / Cg
                                     : std::min<int64_t>(V, (V - 1) / Cg + 2);
-  // The layout for K CTAs per cluster of at most max_t threads: P pixels per CTA, m pixel rows per
+  // The layout for k CTAs per cluster of at most max_t threads: P pixels per CTA, m pixel rows per
   // iteration (a power of two: the shared-memory tree), T threads, ITER iterations.
-  int64_t P = 0, ITER = 0;
-  int m = 1, T = 0;
-  auto layout = [&](int k, int max_t) {
-    P = S / k;
-    m = 1;
-    while (VPP * m * 2 <= max_t && m < P) m *= 2;
-    T = VPP * m;
-    ITER = (P + m - 1) / m;
+  struct Layout {
+    int64_t P, ITER;
+    int m, T;
   };
-  layout(K, kClusterThreads);
+  auto layout = [&](int k, int max_t) {
+    Layout l{S / k, 0, 1, 0};
+    while (VPP * l.m * 2 <= max_t && l.m < l.P) l.m *= 2;
+    l.T = VPP * l.m;
+    l.ITER = (l.P + l.m - 1) / l.m;
+    return l;
+  };
+  Layout L = layout(K, kClusterThreads);
+  int64_t ISM = L.ITER;  // iterations kept in shared memory; the rest are read again from L2
   // CTAs per SM: as many as shared memory holds (228 KiB per SM, 1 KiB reserved per CTA), at
   // no fewer than 64 registers per thread.
-  auto ctas_per_sm = [&](int64_t smem_bytes) {
-    return static_cast<int>(std::max<int64_t>(
-        1, std::min<int64_t>(233472 / (smem_bytes + 1024 + 256), 65536 / (T * 64))));
-  };
-  int64_t ISM = ITER;  // iterations kept in shared memory; the rest are read again from L2
-  int per_sm = ctas_per_sm(P * CB * esize + 2 * int64_t{T} * NGV * 4);
+  const int64_t smem_all = L.P * CB * esize + 2 * int64_t{L.T} * NGV * 4;
+  int per_sm = static_cast<int>(std::max<int64_t>(
+      1, std::min<int64_t>(233472 / (smem_all + 1024 + 256), 65536 / (L.T * 64))));
   // One wave (see the file comment): where the grid above needs more than one wave of resident
   // clusters, clusters of 2 CTAs, one CTA per SM, half of each slice in shared memory and half
   // read again from L2, so that every CTA is resident at once. Needs the batch size (a static
@@ -187,25 +187,24 @@ bool emit_cluster(const EmitContext& cx, const FusionGroup& grp, bool no_prologu
   // the H200 at two CTAs per SM, run 62).
   const bool many_waves = units > 0 && units * K > int64_t{cx.opts.sm_count} * per_sm * 9 / 10;
   bool one_wave = false;
-  if (S % 2 == 0 && VPP <= kWaveThreads &&
-      (wave_ov == 1 || (wave_rule && many_waves && units * 2 <= cx.opts.sm_count))) {
-    const int save_m = m, save_T = T;
-    const int64_t save_P = P, save_ITER = ITER;
-    layout(2, kWaveThreads);
+  if (S % 2 == 0 && (wave_ov == 1 || (wave_rule && many_waves && units * 2 <= cx.opts.sm_count))) {
+    const Layout wl = layout(2, kWaveThreads);
     // Half of the iterations in shared memory: 16 of 32 measured faster than 12 or 20 (run 65).
-    const int64_t row = int64_t{T} * 16;  // bytes of one iteration's vectors
-    const int64_t budget = 232448 - 1024 - 256 - 2 * int64_t{T} * NGV * 4;
-    const int64_t ism = std::min<int64_t>({ITER, std::max<int64_t>(1, ITER / 2), budget / row});
-    const int64_t l2_share = units > 0 ? units * 2 * (ITER - ism) * row : 0;
+    const int64_t row = int64_t{wl.T} * 16;  // bytes of one iteration's vectors
+    const int64_t budget = 232448 - 1024 - 256 - 2 * int64_t{wl.T} * NGV * 4;
+    const int64_t ism =
+        std::min<int64_t>({wl.ITER, std::max<int64_t>(1, wl.ITER / 2), budget / row});
+    const int64_t l2_share = units > 0 ? units * 2 * (wl.ITER - ism) * row : 0;
     one_wave = ism >= 1 && (wave_ov == 1 || 2 * l2_share <= cx.opts.l2_bytes);
     if (one_wave) {
+      L = wl;
       K = 2;
       ISM = ism;
       per_sm = 1;
-    } else {
-      m = save_m, T = save_T, P = save_P, ITER = save_ITER;
     }
   }
+  const int64_t P = L.P, ITER = L.ITER;
+  const int m = L.m, T = L.T;
   // Rows below ISM are whole when some are read from L2; else the slice's own size.
   const int64_t data_bytes = ISM < ITER ? ISM * T * 16 : P * VPP * 16;
   const int smem = static_cast<int>(data_bytes + 2 * int64_t{T} * NGV * 4);
@@ -224,7 +223,6 @@ bool emit_cluster(const EmitContext& cx, const FusionGroup& grp, bool no_prologu
          xd.str());
   w.line("// cluster of {} CTAs per (n, {} channels); {} pixels x {} vectors per CTA, {} threads",
          K, CB, P, VPP, T);
-  if (!one_wave) per_sm = ctas_per_sm(smem);
   w.open(
       "extern \"C\" __global__ void __cluster_dims__({}, 1, 1) __launch_bounds__({}, {}) "
       "{}(KILN_PARAMS) {{",
@@ -320,14 +318,8 @@ bool emit_cluster(const EmitContext& cx, const FusionGroup& grp, bool no_prologu
     w.close();
   }
   w.line("float* const part2 = part + {};", int64_t{T} * NGV);
-  if (NGV == V) {
-    w.line("#pragma unroll");
-    w.line(
-        "for (int l = 0; l < {0}; ++l) {{ part[t * {0} + l] = acc[l]; part2[t * {0} + l] = "
-        "acc2[l]; }}",
-        V);
-  } else {
-    // Lane l belongs to the thread's group slot (j*V + l)/Cg - (j*V)/Cg.
+  {
+    // Lane l belongs to the thread's group slot (j*V + l)/Cg - (j*V)/Cg (l itself for Cg == 1).
     w.line("const int g0 = j * {} / {};", V, Cg);
     w.line("float gs[{0}], gq[{0}];", NGV);
     w.line("#pragma unroll");
@@ -360,11 +352,7 @@ bool emit_cluster(const EmitContext& cx, const FusionGroup& grp, bool no_prologu
   }
   w.open("if (t < {}) {{", NG);
   w.line("float s = 0.0f, s2 = 0.0f;");
-  if (NGV == V) {  // part[c]: channel c of the block
-    w.line("#pragma unroll");
-    w.line("for (int c = 0; c < {0}; ++c) {{ s += part[t * {0} + c]; s2 += part2[t * {0} + c]; }}",
-           Cg);
-  } else {  // part[jj * NGV + q]: slot q of channel vector jj, group jj*V/Cg + q of the block
+  {  // part[jj * NGV + q]: slot q of channel vector jj, group jj*V/Cg + q of the block
     w.line("#pragma unroll");
     w.open("for (int jj = 0; jj < {}; ++jj) {{", VPP);
     w.line("const int q = t - jj * {} / {};", V, Cg);

@@ -98,4 +98,14 @@ std::vector<KernelSpec> generate_kernels(const Graph& g, const Plan& p,
   return out;
 }
 
+CodegenOptions codegen_options(const DeviceInfo& d, const ScheduleOverrides& schedule) {
+  CodegenOptions co;
+  co.sm = parse_arch(d.arch);
+  co.arch_specific = co.sm == 90;  // sm_90a kernels (KernelSpec::arch) run on every sm_90 device
+  co.sm_count = d.sm_count;
+  co.l2_bytes = d.l2_bytes;
+  co.schedule = schedule;
+  return co;
+}
+
 }  // namespace kiln

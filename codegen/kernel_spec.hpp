@@ -12,6 +12,7 @@
 
 #include "engine/plan.hpp"
 #include "heuristics/contraction_config.hpp"
+#include "heuristics/device_info.hpp"
 #include "heuristics/schedule.hpp"
 #include "kiln/types.hpp"
 
@@ -69,6 +70,9 @@ struct CodegenOptions {
   // not a candidate of the problem is ignored (the rules decide).
   std::function<std::optional<ContractionConfig>(const std::string& key)> tuned;
 };
+// What the Engine builds for device `d` (queried, or default_device_info for an arch): its arch's
+// kernels (sm_90a ones on sm_90), sized by its SMs and L2, under `schedule`.
+CodegenOptions codegen_options(const DeviceInfo& d, const ScheduleOverrides& schedule);
 
 // One contraction group as autotuning sees it: its shape-class key, the candidate configs (the
 // rules' choice first) and their kernels, and the bindings of the graph's symbols it is timed

@@ -202,12 +202,7 @@ std::shared_ptr<GraphCore> build_core(const std::shared_ptr<EngineState>& stp,
   e.plans.fetch_add(1);
   if (dump_plan) fmt::print(stderr, "{}", plan_to_string(graph, core->plan));
 
-  CodegenOptions co;
-  co.sm = e.sm;
-  co.sm_count = e.info.sm_count;
-  co.l2_bytes = e.info.l2_bytes;
-  co.arch_specific = e.sm == 90;  // sm_90a kernels (KernelSpec::arch) run on every sm_90 device
-  co.schedule = e.schedule;
+  CodegenOptions co = codegen_options(e.info, e.schedule);
   std::map<int, std::string> tuning_notes;  // group -> KernelInfo::tuning
   if (e.tuning) {
     // Shape-specialized variants (background threads, concurrent with runs) only read the table.

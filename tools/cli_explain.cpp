@@ -176,11 +176,8 @@ int run_explain(const std::vector<std::string>& argv) {
   std::shared_ptr<const Graph> pg =
       apply_engine_passes(std::make_shared<const Graph>(g), po.fusion, &passes_note);
   Plan p = plan_fusion(*pg, po);
-  CodegenOptions co;
-  co.sm = dev.sm;
-  co.arch_specific = dev.sm == 90;
-  co.schedule = env().schedule_overrides;
-  std::vector<KernelSpec> ks = generate_kernels(*pg, p, co);
+  std::vector<KernelSpec> ks =
+      generate_kernels(*pg, p, codegen_options(dev, env().schedule_overrides));
   FlopRates rates = flop_rates(dev);
 
   std::vector<KernelEstimate> est(ks.size());

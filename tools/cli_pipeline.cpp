@@ -48,11 +48,10 @@ int run_plan(const std::vector<std::string>& argv) {
   const Graph& g = *gp;
   Plan p = plan_fusion(g, plan_options(a));
   fmt::print("{}", plan_to_string(g, p));
-  CodegenOptions co;
-  co.sm = parse_arch(a.get("--arch", "sm_90"), nullptr, "--arch");
-  co.arch_specific = co.sm == 90;  // what the Engine builds: sm_90a wgmma kernels on sm_90
-  co.schedule = env().schedule_overrides;
-  std::vector<KernelSpec> ks = generate_kernels(g, p, co);
+  const std::string arch = a.get("--arch", "sm_90");
+  parse_arch(arch, nullptr, "--arch");  // a bad --arch is named as such
+  std::vector<KernelSpec> ks =
+      generate_kernels(g, p, codegen_options(default_device_info(arch), env().schedule_overrides));
   fmt::print("\n{} kernel{} for {} node{}:\n", ks.size(), ks.size() == 1 ? "" : "s",
              g.nodes().size(), g.nodes().size() == 1 ? "" : "s");
   for (const KernelSpec& k : ks)
@@ -71,10 +70,8 @@ int run_emit(const std::vector<std::string>& argv) {
                       1, 1);
   KILN_CHECK(a.has("--out"), "emit: --out DIR is required");
   std::string arch = a.get("--arch", "sm_90");
-  CodegenOptions co;
-  co.sm = parse_arch(arch, nullptr, "--arch");
-  co.arch_specific = co.sm == 90;  // what the Engine builds: sm_90a wgmma kernels on sm_90
-  co.schedule = env().schedule_overrides;
+  parse_arch(arch, nullptr, "--arch");  // a bad --arch is named as such
+  const CodegenOptions co = codegen_options(default_device_info(arch), env().schedule_overrides);
   std::shared_ptr<const Graph> gp = load_for_codegen(a);
   const Graph& g = *gp;
   std::vector<KernelSpec> ks = generate_kernels(g, plan_fusion(g, plan_options(a)), co);
