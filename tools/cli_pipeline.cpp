@@ -66,7 +66,8 @@ int run_emit(const std::vector<std::string>& argv) {
                       {{"--out", true, false},
                        {"--arch", true, false},
                        {"--no-fusion", false, false},
-                       {"--compile", false, false}},
+                       {"--compile", false, false},
+                       {"--candidates", false, false}},
                       1, 1);
   KILN_CHECK(a.has("--out"), "emit: --out DIR is required");
   std::string arch = a.get("--arch", "sm_90");
@@ -74,7 +75,16 @@ int run_emit(const std::vector<std::string>& argv) {
   const CodegenOptions co = codegen_options(default_device_info(arch), env().schedule_overrides);
   std::shared_ptr<const Graph> gp = load_for_codegen(a);
   const Graph& g = *gp;
-  std::vector<KernelSpec> ks = generate_kernels(g, plan_fusion(g, plan_options(a)), co);
+  const Plan plan = plan_fusion(g, plan_options(a));
+  std::vector<KernelSpec> ks = generate_kernels(g, plan, co);
+  // --candidates: every autotune candidate of each conv/matmul too, named by group and config.
+  if (a.has("--candidates"))
+    for (TuningSite& site : contraction_tuning_sites(g, plan, co))
+      for (size_t i = 0; i < site.kernels.size(); ++i) {
+        KernelSpec k = std::move(site.kernels[i]);
+        k.name = fmt::format("candidate_g{}_{}_{}", site.group, i, k.name);
+        ks.push_back(std::move(k));
+      }
   std::filesystem::path dir = a.get("--out");
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
@@ -412,10 +422,12 @@ KILN_CLI_COMMAND(
     run_plan);
 KILN_CLI_COMMAND(
     emit, "emit", "write each generated kernel's CUDA source",
-    "usage: kiln emit GRAPH --out DIR [--arch sm_XX] [--no-fusion] [--compile]\n\n"
+    "usage: kiln emit GRAPH --out DIR [--arch sm_XX] [--no-fusion] [--compile] [--candidates]\n\n"
     "Writes DIR/<kernel name>.cu for every kernel of the plan (the kernels the Engine\n"
     "builds for --arch, default sm_90: sm_90a wgmma contractions there); --compile also\n"
-    "compiles each with NVRTC, one after the other, and prints the time.\n",
+    "compiles each with NVRTC, one after the other, and prints the time. --candidates\n"
+    "also writes every autotune candidate of each conv/matmul group\n"
+    "(candidate_g<group>_<index>_<kernel name>.cu).\n",
     run_emit);
 KILN_CLI_COMMAND(
     bench, "bench", "time each kernel on the GPU against the copy-bandwidth ceiling",
