@@ -9,7 +9,7 @@
 #include <chrono>
 #include <vector>
 
-#include "engine/random.hpp"
+#include "engine/base/random.hpp"
 #include "kiln/engine.hpp"
 #include "kiln/error.hpp"
 #include "kiln/io.hpp"

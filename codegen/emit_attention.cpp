@@ -8,8 +8,8 @@
 #include "codegen/contraction_common.hpp"
 #include "codegen/emit.hpp"
 #include "codegen/writer.hpp"
-#include "engine/attention_pattern.hpp"
-#include "engine/check.hpp"
+#include "engine/planner/attention_pattern.hpp"
+#include "engine/base/check.hpp"
 
 namespace kiln {
 

@@ -73,8 +73,8 @@
 
 #include "codegen/emit.hpp"
 #include "codegen/pointwise_expr.hpp"
-#include "engine/check.hpp"
-#include "engine/op_table.hpp"
+#include "engine/base/check.hpp"
+#include "engine/ir/op_table.hpp"
 #include "heuristics/schedule.hpp"
 
 namespace kiln {

@@ -9,8 +9,8 @@
 #include "codegen/contraction_common.hpp"
 #include "codegen/emit.hpp"
 #include "codegen/pointwise_expr.hpp"
-#include "engine/check.hpp"
-#include "engine/op_table.hpp"
+#include "engine/base/check.hpp"
+#include "engine/ir/op_table.hpp"
 #include "heuristics/device_info.hpp"
 #include "heuristics/tuning_table.hpp"
 

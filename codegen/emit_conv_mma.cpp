@@ -6,8 +6,9 @@
 #include <set>
 
 #include "codegen/contraction_common.hpp"
+#include "codegen/kernel_assembly.hpp"
 #include "codegen/writer.hpp"
-#include "engine/check.hpp"
+#include "engine/base/check.hpp"
 
 namespace kiln::contraction {
 namespace {
@@ -993,22 +994,14 @@ KernelSpec emit_mma(const Problem& p_in, const ContractionConfig& cfg_in, int sm
       b.close();
     }
   }
-  std::string src = device_preamble() + device_text("contraction_mma.cuh") + "\n";
-  if (wg) src += device_text("contraction_wgmma.cuh") + "\n";
-  src += w.str();
-  src += fmt::format("extern \"C\" __global__ void __launch_bounds__({}) {}({}) {{\n", threads,
-                     name, a.params());
-  Writer indented;
-  indented.open("{{");  // dummy to indent the body once
-  indented.raw(body.str());
-  std::string ib = indented.str();
-  src += ib.substr(ib.find('\n') + 1);
-  src += "}\n";
+  std::string device = device_preamble() + device_text("contraction_mma.cuh") + "\n";
+  if (wg) device += device_text("contraction_wgmma.cuh") + "\n";
+  device += w.str();
 
   KernelSpec k;
   k.name = name;
   k.entry = name;
-  k.source = std::move(src);
+  k.source = assemble_kernel(device, {name, std::to_string(threads), 0, 0, a.params()}, body.str());
   k.args = a.args();
   k.grid = {(gm + Dim(cfg.bm - 1)) / Dim(cfg.bm), (gn + Dim(cfg.bn - 1)) / Dim(cfg.bn), gbatch};
   if (pixel_blocks)

@@ -4,7 +4,7 @@
 // for f32 and for f16/bf16 problems the tensor-core kernel does not take (NCHW activations).
 #include "codegen/contraction_common.hpp"
 #include "codegen/writer.hpp"
-#include "engine/check.hpp"
+#include "engine/base/check.hpp"
 
 namespace kiln::contraction {
 namespace {

@@ -13,7 +13,7 @@
 
 #include "codegen/emit.hpp"
 #include "codegen/pointwise_expr.hpp"
-#include "engine/check.hpp"
+#include "engine/base/check.hpp"
 #include "heuristics/schedule.hpp"
 
 namespace kiln {

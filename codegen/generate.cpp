@@ -7,8 +7,8 @@
 
 #include "codegen/canonical_source.hpp"
 #include "codegen/emit.hpp"
-#include "engine/check.hpp"
-#include "engine/op_table.hpp"
+#include "engine/base/check.hpp"
+#include "engine/ir/op_table.hpp"
 
 namespace kiln {
 

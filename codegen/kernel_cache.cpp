@@ -10,10 +10,10 @@
 #include <fstream>
 #include <thread>
 
-#include "codegen/hash.hpp"
+#include "engine/base/hash.hpp"
 #include "codegen/nvrtc.hpp"
-#include "engine/check.hpp"
-#include "engine/env.hpp"
+#include "engine/base/check.hpp"
+#include "engine/base/env.hpp"
 
 #ifndef KILN_VERSION
 #define KILN_VERSION "unknown"

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/plan.hpp"
+#include "engine/planner/plan.hpp"
 #include "heuristics/contraction_config.hpp"
 #include "heuristics/device_info.hpp"
 #include "heuristics/schedule.hpp"

@@ -11,9 +11,9 @@
 #include <future>
 #include <mutex>
 
-#include "codegen/hash.hpp"
-#include "engine/check.hpp"
-#include "engine/env.hpp"
+#include "engine/base/hash.hpp"
+#include "engine/base/check.hpp"
+#include "engine/base/env.hpp"
 #include "heuristics/device_info.hpp"
 
 namespace kiln {

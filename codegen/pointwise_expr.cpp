@@ -3,8 +3,8 @@
 
 #include <climits>
 
-#include "engine/check.hpp"
-#include "engine/op_table.hpp"
+#include "engine/base/check.hpp"
+#include "engine/ir/op_table.hpp"
 
 namespace kiln {
 

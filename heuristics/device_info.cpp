@@ -2,7 +2,7 @@
 
 #include <cctype>
 
-#include "engine/check.hpp"
+#include "engine/base/check.hpp"
 
 namespace kiln {
 

@@ -5,7 +5,8 @@
 #include <numeric>
 #include <string_view>
 
-#include "engine/check.hpp"
+#include "engine/base/check.hpp"
+#include "engine/base/env.hpp"
 
 namespace kiln {
 
@@ -61,6 +62,15 @@ const char* schedule_override_keys() {
          "off), contraction.tmastore (1 on: the rule, 2 off), contraction.rowfold (1 on: the rule, "
          "2 off), attention.fused (1 on: the rule, 2 off), window.vec (1 on: the rule, 2 off), "
          "stream.hints (1 on, 2 off: the rule)";
+}
+
+ScheduleOverrides env_schedule_overrides() {
+  const std::string& value = env().schedule;
+  try {
+    return parse_schedule_overrides(value);
+  } catch (const Error& e) {
+    KILN_FAIL("environment variable KILN_SCHEDULE={}: {}", value, e.what());
+  }
 }
 
 ScheduleOverrides parse_schedule_overrides(const std::string& spec) {

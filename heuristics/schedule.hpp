@@ -46,6 +46,8 @@ struct ScheduleOverrides {
 ScheduleOverrides parse_schedule_overrides(const std::string& spec);
 // The valid keys, for messages and docs.
 const char* schedule_override_keys();
+// KILN_SCHEDULE (env().schedule) parsed; a bad item is a user error naming the variable.
+ScheduleOverrides env_schedule_overrides();
 
 struct PointwiseSchedule {
   int vec = 1;                // elements per thread (one 16-byte vector of the widest dense dtype)

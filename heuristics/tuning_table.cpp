@@ -8,7 +8,7 @@
 #include <sstream>
 #include <thread>
 
-#include "engine/check.hpp"
+#include "engine/base/check.hpp"
 
 namespace kiln {
 

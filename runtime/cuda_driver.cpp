@@ -10,7 +10,7 @@
 #include <mutex>
 #include <string_view>
 
-#include "engine/check.hpp"
+#include "engine/base/check.hpp"
 
 namespace kiln::cuda {
 

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "engine/check.hpp"
+#include "engine/base/check.hpp"
 #include "runtime/cuda_driver.hpp"
 
 namespace kiln::cuda {

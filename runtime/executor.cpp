@@ -6,8 +6,8 @@
 #include <cstring>
 #include <set>
 
-#include "engine/check.hpp"
-#include "engine/env.hpp"
+#include "engine/base/check.hpp"
+#include "engine/base/env.hpp"
 #include "runtime/event_timer.hpp"
 
 // NVTX3 (header-only, from the CUDA toolkit): without a profiler attached the calls are no-ops

@@ -11,7 +11,7 @@
 
 #include "codegen/kernel_cache.hpp"
 #include "codegen/kernel_spec.hpp"
-#include "kiln/engine.hpp"
+#include "kiln/device_tensor.hpp"
 #include "runtime/cuda_driver.hpp"
 #include "runtime/memory_plan.hpp"
 #include "runtime/tensor_map.hpp"

@@ -5,7 +5,7 @@
 #include <map>
 #include <random>
 
-#include "engine/check.hpp"
+#include "engine/base/check.hpp"
 #include "kiln/host_tensor.hpp"
 #include "runtime/cuda_driver.hpp"
 #include "runtime/event_timer.hpp"

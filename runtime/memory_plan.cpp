@@ -4,8 +4,8 @@
 #include <numeric>
 #include <set>
 
-#include "engine/check.hpp"
-#include "engine/graph_queries.hpp"
+#include "engine/base/check.hpp"
+#include "engine/ir/graph_queries.hpp"
 
 namespace kiln {
 

@@ -10,11 +10,11 @@
 #include <limits>
 #include <memory>
 
-#include "engine/check.hpp"
-#include "engine/half.hpp"
-#include "engine/op_table.hpp"
+#include "engine/base/check.hpp"
+#include "engine/base/half.hpp"
+#include "engine/ir/op_table.hpp"
 #include "runtime/reference_ops.hpp"
-#include "runtime/thread_pool.hpp"
+#include "engine/base/thread_pool.hpp"
 
 namespace kiln {
 namespace ref {

@@ -4,9 +4,9 @@
 #include <cmath>
 #include <limits>
 
-#include "engine/check.hpp"
+#include "engine/base/check.hpp"
 #include "runtime/reference_ops.hpp"
-#include "runtime/thread_pool.hpp"
+#include "engine/base/thread_pool.hpp"
 
 namespace kiln::ref {
 

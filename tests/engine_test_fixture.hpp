@@ -9,7 +9,7 @@
 #include <filesystem>
 #include <string>
 
-#include "engine/env.hpp"
+#include "engine/base/env.hpp"
 #include "kiln/engine.hpp"
 
 namespace kiln::testing {

@@ -11,8 +11,8 @@
 #include <unistd.h>
 
 #include "codegen/kernel_spec.hpp"
-#include "engine/autotune.hpp"
-#include "engine/plan.hpp"
+#include "engine/api/autotune.hpp"
+#include "engine/planner/plan.hpp"
 #include "heuristics/tuning_table.hpp"
 #include "kiln/engine.hpp"
 #include "kiln/error.hpp"

@@ -5,7 +5,7 @@
 
 #include "codegen/canonical_source.hpp"
 #include "codegen/kernel_spec.hpp"
-#include "engine/plan.hpp"
+#include "engine/planner/plan.hpp"
 #include "kiln/engine.hpp"
 #include "kiln/graph.hpp"
 

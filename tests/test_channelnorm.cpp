@@ -12,8 +12,8 @@
 
 #include "codegen/kernel_spec.hpp"
 #include "codegen/nvrtc.hpp"
-#include "engine/graph_key.hpp"
-#include "engine/plan.hpp"
+#include "engine/ir/graph_key.hpp"
+#include "engine/planner/plan.hpp"
 #include "heuristics/schedule.hpp"
 #include "kiln/error.hpp"
 #include "kiln/graph.hpp"

@@ -15,7 +15,7 @@
 #include <regex>
 #include <sstream>
 
-#include "engine/random.hpp"
+#include "engine/base/random.hpp"
 #include "kiln/io.hpp"
 #include "kiln/reference.hpp"
 

@@ -14,8 +14,8 @@
 
 #include "codegen/kernel_spec.hpp"
 #include "codegen/nvrtc.hpp"
-#include "engine/op_table.hpp"
-#include "engine/plan.hpp"
+#include "engine/ir/op_table.hpp"
+#include "engine/planner/plan.hpp"
 #include "heuristics/schedule.hpp"
 #include "kiln/error.hpp"
 #include "kiln/graph.hpp"

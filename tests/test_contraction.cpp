@@ -10,7 +10,7 @@
 #include "codegen/contraction_common.hpp"
 #include "codegen/emit.hpp"
 #include "codegen/nvrtc.hpp"
-#include "engine/graph_key.hpp"
+#include "engine/ir/graph_key.hpp"
 #include "heuristics/contraction_config.hpp"
 #include "kiln/error.hpp"
 #include "kiln/graph.hpp"

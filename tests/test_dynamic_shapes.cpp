@@ -12,9 +12,9 @@
 #include <thread>
 
 #include "codegen/kernel_spec.hpp"
-#include "engine/env.hpp"
-#include "engine/graph_key.hpp"
-#include "engine/plan.hpp"
+#include "engine/base/env.hpp"
+#include "engine/ir/graph_key.hpp"
+#include "engine/planner/plan.hpp"
 #include "kiln/engine.hpp"
 #include "kiln/error.hpp"
 #include "kiln/io.hpp"

@@ -7,7 +7,7 @@
 #include <cstring>
 #include <filesystem>
 
-#include "engine/env.hpp"
+#include "engine/base/env.hpp"
 #include "heuristics/device_info.hpp"
 #include "kiln/engine.hpp"
 #include "kiln/error.hpp"

@@ -10,8 +10,8 @@
 #include <string>
 
 #include "codegen/kernel_spec.hpp"
-#include "engine/passes_contraction.hpp"
-#include "engine/plan.hpp"
+#include "engine/passes/passes.hpp"
+#include "engine/planner/plan.hpp"
 #include "kiln/io.hpp"
 #include "tests/shell_util.hpp"
 

@@ -5,7 +5,7 @@
 
 #include <cmath>
 
-#include "engine/passes_contraction.hpp"
+#include "engine/passes/passes.hpp"
 #include "kiln/engine.hpp"
 #include "kiln/graph.hpp"
 #include "kiln/io.hpp"

@@ -8,8 +8,8 @@
 
 #include <fmt/format.h>
 
-#include "engine/json_io.hpp"
-#include "engine/op_table.hpp"
+#include "engine/ir/json_io.hpp"
+#include "engine/ir/op_table.hpp"
 #include "kiln/error.hpp"
 #include "kiln/io.hpp"
 #include "tests/user_error.hpp"

@@ -8,9 +8,9 @@
 #include <random>
 #include <thread>
 
-#include "codegen/hash.hpp"
+#include "engine/base/hash.hpp"
 #include "codegen/kernel_cache.hpp"
-#include "engine/env.hpp"
+#include "engine/base/env.hpp"
 #include "kiln/error.hpp"
 
 using namespace kiln;

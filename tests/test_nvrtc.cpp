@@ -8,7 +8,7 @@
 #include <regex>
 
 #include "codegen/nvrtc.hpp"
-#include "engine/env.hpp"
+#include "engine/base/env.hpp"
 #include "kiln/error.hpp"
 
 using namespace kiln;

@@ -7,8 +7,8 @@
 
 #include <cmath>
 
-#include "engine/passes_contraction.hpp"
-#include "engine/plan.hpp"
+#include "engine/passes/passes.hpp"
+#include "engine/planner/plan.hpp"
 #include "kiln/engine.hpp"
 #include "kiln/graph.hpp"
 #include "kiln/reference.hpp"

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <set>
 
-#include "engine/plan.hpp"
+#include "engine/planner/plan.hpp"
 #include "kiln/graph.hpp"
 
 namespace kiln {

@@ -12,10 +12,10 @@
 
 #include <fmt/format.h>
 
-#include "engine/random.hpp"
+#include "engine/base/random.hpp"
 #include "kiln/error.hpp"
 #include "kiln/reference.hpp"
-#include "runtime/thread_pool.hpp"
+#include "engine/base/thread_pool.hpp"
 #include "tests/user_error.hpp"
 
 using namespace kiln;

@@ -9,7 +9,7 @@
 
 #include <fmt/format.h>
 
-#include "engine/json_io.hpp"
+#include "engine/ir/json_io.hpp"
 #include "kiln/error.hpp"
 #include "kiln/io.hpp"
 #include "tests/user_error.hpp"

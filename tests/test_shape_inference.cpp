@@ -1,7 +1,7 @@
 // Shape inference and builder checks for every op category.
 #include <gtest/gtest.h>
 
-#include "engine/op_table.hpp"
+#include "engine/ir/op_table.hpp"
 #include "kiln/error.hpp"
 #include "kiln/graph.hpp"
 

@@ -7,9 +7,9 @@
 #include <algorithm>
 
 #include "codegen/kernel_spec.hpp"
-#include "engine/attention_pattern.hpp"
-#include "engine/passes_contraction.hpp"
-#include "engine/plan.hpp"
+#include "engine/planner/attention_pattern.hpp"
+#include "engine/passes/passes.hpp"
+#include "engine/planner/plan.hpp"
 #include "kiln/engine.hpp"
 #include "kiln/graph.hpp"
 #include "kiln/reference.hpp"

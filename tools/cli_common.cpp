@@ -7,8 +7,8 @@
 #include <limits>
 #include <set>
 
-#include "engine/check.hpp"
-#include "engine/random.hpp"
+#include "engine/base/check.hpp"
+#include "engine/base/random.hpp"
 #include "kiln/io.hpp"
 
 namespace kiln::cli {

@@ -6,11 +6,12 @@
 #include <fstream>
 
 #include "codegen/kernel_spec.hpp"
-#include "engine/check.hpp"
-#include "engine/env.hpp"
-#include "engine/passes_contraction.hpp"
-#include "engine/plan.hpp"
+#include "engine/base/check.hpp"
+#include "engine/base/env.hpp"
+#include "engine/passes/passes.hpp"
+#include "engine/planner/plan.hpp"
 #include "heuristics/device_info.hpp"
+#include "heuristics/schedule.hpp"
 #include "kiln/io.hpp"
 #include "runtime/cuda_driver.hpp"
 #include "tools/cli_common.hpp"
@@ -169,7 +170,7 @@ int run_explain(const std::vector<std::string>& argv) {
     dev = gpu ? cuda::query_device_info(0) : default_device_info("sm_90");
   PlanOptions po;
   po.fusion = !a.has("--no-fusion") && !env().disable_fusion;
-  po.fused_attention = env().schedule_overrides.attention_fused != 2;
+  po.fused_attention = env_schedule_overrides().attention_fused != 2;
   po.sm = dev.sm;
   // What the Engine builds: the graph after its passes (batchnorm folding), its arch's kernels.
   std::string passes_note;
@@ -177,7 +178,7 @@ int run_explain(const std::vector<std::string>& argv) {
       apply_engine_passes(std::make_shared<const Graph>(g), po.fusion, &passes_note);
   Plan p = plan_fusion(*pg, po);
   std::vector<KernelSpec> ks =
-      generate_kernels(*pg, p, codegen_options(dev, env().schedule_overrides));
+      generate_kernels(*pg, p, codegen_options(dev, env_schedule_overrides()));
   FlopRates rates = flop_rates(dev);
 
   std::vector<KernelEstimate> est(ks.size());

@@ -6,7 +6,7 @@
 #include <chrono>
 
 #include "codegen/nvrtc.hpp"
-#include "engine/check.hpp"
+#include "engine/base/check.hpp"
 #include "kiln/engine.hpp"
 #include "runtime/cuda_driver.hpp"
 

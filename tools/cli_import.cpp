@@ -11,7 +11,7 @@
 #include <filesystem>
 #include <optional>
 
-#include "engine/check.hpp"
+#include "engine/base/check.hpp"
 #include "tools/cli_common.hpp"
 
 extern char** environ;

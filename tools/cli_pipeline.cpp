@@ -11,12 +11,13 @@
 #include "codegen/kernel_cache.hpp"
 #include "codegen/kernel_spec.hpp"
 #include "codegen/nvrtc.hpp"
-#include "engine/check.hpp"
-#include "engine/env.hpp"
-#include "engine/graph_key.hpp"
-#include "engine/passes_contraction.hpp"
-#include "engine/plan.hpp"
+#include "engine/base/check.hpp"
+#include "engine/base/env.hpp"
+#include "engine/ir/graph_key.hpp"
+#include "engine/passes/passes.hpp"
+#include "engine/planner/plan.hpp"
 #include "heuristics/device_info.hpp"
+#include "heuristics/schedule.hpp"
 #include "kiln/io.hpp"
 #include "runtime/event_timer.hpp"
 #include "tools/cli_common.hpp"
@@ -28,7 +29,7 @@ namespace {
 PlanOptions plan_options(const Args& a) {
   PlanOptions po;
   po.fusion = !a.has("--no-fusion") && !env().disable_fusion;
-  po.fused_attention = env().schedule_overrides.attention_fused != 2;
+  po.fused_attention = env_schedule_overrides().attention_fused != 2;
   po.sm = parse_arch(a.get("--arch", "sm_90"), nullptr, "--arch");
   return po;
 }
@@ -51,7 +52,7 @@ int run_plan(const std::vector<std::string>& argv) {
   const std::string arch = a.get("--arch", "sm_90");
   parse_arch(arch, nullptr, "--arch");  // a bad --arch is named as such
   std::vector<KernelSpec> ks =
-      generate_kernels(g, p, codegen_options(default_device_info(arch), env().schedule_overrides));
+      generate_kernels(g, p, codegen_options(default_device_info(arch), env_schedule_overrides()));
   fmt::print("\n{} kernel{} for {} node{}:\n", ks.size(), ks.size() == 1 ? "" : "s",
              g.nodes().size(), g.nodes().size() == 1 ? "" : "s");
   for (const KernelSpec& k : ks)
@@ -72,7 +73,7 @@ int run_emit(const std::vector<std::string>& argv) {
   KILN_CHECK(a.has("--out"), "emit: --out DIR is required");
   std::string arch = a.get("--arch", "sm_90");
   parse_arch(arch, nullptr, "--arch");  // a bad --arch is named as such
-  const CodegenOptions co = codegen_options(default_device_info(arch), env().schedule_overrides);
+  const CodegenOptions co = codegen_options(default_device_info(arch), env_schedule_overrides());
   std::shared_ptr<const Graph> gp = load_for_codegen(a);
   const Graph& g = *gp;
   const Plan plan = plan_fusion(g, plan_options(a));

@@ -7,7 +7,7 @@
 #include <optional>
 #include <thread>
 
-#include "engine/check.hpp"
+#include "engine/base/check.hpp"
 #include "kiln/io.hpp"
 #include "kiln/reference.hpp"
 #include "tools/cli_common.hpp"

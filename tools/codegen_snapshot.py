@@ -95,10 +95,10 @@ def memory_cases():
     return {f"memory_{k}": c["graph"] for k, c in bench_memory.make_cases().items()}
 
 
-def onnx_graphs(work):
+def onnx_graphs(work, kiln):
     """Runs the ONNX import tests with their temporary files kept; returns the graphs they wrote."""
     base = os.path.join(work, "onnx")
-    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
+    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", KILN_CLI=kiln)
     r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                         f"--basetemp={base}", os.path.join(ROOT, "tests", "python")],
                        capture_output=True, text=True, env=env, cwd=ROOT)
@@ -119,7 +119,7 @@ def onnx_graphs(work):
     return found
 
 
-def corpus(work):
+def corpus(work, kiln):
     """name -> graph file path."""
     gdir = os.path.join(work, "graphs")
     os.makedirs(gdir, exist_ok=True)
@@ -151,7 +151,7 @@ def corpus(work):
             r = retype(g, dt)
             if r is not None and dt != "f16":
                 put(f"{name}_{dt}", r)
-    graphs.update(onnx_graphs(work))
+    graphs.update(onnx_graphs(work, kiln))
     return graphs
 
 
@@ -165,7 +165,7 @@ def graph_ops(path):
 def emit_all(kiln, work):
     kdir = os.path.join(work, "kernels")
     manifest = {}
-    graphs = corpus(work)
+    graphs = corpus(work, kiln)
     for name, path in sorted(graphs.items()):
         ops = graph_ops(path)
         for arch in ARCHES:

@@ -8,7 +8,8 @@
 
 #include <fmt/format.h>
 
-#include "engine/env.hpp"
+#include "engine/base/env.hpp"
+#include "heuristics/schedule.hpp"
 #include "kiln/error.hpp"
 #include "tools/cli_common.hpp"
 
@@ -90,6 +91,7 @@ int dispatch(const std::vector<std::string>& args) {
     }
   }
   kiln::env();  // a misspelled KILN_* variable fails before any work, with the valid names
+  kiln::env_schedule_overrides();
   return c->handler(rest);
 }
 

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "kiln/device_tensor.hpp"
 #include "kiln/graph.hpp"
 
 namespace kiln {
@@ -65,13 +66,6 @@ struct EngineStats {
   // included), the kernel cache (NVRTC or disk reads), and the executor (module loads, constant
   // upload).
   double passes_ms = 0, codegen_ms = 0, cache_ms = 0, load_ms = 0;
-};
-
-// A device buffer of the caller: pointer plus concrete logical shape (its layout is the one the
-// graph declares for that tensor).
-struct DeviceTensor {
-  uint64_t ptr = 0;  // CUdeviceptr
-  std::vector<int64_t> shape;
 };
 
 struct KernelInfo {

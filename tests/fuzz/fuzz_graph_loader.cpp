@@ -12,7 +12,7 @@
 #include <fstream>
 #include <string>
 
-#include "engine/json_io.hpp"
+#include "engine/ir/json_io.hpp"
 #include "kiln/error.hpp"
 #include "kiln/io.hpp"
 

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/random.hpp"
+#include "engine/base/random.hpp"
 #include "kiln/engine.hpp"
 #include "kiln/host_tensor.hpp"
 #include "runtime/cuda_driver.hpp"

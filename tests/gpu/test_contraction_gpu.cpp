@@ -16,7 +16,7 @@
 #include "codegen/contraction_common.hpp"
 #include "codegen/emit.hpp"
 #include "codegen/nvrtc.hpp"
-#include "engine/graph_key.hpp"
+#include "engine/ir/graph_key.hpp"
 #include "heuristics/device_info.hpp"
 #include "kiln/engine.hpp"
 #include "kiln/error.hpp"

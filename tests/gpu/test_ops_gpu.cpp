@@ -12,7 +12,7 @@
 #include <memory>
 #include <optional>
 
-#include "engine/op_table.hpp"
+#include "engine/ir/op_table.hpp"
 #include "kiln/engine.hpp"
 #include "kiln/reference.hpp"
 #include "tests/gpu/gpu_test_util.hpp"

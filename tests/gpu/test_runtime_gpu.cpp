@@ -7,7 +7,7 @@
 #include <filesystem>
 
 #include "codegen/kernel_cache.hpp"
-#include "engine/env.hpp"
+#include "engine/base/env.hpp"
 #include "kiln/engine.hpp"
 #include "kiln/error.hpp"
 #include "kiln/reference.hpp"

@@ -16,13 +16,14 @@
 
 #include "codegen/kernel_cache.hpp"
 #include "codegen/kernel_spec.hpp"
-#include "engine/autotune.hpp"
-#include "engine/check.hpp"
-#include "engine/env.hpp"
-#include "engine/graph_key.hpp"
-#include "engine/passes_contraction.hpp"
-#include "engine/plan.hpp"
+#include "engine/api/autotune.hpp"
+#include "engine/base/check.hpp"
+#include "engine/base/env.hpp"
+#include "engine/ir/graph_key.hpp"
+#include "engine/passes/passes.hpp"
+#include "engine/planner/plan.hpp"
 #include "heuristics/device_info.hpp"
+#include "heuristics/schedule.hpp"
 #include "runtime/cuda_driver.hpp"
 #include "runtime/executor.hpp"
 
@@ -155,7 +156,7 @@ class EngineImpl {
     }
     s.sm = parse_arch(s.info.arch);
     s.schedule =
-        opts.schedule.empty() ? e.schedule_overrides : parse_schedule_overrides(opts.schedule);
+        opts.schedule.empty() ? env_schedule_overrides() : parse_schedule_overrides(opts.schedule);
     s.cache = std::make_shared<KernelCache>(
         KernelCacheOptions{opts.cache_dir, opts.disk_cache && !e.disable_disk_cache});
     if (!e.disable_autotune) {

@@ -1,4 +1,4 @@
-#include "engine/env.hpp"
+#include "engine/base/env.hpp"
 
 #include <filesystem>
 #include <mutex>
@@ -6,7 +6,7 @@
 #include <string_view>
 #include <vector>
 
-#include "engine/check.hpp"
+#include "engine/base/check.hpp"
 
 extern char** environ;
 
@@ -92,12 +92,7 @@ EnvConfig parse_env(const std::map<std::string, std::string>& vars) {
                  value);
       cfg.nvtx = v == "1";
     } else if (name == "KILN_SCHEDULE") {
-      try {
-        cfg.schedule_overrides = parse_schedule_overrides(value);
-      } catch (const Error& e) {
-        KILN_FAIL("environment variable KILN_SCHEDULE={}: {}", value, e.what());
-      }
-      cfg.schedule = value;
+      cfg.schedule = value;  // parsed by the heuristics that own its keys
     } else {
       KILN_FAIL(
           "environment variable {}: unknown kiln variable, expected one of: {} (KILN_DUMP: {}; "

@@ -12,8 +12,6 @@
 #include <map>
 #include <string>
 
-#include "heuristics/schedule.hpp"
-
 namespace kiln {
 
 struct EnvConfig {
@@ -31,9 +29,9 @@ struct EnvConfig {
   std::string cache_dir;
   // KILN_NVTX=1
   bool nvtx = false;
-  // KILN_SCHEDULE as given (empty when unset) and parsed
+  // KILN_SCHEDULE as given (empty when unset); heuristics/schedule.hpp parses it
+  // (env_schedule_overrides), since that layer owns the keys.
   std::string schedule;
-  ScheduleOverrides schedule_overrides;
 };
 
 // Parses a set of environment variables (name -> value). Variables not starting with "KILN_" are

@@ -1,4 +1,4 @@
-#include "engine/autotune.hpp"
+#include "engine/api/autotune.hpp"
 
 #include <fmt/format.h>
 
@@ -8,7 +8,7 @@
 #include <map>
 #include <thread>
 
-#include "engine/env.hpp"
+#include "engine/base/env.hpp"
 #include "kiln/error.hpp"
 #include "runtime/kernel_timer.hpp"
 

@@ -5,8 +5,8 @@
 #include <map>
 #include <tuple>
 
-#include "engine/check.hpp"
-#include "engine/passes_contraction.hpp"
+#include "engine/base/check.hpp"
+#include "engine/passes/passes.hpp"
 
 namespace kiln {
 namespace {

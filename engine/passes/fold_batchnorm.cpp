@@ -3,8 +3,8 @@
 
 #include <cmath>
 
-#include "engine/check.hpp"
-#include "engine/passes_contraction.hpp"
+#include "engine/base/check.hpp"
+#include "engine/passes/passes.hpp"
 
 namespace kiln {
 namespace {

@@ -1,11 +1,11 @@
-#include "engine/graph_key.hpp"
+#include "engine/ir/graph_key.hpp"
 
 #include <fmt/format.h>
 
 #include <cstring>
 #include <type_traits>
 
-#include "engine/check.hpp"
+#include "engine/base/check.hpp"
 #include "kiln/op_list.hpp"
 
 namespace kiln {

@@ -5,9 +5,9 @@
 #include <algorithm>
 #include <optional>
 
-#include "engine/check.hpp"
-#include "engine/graph_queries.hpp"
-#include "engine/passes_contraction.hpp"
+#include "engine/base/check.hpp"
+#include "engine/ir/graph_queries.hpp"
+#include "engine/passes/passes.hpp"
 
 namespace kiln {
 

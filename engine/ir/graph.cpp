@@ -4,9 +4,9 @@
 #include <algorithm>
 #include <set>
 
-#include "engine/check.hpp"
-#include "engine/op_table.hpp"
-#include "engine/random.hpp"
+#include "engine/base/check.hpp"
+#include "engine/ir/op_table.hpp"
+#include "engine/base/random.hpp"
 
 namespace kiln {
 

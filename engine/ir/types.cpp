@@ -1,7 +1,7 @@
 // DType/Layout names, symbolic dims and their arithmetic, layout strides.
 #include <algorithm>
 
-#include "engine/check.hpp"
+#include "engine/base/check.hpp"
 #include "kiln/types.hpp"
 
 namespace kiln {

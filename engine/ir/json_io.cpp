@@ -11,9 +11,9 @@
 #include <set>
 #include <sstream>
 
-#include "engine/check.hpp"
-#include "engine/json_io.hpp"
-#include "engine/op_table.hpp"
+#include "engine/base/check.hpp"
+#include "engine/ir/json_io.hpp"
+#include "engine/ir/op_table.hpp"
 #include "kiln/io.hpp"
 
 namespace kiln {

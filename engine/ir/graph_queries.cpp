@@ -1,5 +1,5 @@
 // Structural graph queries (engine/graph_queries.hpp).
-#include "engine/graph_queries.hpp"
+#include "engine/ir/graph_queries.hpp"
 
 #include <algorithm>
 

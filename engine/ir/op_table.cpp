@@ -1,5 +1,5 @@
 // One row per op: name, category, arity, attributes, shape inference, pointwise math.
-#include "engine/op_table.hpp"
+#include "engine/ir/op_table.hpp"
 
 #include <algorithm>
 #include <array>
@@ -8,7 +8,7 @@
 #include <map>
 #include <numeric>
 
-#include "engine/check.hpp"
+#include "engine/base/check.hpp"
 
 namespace kiln {
 namespace {

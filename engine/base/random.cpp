@@ -1,4 +1,4 @@
-#include "engine/random.hpp"
+#include "engine/base/random.hpp"
 
 #include <cmath>
 

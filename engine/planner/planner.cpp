@@ -20,11 +20,11 @@
 #include <optional>
 #include <set>
 
-#include "engine/attention_pattern.hpp"
-#include "engine/check.hpp"
-#include "engine/op_table.hpp"
-#include "engine/passes_contraction.hpp"
-#include "engine/plan.hpp"
+#include "engine/planner/attention_pattern.hpp"
+#include "engine/base/check.hpp"
+#include "engine/ir/op_table.hpp"
+#include "engine/passes/passes.hpp"
+#include "engine/planner/plan.hpp"
 
 namespace kiln {
 

@@ -1,8 +1,8 @@
 // Attention chains for the fused kernel (engine/attention_pattern.hpp).
-#include "engine/attention_pattern.hpp"
+#include "engine/planner/attention_pattern.hpp"
 
-#include "engine/graph_queries.hpp"
-#include "engine/op_table.hpp"
+#include "engine/ir/graph_queries.hpp"
+#include "engine/ir/op_table.hpp"
 
 namespace kiln {
 namespace {

@@ -6,8 +6,8 @@
 #include <cstring>
 #include <fstream>
 
-#include "engine/check.hpp"
-#include "engine/json_io.hpp"
+#include "engine/base/check.hpp"
+#include "engine/ir/json_io.hpp"
 #include "kiln/io.hpp"
 
 namespace kiln {

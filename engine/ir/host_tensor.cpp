@@ -2,8 +2,8 @@
 #include <cmath>
 #include <cstring>
 
-#include "engine/check.hpp"
-#include "engine/half.hpp"
+#include "engine/base/check.hpp"
+#include "engine/base/half.hpp"
 #include "kiln/host_tensor.hpp"
 
 namespace kiln {
