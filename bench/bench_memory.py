@@ -3,7 +3,7 @@
 
 For each case: copy bandwidth (the ceiling, 2 GiB device-to-device copy; and a copy of the case's own bytes,
 half read and half written, timed the same way: under do_bench's L2 flush a small copy cannot reach the 2 GiB
-rate, see bench/l2_flush_probe.py), PyTorch eager and torch.compile
+rate; docs/PERFORMANCE.md has the L2-flush measurements), PyTorch eager and torch.compile
 (triton.testing.do_bench median, CUDA events, L2 flushed), and kiln (`kiln bench`: median of CUDA-event-timed runs
 after warm-up on fresh random inputs) plus `kiln run --check` (GPU vs CPU reference, max abs/rel error).
 Prints a table and writes $OUT/bench_memory.json.

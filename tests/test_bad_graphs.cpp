@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/test_paths.hpp"
 #include "kiln/error.hpp"
 #include "kiln/io.hpp"
 
@@ -16,7 +17,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const fs::path kDir = fs::path(KILN_SOURCE_DIR) / "tests" / "bad_graphs";
+const fs::path kDir = fs::path(kiln::testing::source_dir()) / "tests" / "bad_graphs";
 
 // file -> substrings its message must contain (the file name itself is always checked).
 const std::map<std::string, std::vector<std::string>>& expectations() {

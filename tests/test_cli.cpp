@@ -15,6 +15,7 @@
 #include <regex>
 #include <sstream>
 
+#include "tests/test_paths.hpp"
 #include "engine/base/random.hpp"
 #include "kiln/io.hpp"
 #include "kiln/reference.hpp"
@@ -70,7 +71,7 @@ CliResult run_cli(const std::vector<std::string>& args, const std::vector<std::s
     for (const std::string& e : env) cmd += " " + quote(e);
     cmd += " ";
   }
-  cmd += quote(KILN_CLI_PATH);
+  cmd += quote(kiln::testing::cli_path());
   for (const std::string& a : args) cmd += " " + quote(a);
   cmd +=
       " >" + quote((tmp / "out").string()) + " 2>" + quote((tmp / "err").string()) + " </dev/null";
@@ -83,7 +84,7 @@ CliResult run_cli(const std::vector<std::string>& args, const std::vector<std::s
 }
 
 std::string src(const std::string& rel) {
-  return (fs::path(KILN_SOURCE_DIR) / rel).string();
+  return (fs::path(kiln::testing::source_dir()) / rel).string();
 }
 
 std::vector<std::string> json_files(const std::string& dir) {

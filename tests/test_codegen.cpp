@@ -12,6 +12,7 @@
 #include <set>
 #include <sstream>
 
+#include "tests/test_paths.hpp"
 #include "codegen/kernel_spec.hpp"
 #include "codegen/nvrtc.hpp"
 #include "engine/ir/op_table.hpp"
@@ -657,7 +658,7 @@ TEST(Codegen, GoldenSource) {
                         k.block[0], k.args.size());
     text += k.source.substr(prelude.size());
   }
-  std::string path = std::string(KILN_SOURCE_DIR) + "/tests/golden/codegen_bias_gelu_layernorm.cu";
+  std::string path = std::string(kiln::testing::source_dir()) + "/tests/golden/codegen_bias_gelu_layernorm.cu";
   const char* update = std::getenv("UPDATE_GOLDEN");
   if (update && std::string(update) == "1") {
     std::ofstream(path) << text;

@@ -11,6 +11,7 @@
 #include <sstream>
 #include <thread>
 
+#include "tests/test_paths.hpp"
 #include "codegen/kernel_spec.hpp"
 #include "engine/base/env.hpp"
 #include "engine/ir/graph_key.hpp"
@@ -26,7 +27,7 @@ namespace fs = std::filesystem;
 namespace {
 
 std::string src(const std::string& rel) {
-  return (fs::path(KILN_SOURCE_DIR) / rel).string();
+  return (fs::path(kiln::testing::source_dir()) / rel).string();
 }
 
 // x[sym, 64] * w -> relu -> layernorm: intermediates and nodes named after `prefix`.
@@ -272,7 +273,7 @@ std::string slurp(const fs::path& p) {
 
 Cli run_cli(const fs::path& tmp, const std::vector<std::string>& args) {
   fs::create_directories(tmp);
-  std::string cmd = "env -u KILN_DISABLE -u KILN_DUMP " + quote(KILN_CLI_PATH);
+  std::string cmd = "env -u KILN_DISABLE -u KILN_DUMP " + quote(kiln::testing::cli_path());
   for (const std::string& a : args) cmd += " " + quote(a);
   cmd +=
       " >" + quote((tmp / "out").string()) + " 2>" + quote((tmp / "err").string()) + " </dev/null";

@@ -11,6 +11,7 @@
 #include <regex>
 #include <string>
 
+#include "tests/test_paths.hpp"
 #include "kiln/graph.hpp"
 #include "kiln/io.hpp"
 #include "kiln/reference.hpp"
@@ -83,8 +84,8 @@ void expect_matches(const OutputLine& got, const HostTensor& want, double rtol,
 }
 
 TEST(EmbedInstall, ExamplesBuildAndRunAgainstTheInstalledPackage) {
-  const fs::path build = KILN_BUILD_DIR;
-  const fs::path src = KILN_SOURCE_DIR;
+  const fs::path build = kiln::testing::build_dir();
+  const fs::path src = kiln::testing::source_dir();
   ASSERT_TRUE(fs::exists(build / "libkiln.so"))
       << "the shared library is not built in " << build << " (build the 'kiln' target)";
   fs::path tmp = fs::temp_directory_path() / ("kiln_embed_" + std::to_string(getpid()));

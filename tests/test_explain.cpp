@@ -9,6 +9,7 @@
 #include <sstream>
 #include <string>
 
+#include "tests/test_paths.hpp"
 #include "codegen/kernel_spec.hpp"
 #include "engine/passes/passes.hpp"
 #include "engine/planner/plan.hpp"
@@ -35,11 +36,11 @@ std::string read(const fs::path& p) {
 class Explain : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(Explain, TextNamesEveryGroupAndDotRenders) {
-  fs::path graph = fs::path(KILN_SOURCE_DIR) / "examples" / "graphs" / GetParam();
+  fs::path graph = fs::path(kiln::testing::source_dir()) / "examples" / "graphs" / GetParam();
   fs::path tmp = fs::temp_directory_path() /
                  ("kiln_explain_" + std::to_string(getpid()) + "_" + GetParam() + ".dot");
   std::string out;
-  ASSERT_EQ(run(std::string("'") + KILN_CLI_PATH + "' explain '" + graph.string() +
+  ASSERT_EQ(run(std::string("'") + kiln::testing::cli_path() + "' explain '" + graph.string() +
                     "' --arch sm_90 --dot '" + tmp.string() + "'",
                 &out),
             0)
@@ -114,8 +115,8 @@ INSTANTIATE_TEST_SUITE_P(ExampleGraphs, Explain,
 
 TEST(ExplainCli, BadArgumentsAreUsageErrors) {
   std::string out;
-  EXPECT_EQ(run(std::string("'") + KILN_CLI_PATH + "' explain", &out), 2) << out;
-  EXPECT_EQ(run(std::string("'") + KILN_CLI_PATH + "' explain '" + KILN_SOURCE_DIR +
+  EXPECT_EQ(run(std::string("'") + kiln::testing::cli_path() + "' explain", &out), 2) << out;
+  EXPECT_EQ(run(std::string("'") + kiln::testing::cli_path() + "' explain '" + kiln::testing::source_dir() +
                     "/examples/graphs/add_layernorm_gelu.json' --shape nosuch=3",
                 &out),
             2)

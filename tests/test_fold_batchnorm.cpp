@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include "tests/test_paths.hpp"
 #include "engine/passes/passes.hpp"
 #include "kiln/engine.hpp"
 #include "kiln/graph.hpp"
@@ -205,7 +206,7 @@ TEST(FoldBatchnorm, LeavesUnfoldableGraphsAlone) {
 // fold, the graph is passed through untouched (no copy).
 TEST(FoldBatchnorm, EngineFoldsBeforePlanning) {
   auto g = std::make_shared<const Graph>(
-      load_graph_file(std::string(KILN_SOURCE_DIR) + "/examples/graphs/resnet50_bottleneck.json"));
+      load_graph_file(std::string(kiln::testing::source_dir()) + "/examples/graphs/resnet50_bottleneck.json"));
   ASSERT_EQ(count_op(*g, OpKind::Batchnorm), 3);
   std::string note;
   std::shared_ptr<const Graph> f = apply_engine_passes(g, true, &note);

@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "tests/test_paths.hpp"
 #include "engine/ir/json_io.hpp"
 #include "engine/ir/op_table.hpp"
 #include "kiln/error.hpp"
@@ -425,7 +426,7 @@ TEST(JsonIo, SaveRefusesUnwritableDims) {
 
 // docs/graph_format.md names every op and every attribute of the op table.
 TEST(JsonIo, FormatReferenceCoversTheOpTable) {
-  std::ifstream f(fs::path(KILN_SOURCE_DIR) / "docs" / "graph_format.md");
+  std::ifstream f(fs::path(kiln::testing::source_dir()) / "docs" / "graph_format.md");
   ASSERT_TRUE(f.good());
   std::string doc((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
   for (int k = 0; k < static_cast<int>(OpKind::Count); ++k) {

@@ -4,6 +4,7 @@
 // and pytest is not available (pip install -r tools/requirements.txt).
 #include <gtest/gtest.h>
 
+#include "tests/test_paths.hpp"
 #include "tests/shell_util.hpp"
 
 #include <sys/wait.h>
@@ -42,7 +43,7 @@ TEST(OnnxImport, PythonSuiteAgainstOnnxRuntime) {
                  << why;
   }
   std::string cmd =
-      "cd " + quote(KILN_SOURCE_DIR) + " && KILN_CLI=" + quote(KILN_CLI_PATH) +
+      "cd " + quote(kiln::testing::source_dir()) + " && KILN_CLI=" + quote(kiln::testing::cli_path()) +
       " PYTHONDONTWRITEBYTECODE=1 python3 -m pytest -q -p no:cacheprovider tests/python";
   Result r = shell(cmd);
   EXPECT_EQ(r.status, 0) << cmd << "\n" << r.output;

@@ -18,6 +18,7 @@ import copy
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -204,20 +205,39 @@ def read_manifest(d):
     return out
 
 
+def source_path(d, key):
+    """The kernel file of manifest key `graph/arch[/schedule]/file` in snapshot `d`."""
+    parts = key.split("/")
+    name, arch, f = parts[0], parts[1], parts[-1]
+    sched = "/".join(parts[2:-1]) or "rules"
+    return os.path.join(d, "kernels", name, arch, sched, f)
+
+
+def without_comments(text):
+    text = re.sub(r"/\*.*?\*/", "", text, flags=re.S)
+    return "\n".join(l for l in (re.sub(r"//.*", "", x).rstrip() for x in text.split("\n")) if l)
+
+
 def compare(a_dir, b_dir):
     a, b = read_manifest(a_dir), read_manifest(b_dir)
     only_a = sorted(set(a) - set(b))
     only_b = sorted(set(b) - set(a))
-    changed = sorted(k for k in set(a) & set(b) if a[k] != b[k])
-    same = len(set(a) & set(b)) - len(changed)
+    differ = sorted(k for k in set(a) & set(b) if a[k] != b[k])
+    comments = [k for k in differ
+                if without_comments(open(source_path(a_dir, k)).read())
+                == without_comments(open(source_path(b_dir, k)).read())]
+    changed = [k for k in differ if k not in set(comments)]
+    same = len(set(a) & set(b)) - len(differ)
+    if comments:
+        print(f"differing only in comments: {len(comments)}")
     for title, keys in (("only in " + a_dir, only_a), ("only in " + b_dir, only_b),
                         ("different", changed)):
         if keys:
             print(f"{title}: {len(keys)}")
             for k in keys[:200]:
                 print(f"  {k}" + (f"  ({a.get(k) if k in a else b.get(k)})" if "<refused>" in k else ""))
-    print(f"{same} identical, {len(changed)} different, {len(only_a)} only in the first, "
-          f"{len(only_b)} only in the second")
+    print(f"{same} identical, {len(comments)} differing only in comments, {len(changed)} different, "
+          f"{len(only_a)} only in the first, {len(only_b)} only in the second")
     return 0 if not (only_a or only_b or changed) else 1
 
 

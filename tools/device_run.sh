@@ -5,11 +5,9 @@
 # Each step is bounded in time so one hang cannot eat the lease.
 set -u
 cd "$(dirname "$0")/.."
-# Tests and binaries carry absolute paths of the build machine's checkout.
-[ -d /work/main ] || { mkdir -p /work && ln -s "$PWD" /work/main; }
-# B: the build directory to use (default build/); a build of another checkout path gets a link too.
+# B: the build directory to use (default build/). The tests find the source tree from their own
+# location (tests/test_paths.hpp), so a carried build needs no link to the path it was built at.
 B=${B:-build}
-[ -n "${SRC_LINK:-}" ] && [ ! -e "$SRC_LINK" ] && ln -s "$PWD" "$SRC_LINK"
 OUT=${OUT:-/tmp/out}
 export KILN_CACHE_DIR=${KILN_CACHE_DIR:-/tmp/kiln-cache}
 export PYTHONUNBUFFERED=1

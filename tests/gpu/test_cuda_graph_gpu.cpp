@@ -3,6 +3,7 @@
 // caller workspace each get their own capture; user errors stay located.
 #include <gtest/gtest.h>
 
+#include "tests/test_paths.hpp"
 #include "kiln/engine.hpp"
 #include "kiln/error.hpp"
 #include "kiln/io.hpp"
@@ -15,7 +16,7 @@ using namespace kiln::gputest;
 namespace {
 
 Graph example(const char* file) {
-  return load_graph_file(std::string(KILN_SOURCE_DIR) + "/examples/graphs/" + file);
+  return load_graph_file(std::string(kiln::testing::source_dir()) + "/examples/graphs/" + file);
 }
 
 void poison(const DeviceData& d) {

@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "tests/test_paths.hpp"
 #include "kiln/engine.hpp"
 #include "kiln/io.hpp"
 #include "kiln/reference.hpp"
@@ -156,7 +157,7 @@ class DynamicGpu : public ::testing::Test {
   // Compile once, run every size against the reference, no NVRTC after the first size; then a
   // second Engine on the same cache dir: disk hits only, first-run wall time printed.
   void every_size_once_compiled(const std::string& file, int pool) {
-    BatchPool p(std::string(KILN_SOURCE_DIR) + "/" + file, pool, 1000);
+    BatchPool p(std::string(kiln::testing::source_dir()) + "/" + file, pool, 1000);
     BatchBuffers buf(p, 256);
     int64_t kernels = 0;
     {
@@ -209,7 +210,7 @@ class DynamicGpu : public ::testing::Test {
   // specialize_after = 3: the 3rd run of one binding starts the background compile; once it is
   // swapped in, runs with that binding use it (counter) and still match; other sizes still work.
   void specialization(const std::string& file, int64_t n) {
-    BatchPool p(std::string(KILN_SOURCE_DIR) + "/" + file, 8, 2000);
+    BatchPool p(std::string(kiln::testing::source_dir()) + "/" + file, 8, 2000);
     BatchBuffers buf(p, n + 1);
     EngineOptions o = opts();
     o.specialize_after = 3;

@@ -10,6 +10,7 @@
 #include <set>
 #include <thread>
 
+#include "tests/test_paths.hpp"
 #include "kiln/engine.hpp"
 #include "kiln/error.hpp"
 #include "kiln/io.hpp"
@@ -117,8 +118,8 @@ TEST(ThreadsGpu, ConcurrentCompilesShareTheCacheAndCompileEachKernelOnce) {
   Engine engine(o);
   std::vector<Graph> graphs = {
       threads_graph(),
-      load_graph_file(std::string(KILN_SOURCE_DIR) + "/examples/graphs/add_layernorm_gelu.json"),
-      load_graph_file(std::string(KILN_SOURCE_DIR) + "/examples/graphs/transformer_mlp.json")};
+      load_graph_file(std::string(kiln::testing::source_dir()) + "/examples/graphs/add_layernorm_gelu.json"),
+      load_graph_file(std::string(kiln::testing::source_dir()) + "/examples/graphs/transformer_mlp.json")};
   constexpr int kThreads = 6;
   std::vector<std::vector<KernelInfo>> infos(kThreads);
   std::vector<std::string> errors(kThreads);
