@@ -90,6 +90,7 @@ def main():
     ap.add_argument("--timeout", type=int, default=240)
     ap.add_argument("--out", default=os.environ.get("OUT", "/tmp"))
     a = ap.parse_args()
+    a.a, a.b = os.path.abspath(a.a), os.path.abspath(a.b)
     work = tempfile.mkdtemp(prefix="kiln-ab-")
     gdir = os.path.join(work, "graphs")
     os.makedirs(gdir)
@@ -101,7 +102,7 @@ def main():
         paths[name] = (p, shape, False)
     for name, (p, shape) in model_graphs([m for m in a.models.split(",") if m], a.b, work).items():
         paths[name] = (p, shape, True)
-    bins = {"A": os.path.abspath(a.a), "B": os.path.abspath(a.b)}
+    bins = {"A": a.a, "B": a.b}
     caches = {k: os.path.join(work, "cache_" + k) for k in bins}
     rows, bad = [], 0
     for name, (p, shape, cg) in paths.items():
