@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "heuristics/device_info.hpp"
+#include "kiln/device.hpp"
 #include "kiln/types.hpp"
 
 namespace kiln::cuda {
@@ -92,40 +93,7 @@ void event_record(void* event, void* stream);
 void event_synchronize(void* event);
 float event_elapsed_ms(void* start, void* end);
 
-// Device memory owned by this object (freed in the destructor).
-class DeviceBuffer {
- public:
-  DeviceBuffer() = default;
-  explicit DeviceBuffer(size_t bytes) : ptr_(bytes ? mem_alloc(bytes) : 0), bytes_(bytes) {}
-  ~DeviceBuffer() { reset(); }
-  DeviceBuffer(DeviceBuffer&& o) noexcept : ptr_(o.ptr_), bytes_(o.bytes_) {
-    o.ptr_ = 0;
-    o.bytes_ = 0;
-  }
-  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
-    if (this != &o) {
-      reset();
-      ptr_ = o.ptr_;
-      bytes_ = o.bytes_;
-      o.ptr_ = 0;
-      o.bytes_ = 0;
-    }
-    return *this;
-  }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-
-  void reset() {
-    if (ptr_) mem_free(ptr_);
-    ptr_ = 0;
-    bytes_ = 0;
-  }
-  uint64_t ptr() const { return ptr_; }
-  size_t bytes() const { return bytes_; }
-
- private:
-  uint64_t ptr_ = 0;
-  size_t bytes_ = 0;
-};
+// Device memory owned by this object (the public kiln::DeviceBuffer, freed through mem_free).
+using DeviceBuffer = ::kiln::DeviceBuffer;
 
 }  // namespace kiln::cuda

@@ -247,7 +247,7 @@ TEST(Autotune, ReusedClassMeasuresNothing) {
   t.save();
   TuningTable again((dir / "tuning.json").string());
   KernelCache cache(KernelCacheOptions{(dir / "cache").string(), false});
-  std::vector<AutotuneResult> r = autotune_contractions(g, plan, co, cache, "sm_90a", again);
+  std::vector<AutotuneResult> r = autotune_contractions(g, plan, sites, cache, "sm_90a", again);
   ASSERT_EQ(r.size(), 1u);
   EXPECT_TRUE(r[0].reused);
   EXPECT_EQ(r[0].winner, e.config.str());

@@ -53,7 +53,7 @@ def owner(path, layers):
     return best[0] if best else None
 
 
-def check(root, skip=()):
+def check(root):
     layers = read_layers(root)
     allowed = allowed_sets(layers)
     internal_dirs = [d for _, _, dirs, _ in layers for d in dirs]
@@ -66,7 +66,7 @@ def check(root, skip=()):
                     continue
                 rel = os.path.relpath(os.path.join(d, f), root)
                 layer = owner(rel, layers)
-                if layer is None or layer in skip:
+                if layer is None:
                     continue
                 scanned += 1
                 dirs, hdrs = allowed[layer]
@@ -94,13 +94,8 @@ def check(root, skip=()):
 
 def main():
     args = sys.argv[1:]
-    skip = set()
-    while "--skip" in args:  # --skip LAYER: leave that layer's sources unchecked
-        i = args.index("--skip")
-        skip.add(args[i + 1])
-        del args[i:i + 2]
     root = args[0] if args else os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    bad, scanned = check(root, skip)
+    bad, scanned = check(root)
     for b in bad:
         print(b)
     print(f"check_layers: {scanned} files, {len(bad)} wrong-way include{'s' * (len(bad) != 1)}")

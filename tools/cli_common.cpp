@@ -7,9 +7,8 @@
 #include <limits>
 #include <set>
 
-#include "engine/base/check.hpp"
-#include "engine/base/random.hpp"
 #include "kiln/io.hpp"
+#include "kiln/random.hpp"
 
 namespace kiln::cli {
 

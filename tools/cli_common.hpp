@@ -7,8 +7,9 @@
 //                    "kiln plan GRAPH [--shape SYM=V ...]\n\n<longer help>", run_plan);
 //
 // Handlers take the arguments after the subcommand name and return the exit status; they report
-// user errors by throwing kiln::Error (User) through KILN_CHECK/KILN_FAIL or cli::usage_error,
-// which the dispatcher turns into "kiln: <message>" and exit status 2.
+// user errors by throwing kiln::Error (User) through KILN_CHECK/KILN_FAIL (tools/cli_error.hpp)
+// or cli::usage_error, which the dispatcher turns into "kiln: <message>" and exit status 2. The
+// CLI is a client of the public library: it includes only include/kiln/ headers.
 #pragma once
 
 #include <cstdint>
@@ -19,6 +20,7 @@
 
 #include "kiln/graph.hpp"
 #include "kiln/host_tensor.hpp"
+#include "tools/cli_error.hpp"
 
 namespace kiln::cli {
 

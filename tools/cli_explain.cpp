@@ -5,15 +5,9 @@
 #include <algorithm>
 #include <fstream>
 
-#include "codegen/kernel_spec.hpp"
-#include "engine/base/check.hpp"
-#include "engine/base/env.hpp"
-#include "engine/passes/passes.hpp"
-#include "engine/planner/plan.hpp"
-#include "heuristics/device_info.hpp"
-#include "heuristics/schedule.hpp"
+#include "kiln/device.hpp"
 #include "kiln/io.hpp"
-#include "runtime/cuda_driver.hpp"
+#include "kiln/lowering.hpp"
 #include "tools/cli_common.hpp"
 #include "tools/cli_gpu.hpp"
 
@@ -26,7 +20,7 @@ struct FlopRates {
   double f32 = 0;     // CUDA cores (FMA = 2 FLOPs)
   double tensor = 0;  // f16/bf16 tensor cores, dense
 };
-FlopRates flop_rates(const DeviceInfo& d) {
+FlopRates flop_rates(const DeviceFacts& d) {
   if (d.sm >= 90)
     return {66.9e12 * d.sm_count / 132.0, 989.4e12 * d.sm_count / 132.0};              // H100/H200
   if (d.sm >= 80) return {19.5e12 * d.sm_count / 108.0, 312e12 * d.sm_count / 108.0};  // A100
@@ -71,8 +65,9 @@ std::string shape_of(const Graph& g, int id, const Bindings& b) {
   return dims_str(eval_shape(g.tensor(id).desc.shape, b));
 }
 
-std::string to_dot(const Graph& g, const Plan& p, const std::vector<KernelSpec>& ks,
-                   const std::vector<KernelEstimate>& est, const Bindings& b) {
+std::string to_dot(const Lowering& low, const std::vector<KernelEstimate>& est, const Bindings& b) {
+  const Graph& g = *low.graph;
+  const std::vector<LoweredKernel>& ks = low.kernels;
   std::string s = fmt::format(
       "digraph \"{}\" {{\n  rankdir=TB;\n  newrank=true;\n  fontname=\"Helvetica\";\n"
       "  node [fontname=\"Helvetica\", fontsize=10];\n  edge [fontname=\"Helvetica\", "
@@ -94,8 +89,8 @@ std::string to_dot(const Graph& g, const Plan& p, const std::vector<KernelSpec>&
         "  out{} [label=\"{}\\n{} {}\", shape=house, style=filled, fillcolor=\"#fecaca\"];\n", id,
         dot_escape(g.tensor(id).name), dtype_name(g.tensor(id).desc.dtype), shape_of(g, id, b));
   // One cluster per fusion group.
-  for (size_t gi = 0; gi < p.groups.size(); ++gi) {
-    const FusionGroup& grp = p.groups[gi];
+  for (size_t gi = 0; gi < low.groups.size(); ++gi) {
+    const LoweredGroup& grp = low.groups[gi];
     // The group's kernels (a split channel norm has two), one line each.
     std::string kname, extra;
     for (size_t k = 0; k < ks.size(); ++k)
@@ -111,7 +106,7 @@ std::string to_dot(const Graph& g, const Plan& p, const std::vector<KernelSpec>&
         "  subgraph cluster_g{} {{\n    label=\"group {} ({})\\n{}{}\";\n    "
         "style=\"filled,rounded\";"
         "\n    fillcolor=\"{}\";\n    color=\"{}\";\n    penwidth=2;\n",
-        grp.id, grp.id, group_kind_name(grp.kind), kname, extra, kFill[c], kBorder[c]);
+        grp.id, grp.id, grp.kind, kname, extra, kFill[c], kBorder[c]);
     for (int n : grp.nodes) {
       const Node& nd = g.nodes()[n];
       s += fmt::format(
@@ -144,80 +139,63 @@ std::string to_dot(const Graph& g, const Plan& p, const std::vector<KernelSpec>&
   return s;
 }
 
-int run_explain(const std::vector<std::string>& argv) {
-  Args a = parse_args("explain", argv,
-                      {{"--shape", true, true},
-                       {"--arch", true, false},
-                       {"--no-fusion", false, false},
-                       {"--dot", true, false},
-                       {"--bench", false, false},
-                       {"--iters", true, false}},
-                      1, 1);
-  Graph g = load_graph_file(a.positional[0]);
-  Bindings shapes = parse_shape_flags("explain", a.all("--shape"), g);
-  std::vector<std::string> defaulted;
-  for (const std::string& sym : g.symbols())
-    if (!shapes.count(sym)) {
-      shapes[sym] = 1;
-      defaulted.push_back(sym);
-    }
-  std::string why;
-  bool gpu = cuda::driver_available(&why);
-  DeviceInfo dev;
-  if (a.has("--arch"))
-    dev = default_device_info(a.get("--arch"));
-  else
-    dev = gpu ? cuda::query_device_info(0) : default_device_info("sm_90");
-  PlanOptions po;
-  po.fusion = !a.has("--no-fusion") && !env().disable_fusion;
-  po.fused_attention = env_schedule_overrides().attention_fused != 2;
-  po.sm = dev.sm;
-  // What the Engine builds: the graph after its passes (batchnorm folding), its arch's kernels.
-  std::string passes_note;
-  std::shared_ptr<const Graph> pg =
-      apply_engine_passes(std::make_shared<const Graph>(g), po.fusion, &passes_note);
-  Plan p = plan_fusion(*pg, po);
-  std::vector<KernelSpec> ks =
-      generate_kernels(*pg, p, codegen_options(dev, env_schedule_overrides()));
-  FlopRates rates = flop_rates(dev);
-
-  std::vector<KernelEstimate> est(ks.size());
-  for (size_t k = 0; k < ks.size(); ++k) {
+// The roofline estimate of every kernel for bindings `b`: bytes and FLOPs against the device's
+// DRAM bandwidth and peak FLOP rate (tensor cores for 16-bit contractions and attention).
+std::vector<KernelEstimate> estimate(const Lowering& low, const DeviceFacts& dev,
+                                     const Bindings& b) {
+  const Graph& g = *low.graph;
+  const FlopRates rates = flop_rates(dev);
+  std::vector<KernelEstimate> est(low.kernels.size());
+  for (size_t k = 0; k < low.kernels.size(); ++k) {
+    const LoweredKernel& kernel = low.kernels[k];
     KernelEstimate& e = est[k];
-    const FusionGroup* grp = nullptr;
-    for (const FusionGroup& gr : p.groups)
-      if (gr.id == ks[k].group) grp = &gr;
-    KILN_ASSERT(grp != nullptr, "kernel {} has no group {}", ks[k].name, ks[k].group);
-    e.kind = group_kind_name(grp->kind);
+    const LoweredGroup* grp = nullptr;
+    for (const LoweredGroup& gr : low.groups)
+      if (gr.id == kernel.group) grp = &gr;
+    KILN_ASSERT(grp != nullptr, "kernel {} has no group {}", kernel.name, kernel.group);
+    e.kind = grp->kind;
     int node = grp->anchor >= 0 ? grp->anchor : grp->nodes.front();
-    e.dtype = pg->tensor(pg->nodes()[node].outputs.front()).desc.dtype;
-    e.bytes = ks[k].bytes_moved.eval(shapes);
-    e.flops = ks[k].flops.eval(shapes);
-    const bool mma = grp->kind == GroupKind::Contraction || grp->kind == GroupKind::Attention;
+    e.dtype = g.tensor(g.nodes()[node].outputs.front()).desc.dtype;
+    e.bytes = kernel.bytes_moved.eval(b);
+    e.flops = kernel.flops.eval(b);
+    const bool mma = grp->kind == "contraction" || grp->kind == "attention";
     double rate = mma && e.dtype != DType::F32 ? rates.tensor : rates.f32;
     e.mem_ms = static_cast<double>(e.bytes) / dev.mem_bandwidth * 1e3;
     e.compute_ms = static_cast<double>(e.flops) / rate * 1e3;
     e.compute_bound = e.compute_ms > e.mem_ms;
     e.predicted_ms = std::max(e.mem_ms, e.compute_ms);
   }
+  return est;
+}
 
-  if (a.has("--bench")) {
-    KILN_CHECK(gpu_available(&why), "explain --bench: {}", why);
-    int iters = static_cast<int>(parse_int("explain", "--iters", a.get("--iters", "20"), 1));
-    InputOptions io;
-    io.shapes = shapes;
-    PreparedInputs in = prepare_inputs("explain", g, io);
-    EngineOptions eo;
-    eo.fusion = po.fusion;
-    DeviceSession s(g, in.tensors, in.bindings, eo);
-    s.run();
-    std::vector<double> t = s.compiled().time_kernels(s.inputs(), s.outputs(), 3, iters);
-    const std::vector<KernelInfo>& infos = s.compiled().kernels();
-    for (size_t i = 0; i < infos.size() && i < t.size(); ++i)
-      for (size_t k = 0; k < ks.size(); ++k)
-        if (ks[k].name == infos[i].name) est[k].measured_ms = t[i];
-  }
+// --bench: every kernel of the graph the Engine compiles, timed on the GPU (CUDA events, median
+// of `iters`), into the estimate of the kernel of the same name.
+void measure(const Args& a, const Graph& g, const Bindings& shapes, const Lowering& low,
+             std::vector<KernelEstimate>* est) {
+  std::string why;
+  KILN_CHECK(gpu_available(&why), "explain --bench: {}", why);
+  int iters = static_cast<int>(parse_int("explain", "--iters", a.get("--iters", "20"), 1));
+  InputOptions io;
+  io.shapes = shapes;
+  PreparedInputs in = prepare_inputs("explain", g, io);
+  EngineOptions eo;
+  eo.fusion = !a.has("--no-fusion");
+  DeviceSession s(g, in.tensors, in.bindings, eo);
+  s.run();
+  std::vector<double> t = s.compiled().time_kernels(s.inputs(), s.outputs(), 3, iters);
+  const std::vector<KernelInfo>& infos = s.compiled().kernels();
+  for (size_t i = 0; i < infos.size() && i < t.size(); ++i)
+    for (size_t k = 0; k < low.kernels.size(); ++k)
+      if (low.kernels[k].name == infos[i].name) (*est)[k].measured_ms = t[i];
+}
 
+// The text: a header (device, bindings, notes, roofs), then every kernel with its estimate.
+void print_explain(const Graph& g, const Lowering& low, const DeviceFacts& dev,
+                   const Bindings& shapes, const std::vector<std::string>& defaulted,
+                   const std::vector<KernelEstimate>& est) {
+  const Graph& pg = *low.graph;
+  const std::vector<LoweredKernel>& ks = low.kernels;
+  const FlopRates rates = flop_rates(dev);
   std::string bind_text;
   for (const auto& [k, v] : shapes)
     bind_text += fmt::format("{}{}={}", bind_text.empty() ? "" : ", ", k, v);
@@ -226,20 +204,20 @@ int run_explain(const std::vector<std::string>& argv) {
   if (!defaulted.empty())
     fmt::print("note: unbound symbol{} {} set to 1 (use --shape SYM=V)\n",
                defaulted.size() == 1 ? "" : "s", fmt::join(defaulted, ", "));
-  if (!passes_note.empty()) fmt::print("note: {}\n", passes_note);
+  if (!low.passes_note.empty()) fmt::print("note: {}\n", low.passes_note);
   fmt::print("roofline: memory {}/s, f32 {}/s, f16/bf16 tensor {}/s\n",
              human(dev.mem_bandwidth, "B"), human(rates.f32, "FLOP"), human(rates.tensor, "FLOP"));
   fmt::print("{} kernel{} for {} node{}\n\n", ks.size(), ks.size() == 1 ? "" : "s",
-             pg->nodes().size(), pg->nodes().size() == 1 ? "" : "s");
+             pg.nodes().size(), pg.nodes().size() == 1 ? "" : "s");
   double total_pred = 0, total_meas = 0;
   bool measured = false;
   for (size_t k = 0; k < ks.size(); ++k) {
     const KernelEstimate& e = est[k];
     std::vector<std::string> nodes;
-    for (const FusionGroup& gr : p.groups)
+    for (const LoweredGroup& gr : low.groups)
       if (gr.id == ks[k].group)
         for (int n : gr.nodes)
-          nodes.push_back(fmt::format("{} ({})", pg->nodes()[n].name, op_name(pg->nodes()[n].op)));
+          nodes.push_back(fmt::format("{} ({})", pg.nodes()[n].name, op_name(pg.nodes()[n].op)));
     fmt::print("group {} [{}, {}]  kernel {}\n", ks[k].group, e.kind, dtype_name(e.dtype),
                ks[k].name);
     fmt::print("  nodes: {}\n", fmt::join(nodes, ", "));
@@ -259,10 +237,43 @@ int run_explain(const std::vector<std::string>& argv) {
   fmt::print("\ntotal predicted {:.4f} ms", total_pred);
   if (measured) fmt::print(", measured {:.4f} ms (sum of kernel medians)", total_meas);
   fmt::print("\n");
+}
+
+int run_explain(const std::vector<std::string>& argv) {
+  Args a = parse_args("explain", argv,
+                      {{"--shape", true, true},
+                       {"--arch", true, false},
+                       {"--no-fusion", false, false},
+                       {"--dot", true, false},
+                       {"--bench", false, false},
+                       {"--iters", true, false}},
+                      1, 1);
+  Graph g = load_graph_file(a.positional[0]);
+  Bindings shapes = parse_shape_flags("explain", a.all("--shape"), g);
+  std::vector<std::string> defaulted;
+  for (const std::string& sym : g.symbols())
+    if (!shapes.count(sym)) {
+      shapes[sym] = 1;
+      defaulted.push_back(sym);
+    }
+  const bool gpu = cuda_available();
+  DeviceFacts dev;
+  if (a.has("--arch"))
+    dev = default_device(a.get("--arch"));
+  else
+    dev = gpu ? query_device(0) : default_device("sm_90");
+  // What the Engine builds: the graph after its passes (batchnorm folding), its arch's kernels.
+  LoweringOptions lo;
+  lo.target = dev;
+  lo.fusion = !a.has("--no-fusion");
+  const Lowering low = lower_graph(g, lo);
+  std::vector<KernelEstimate> est = estimate(low, dev, shapes);
+  if (a.has("--bench")) measure(a, g, shapes, low, &est);
+  print_explain(g, low, dev, shapes, defaulted, est);
 
   if (a.has("--dot")) {
     std::string file = a.get("--dot");
-    std::string dot = to_dot(*pg, p, ks, est, shapes);
+    std::string dot = to_dot(low, est, shapes);
     if (file == "-") {
       fmt::print("{}", dot);
     } else {

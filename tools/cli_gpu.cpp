@@ -5,16 +5,16 @@
 
 #include <chrono>
 
-#include "codegen/nvrtc.hpp"
-#include "engine/base/check.hpp"
+#include "kiln/device.hpp"
 #include "kiln/engine.hpp"
-#include "runtime/cuda_driver.hpp"
+#include "kiln/nvrtc.hpp"
+#include "tools/cli_error.hpp"
 
 namespace kiln::cli {
 
 bool gpu_available(std::string* why) {
   std::string reason;
-  bool ok = cuda::driver_available(&reason);
+  bool ok = cuda_available(&reason);
   if (why) *why = ok ? "" : "no CUDA device: " + reason;
   return ok;
 }
@@ -25,7 +25,7 @@ DeviceSession::DeviceSession(const Graph& g, const std::map<std::string, HostTen
         // NVRTC's one-time start (~200 ms on the H200 machine) overlaps CUDA's (~120 ms).
         nvrtc_start_async();
         auto t0 = std::chrono::steady_clock::now();
-        cuda::make_current();
+        cuda_init();
         return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
             .count();
       }()),
@@ -45,7 +45,7 @@ DeviceSession::DeviceSession(const Graph& g, const std::map<std::string, HostTen
                 "input '{}' reached the GPU session not in its declared layout {}", t.name,
                 layout_name(layout));
     buffers_.emplace_back(h.data.size());
-    cuda::memcpy_htod(buffers_.back().ptr(), h.data.data(), h.data.size());
+    copy_to_device(buffers_.back().ptr(), h.data.data(), h.data.size());
     inputs_[t.name] = DeviceTensor{buffers_.back().ptr(), h.shape};
   }
   for (const auto& [name, shape] : compiled_.output_shapes(bindings_)) {
@@ -61,18 +61,17 @@ DeviceSession::DeviceSession(const Graph& g, const std::map<std::string, HostTen
 double DeviceSession::run() {
   // Poison the outputs: a kernel that skips an element leaves NaN (0xff bytes) behind.
   for (const auto& [name, d] : outputs_)
-    cuda::memset_d8(d.ptr, 0xff, host_outputs_.at(name).data.size());
-  cuda::ctx_synchronize();
+    fill_device(d.ptr, 0xff, host_outputs_.at(name).data.size());
+  synchronize_device();
   auto t0 = std::chrono::steady_clock::now();
   compiled_.run(inputs_, outputs_, nullptr, 0);
-  cuda::ctx_synchronize();
+  synchronize_device();
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
 std::map<std::string, HostTensor> DeviceSession::download() const {
   std::map<std::string, HostTensor> out = host_outputs_;
-  for (auto& [name, h] : out)
-    cuda::memcpy_dtoh(h.data.data(), outputs_.at(name).ptr, h.data.size());
+  for (auto& [name, h] : out) copy_to_host(h.data.data(), outputs_.at(name).ptr, h.data.size());
   return out;
 }
 

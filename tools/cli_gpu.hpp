@@ -5,10 +5,10 @@
 #include <string>
 #include <vector>
 
+#include "kiln/device.hpp"
 #include "kiln/engine.hpp"
 #include "kiln/graph.hpp"
 #include "kiln/host_tensor.hpp"
-#include "runtime/cuda_driver.hpp"
 
 namespace kiln::cli {
 
@@ -51,7 +51,7 @@ class DeviceSession {
   CompiledGraph compiled_;
   Bindings bindings_;
   double compile_ms_ = 0;
-  std::vector<cuda::DeviceBuffer> buffers_;
+  std::vector<DeviceBuffer> buffers_;
   std::map<std::string, DeviceTensor> inputs_, outputs_;
   std::map<std::string, HostTensor> host_outputs_;
 };

@@ -11,7 +11,6 @@
 #include <filesystem>
 #include <optional>
 
-#include "engine/base/check.hpp"
 #include "tools/cli_common.hpp"
 
 extern char** environ;

@@ -7,7 +7,6 @@
 #include <optional>
 #include <thread>
 
-#include "engine/base/check.hpp"
 #include "kiln/io.hpp"
 #include "kiln/reference.hpp"
 #include "tools/cli_common.hpp"

@@ -8,8 +8,7 @@
 
 #include <fmt/format.h>
 
-#include "engine/base/env.hpp"
-#include "heuristics/schedule.hpp"
+#include "kiln/environment.hpp"
 #include "kiln/error.hpp"
 #include "tools/cli_common.hpp"
 
@@ -90,8 +89,7 @@ int dispatch(const std::vector<std::string>& args) {
       return 0;
     }
   }
-  kiln::env();  // a misspelled KILN_* variable fails before any work, with the valid names
-  kiln::env_schedule_overrides();
+  kiln::check_environment();  // a misspelled KILN_* variable fails before any work
   return c->handler(rest);
 }
 

@@ -43,12 +43,12 @@ std::string output_mismatch(const Graph& g, const std::map<int, std::vector<floa
 }  // namespace
 
 std::vector<AutotuneResult> autotune_contractions(const Graph& g, const Plan& plan,
-                                                  const CodegenOptions& co, KernelCache& cache,
-                                                  const std::string& arch, TuningTable& table,
-                                                  int iters) {
+                                                  const std::vector<TuningSite>& sites,
+                                                  KernelCache& cache, const std::string& arch,
+                                                  TuningTable& table, int iters) {
   std::vector<AutotuneResult> out;
   bool changed = false;
-  for (TuningSite& site : contraction_tuning_sites(g, plan, co)) {
+  for (const TuningSite& site : sites) {
     AutotuneResult r;
     r.group = site.group;
     r.key = site.key;

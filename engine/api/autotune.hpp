@@ -1,10 +1,11 @@
 // Autotuning of contractions (EngineOptions::autotune, `kiln bench --autotune`): for every
-// contraction group whose shape class the tuning table lacks, compile the candidate configs
-// (heuristics: contraction_candidates), time each alone on the device (fresh random buffers, L2
-// flushed, median), and record the fastest in the table, which is saved to its file and used by
-// codegen from then on, in this process and later ones. Like cuDNN's benchmark mode: the rules
-// stay the instant default; a candidate that fails to compile or launch is skipped; the rules'
-// config is always among the candidates, so a valid graph never ends without a plan.
+// tuning site of a lowered graph (engine/api/lower.hpp: one per contraction group, with its
+// candidate configs and their kernels) whose shape class the tuning table lacks, compile the
+// candidates, time each alone on the device (fresh random buffers, L2 flushed, median), and
+// record the fastest in the table, which is saved to its file and used by codegen from then on,
+// in this process and later ones. Like cuDNN's benchmark mode: the rules stay the instant
+// default; a candidate that fails to compile or launch is skipped; the rules' config is always
+// among the candidates, so a valid graph never ends without a plan.
 #pragma once
 
 #include <string>
@@ -29,8 +30,8 @@ struct AutotuneResult {
 // Needs a CUDA device (the caller checks). `arch`: NVRTC target of the engine ("sm_90").
 // Saves the table when anything new was measured.
 std::vector<AutotuneResult> autotune_contractions(const Graph& g, const Plan& plan,
-                                                  const CodegenOptions& co, KernelCache& cache,
-                                                  const std::string& arch, TuningTable& table,
-                                                  int iters = 30);
+                                                  const std::vector<TuningSite>& sites,
+                                                  KernelCache& cache, const std::string& arch,
+                                                  TuningTable& table, int iters = 30);
 
 }  // namespace kiln

@@ -17,10 +17,10 @@
 #include "codegen/kernel_cache.hpp"
 #include "codegen/kernel_spec.hpp"
 #include "engine/api/autotune.hpp"
+#include "engine/api/lower.hpp"
 #include "engine/base/check.hpp"
 #include "engine/base/env.hpp"
 #include "engine/ir/graph_key.hpp"
-#include "engine/passes/passes.hpp"
 #include "engine/planner/plan.hpp"
 #include "heuristics/device_info.hpp"
 #include "heuristics/schedule.hpp"
@@ -42,7 +42,6 @@ struct EngineState {
   bool device = false;
   std::string no_device;
   DeviceInfo info;
-  int sm = 90;
   ScheduleOverrides schedule;  // EngineOptions::schedule, else KILN_SCHEDULE
   bool autotune = false;       // measure missing shape classes (options, device, not disabled)
   std::shared_ptr<TuningTable> tuning;  // null when KILN_DISABLE=autotune
@@ -154,7 +153,6 @@ class EngineImpl {
         s.info = default_device_info(opts.arch);
       }
     }
-    s.sm = parse_arch(s.info.arch);
     s.schedule =
         opts.schedule.empty() ? env_schedule_overrides() : parse_schedule_overrides(opts.schedule);
     s.cache = std::make_shared<KernelCache>(
@@ -180,59 +178,62 @@ class EngineImpl {
 
 namespace {
 
-// Plans, generates, compiles (through the kernel cache) and loads every kernel of `graph`.
+// Autotunes the tuning sites of a planned graph (LowerOptions::planned); returns the note of each
+// group it has a result for (KernelInfo::tuning).
+std::map<int, std::string> tune_sites(EngineState& e, const Graph& graph, const Plan& plan,
+                                      const std::vector<TuningSite>& sites) {
+  std::map<int, std::string> notes;
+  std::lock_guard<std::mutex> lock(e.tune_mu);
+  for (const AutotuneResult& r :
+       autotune_contractions(graph, plan, sites, *e.cache, e.info.arch, *e.tuning)) {
+    (r.reused ? e.autotune_reused : e.autotune_measured).fetch_add(1);
+    if (r.winner.empty()) continue;
+    notes[r.group] = fmt::format(
+        "{}: {} {:.4f} ms (rules {} {:.4f} ms, {} candidates{})",
+        r.reused ? "tuning file" : "autotuned", r.winner, r.winner_ms, r.rule, r.rule_ms,
+        r.candidates, r.skipped.empty() ? "" : fmt::format(", {} skipped", r.skipped.size()));
+  }
+  return notes;
+}
+
+// Lowers (passes, plan, codegen: engine/api/lower.hpp), compiles (through the kernel cache) and
+// loads every kernel of `graph`.
 std::shared_ptr<GraphCore> build_core(const std::shared_ptr<EngineState>& stp,
                                       std::shared_ptr<const Graph> gp, bool fusion, bool dump_plan,
                                       bool parallel, bool may_tune = true) {
   EngineState& e = *stp;
   auto core = std::make_shared<GraphCore>();
   core->st = stp;
-  // Inference batchnorm after a conv/matmul with constant weights folds into them: no batchnorm
-  // math in the epilogue. Inputs and outputs keep their names; the reference runs the original.
-  auto t0 = std::chrono::steady_clock::now();
-  core->graph = apply_engine_passes(std::move(gp), fusion);
-  lap(&t0, &e.passes_us);
-  const Graph& graph = *core->graph;
-  KILN_CHECK(!graph.outputs().empty(), "graph '{}': no outputs to compute", graph.name());
-
-  PlanOptions po;
-  po.fusion = fusion;
-  po.fused_attention = e.schedule.attention_fused != 2;
-  po.sm = e.sm;
-  core->plan = plan_fusion(graph, po);
-  e.plans.fetch_add(1);
-  if (dump_plan) fmt::print(stderr, "{}", plan_to_string(graph, core->plan));
-
-  CodegenOptions co = codegen_options(e.info, e.schedule);
+  LowerOptions lo;
+  lo.fusion = fusion;
+  lo.schedule = e.schedule;
+  lo.dump_plan = dump_plan;
   std::map<int, std::string> tuning_notes;  // group -> KernelInfo::tuning
   if (e.tuning) {
-    // Shape-specialized variants (background threads, concurrent with runs) only read the table.
-    if (e.autotune && may_tune) {
-      std::lock_guard<std::mutex> lock(e.tune_mu);
-      for (const AutotuneResult& r :
-           autotune_contractions(graph, core->plan, co, *e.cache, e.info.arch, *e.tuning)) {
-        (r.reused ? e.autotune_reused : e.autotune_measured).fetch_add(1);
-        if (r.winner.empty()) continue;
-        tuning_notes[r.group] = fmt::format(
-            "{}: {} {:.4f} ms (rules {} {:.4f} ms, {} candidates{})",
-            r.reused ? "tuning file" : "autotuned", r.winner, r.winner_ms, r.rule, r.rule_ms,
-            r.candidates, r.skipped.empty() ? "" : fmt::format(", {} skipped", r.skipped.size()));
-      }
-    }
     std::shared_ptr<TuningTable> table = e.tuning;
-    co.tuned = [table](const std::string& key) -> std::optional<ContractionConfig> {
+    lo.tuned = [table](const std::string& key) -> std::optional<ContractionConfig> {
       std::optional<TuningEntry> t = table->find(key);
       if (!t) return std::nullopt;
       return t->config;
     };
+    // Shape-specialized variants (background threads, concurrent with runs) only read the table.
+    if (e.autotune && may_tune) {
+      lo.tuning_sites = true;
+      lo.planned = [&](const Lowered& l) {
+        tuning_notes = tune_sites(e, *l.graph, l.plan, l.tuning_sites);
+      };
+    }
   }
-  std::vector<KernelSpec> specs = generate_kernels(graph, core->plan, co);
-  for (const KernelSpec& s : specs)
-    KILN_ASSERT(!s.name.empty() && !s.entry.empty() && !s.source.empty(),
-                "codegen returned an incomplete kernel for group {} (name '{}', entry '{}')",
-                s.group, s.name, s.entry);
+  Lowered low = lower(std::move(gp), e.info, lo);
+  e.plans.fetch_add(1);
+  e.passes_us.fetch_add(low.passes_us);
+  e.codegen_us.fetch_add(low.codegen_us);
+  core->graph = low.graph;
+  core->plan = std::move(low.plan);
+  const Graph& graph = *core->graph;
+  std::vector<KernelSpec>& specs = low.kernels;
 
-  lap(&t0, &e.codegen_us);
+  auto t0 = std::chrono::steady_clock::now();
   // NVRTC compiles in parallel (the cache compiles each distinct source once).
   std::vector<std::exception_ptr> errors;
   std::vector<CachedKernel> cubins =

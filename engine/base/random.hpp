@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "kiln/random.hpp"  // random_values
+
 namespace kiln {
 
 // splitmix64: small, fast, and defined bit-for-bit, unlike std::normal_distribution.
@@ -25,8 +27,5 @@ class Rng {
   bool has_spare_ = false;
   double spare_ = 0;
 };
-
-// n values: normal(mean=a, std=b) or uniform(low=a, high=b).
-std::vector<double> random_values(bool normal, double a, double b, uint64_t seed, int64_t n);
 
 }  // namespace kiln

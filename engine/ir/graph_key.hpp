@@ -1,5 +1,5 @@
-// Graph identity and shape specialization, for the Engine's graph-level cache and hot-shape
-// variants (docs/DYNAMIC_SHAPES.md).
+// Graph identity, for the Engine's graph-level cache and hot-shape variants
+// (docs/DYNAMIC_SHAPES.md); specialize_graph (kiln/graph.hpp) is implemented beside it.
 #pragma once
 
 #include <string>
@@ -18,9 +18,5 @@ std::string graph_key(const Graph& g);
 // A hash of the names graph_key leaves out (intermediates and nodes), to tell whether two graphs
 // of one key are also identical in their names.
 uint64_t graph_names_hash(const Graph& g);
-
-// `g` with every symbolic dim (tensor shapes, reshape shapes) replaced by its value under `b`: a
-// static graph computing the same thing for that binding. Every symbol of `g` must be bound.
-Graph specialize_graph(const Graph& g, const Bindings& b);
 
 }  // namespace kiln

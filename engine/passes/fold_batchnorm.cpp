@@ -1,4 +1,4 @@
-// Batchnorm folding into conv2d / matmul weights (engine/passes_contraction.hpp).
+// Batchnorm folding into conv2d / matmul weights (engine/passes/passes.hpp).
 #include <fmt/format.h>
 
 #include <cmath>
@@ -131,30 +131,6 @@ bool has_batchnorm_after_contraction(const Graph& g) {
       return true;
   }
   return false;
-}
-
-std::shared_ptr<const Graph> apply_engine_passes(std::shared_ptr<const Graph> g, bool fusion,
-                                                 std::string* note) {
-  const bool bn = has_batchnorm_after_contraction(*g);
-  if (!fusion || (!bn && !has_paddable_conv(*g) && !has_movement(*g))) return g;
-  auto copy = std::make_shared<Graph>(*g);
-  std::string what;
-  if (int folded = bn ? fold_batchnorm(*copy) : 0; folded > 0)
-    what = fmt::format("{} batchnorm{} folded into the conv/matmul weights", folded,
-                       folded == 1 ? "" : "s");
-  // "title: a, b, c", the notes of the passes joined by "; ".
-  auto add = [&what](const char* title, const std::vector<std::string>& items) {
-    what += fmt::format("{}{}: {}", what.empty() ? "" : "; ", title, fmt::join(items, ", "));
-  };
-  std::vector<std::string> padded, absorbed, views;
-  if (pad_conv_channels(*copy, &padded) > 0)
-    add("input channels zero-padded to 4 or a multiple of 8 (8- or 16-byte vector loads)", padded);
-  if (absorb_matmul_transposes(*copy, &absorbed) > 0)
-    add("transposes read as transposed matmul operands", absorbed);
-  if (fold_movement_views(*copy, &views) > 0) add("views (no copy kernel)", views);
-  if (what.empty()) return g;
-  if (note) *note = what + " before planning";
-  return copy;
 }
 
 }  // namespace kiln

@@ -63,10 +63,11 @@ bool has_movement(const Graph& g);
 // The movement node is a view made by fold_movement_views (its input and output share memory).
 bool is_view_node(const Graph& g, const Node& n);
 
-// The graph passes Engine::compile runs before planning, and `kiln plan|emit|explain` with it
-// so that they show what the Engine builds: with fusion on, batchnorm folding, channel padding,
-// matmul transposes absorbed, then movement views. `g` is returned unchanged (no copy) when no pass
-// applies. `note` (optional) says what changed.
+// The graph passes lowering (engine/api/lower.hpp) runs before planning, so that the Engine and
+// `kiln plan|emit|explain` see the same graph: with fusion on, the list in
+// engine/passes/pass_list.cpp (batchnorm folding, channel padding, matmul transposes absorbed,
+// then movement views). `g` is returned unchanged (no copy) when no pass applies. `note`
+// (optional) says what changed.
 std::shared_ptr<const Graph> apply_engine_passes(std::shared_ptr<const Graph> g, bool fusion,
                                                  std::string* note = nullptr);
 

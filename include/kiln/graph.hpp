@@ -204,4 +204,9 @@ class Graph {
   int auto_id_ = 0;
 };
 
+// `g` with every symbolic dim (tensor shapes, reshape shapes) replaced by its value under `b`: a
+// static graph computing the same thing for that binding (what EngineOptions::specialize_after
+// compiles for a hot shape). Every symbol of `g` must be bound.
+Graph specialize_graph(const Graph& g, const Bindings& b);
+
 }  // namespace kiln

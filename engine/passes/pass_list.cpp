@@ -1,0 +1,84 @@
+// The graph passes the Engine runs before planning, in order (engine/passes/passes.hpp:
+// apply_engine_passes). Each entry is the cheap test that says whether the pass may change the
+// graph, the pass itself, and the note it leaves: adding a pass is one row here and its own file.
+#include <fmt/format.h>
+
+#include <string>
+#include <vector>
+
+#include "engine/passes/passes.hpp"
+
+namespace kiln {
+namespace {
+
+struct EnginePass {
+  // False: the pass would leave the graph as it is (so that a graph no pass applies to is not
+  // copied at all).
+  bool (*applies)(const Graph& g);
+  // Runs the pass; returns what it changed as a note ("" when nothing).
+  std::string (*run)(Graph& g);
+};
+
+// "title: a, b, c", or "" when `items` is empty.
+std::string listed(const char* title, const std::vector<std::string>& items) {
+  return items.empty() ? std::string() : fmt::format("{}: {}", title, fmt::join(items, ", "));
+}
+
+// Inference batchnorm after a conv/matmul with constant weights folds into them: no batchnorm
+// math in the epilogue.
+std::string run_fold_batchnorm(Graph& g) {
+  const int folded = fold_batchnorm(g);
+  if (folded == 0) return "";
+  return fmt::format("{} batchnorm{} folded into the conv/matmul weights", folded,
+                     folded == 1 ? "" : "s");
+}
+
+std::string run_pad_conv_channels(Graph& g) {
+  std::vector<std::string> padded;
+  pad_conv_channels(g, &padded);
+  return listed("input channels zero-padded to 4 or a multiple of 8 (8- or 16-byte vector loads)",
+                padded);
+}
+
+std::string run_absorb_matmul_transposes(Graph& g) {
+  std::vector<std::string> absorbed;
+  absorb_matmul_transposes(g, &absorbed);
+  return listed("transposes read as transposed matmul operands", absorbed);
+}
+
+std::string run_fold_movement_views(Graph& g) {
+  std::vector<std::string> views;
+  fold_movement_views(g, &views);
+  return listed("views (no copy kernel)", views);
+}
+
+// Each pass sees the graph the ones above it left: the padding copies the folded weights, and a
+// transpose a matmul absorbs is gone before the views are made.
+constexpr EnginePass kEnginePasses[] = {
+    {has_batchnorm_after_contraction, run_fold_batchnorm},
+    {has_paddable_conv, run_pad_conv_channels},
+    {has_movement, run_absorb_matmul_transposes},
+    {has_movement, run_fold_movement_views},
+};
+
+}  // namespace
+
+std::shared_ptr<const Graph> apply_engine_passes(std::shared_ptr<const Graph> g, bool fusion,
+                                                 std::string* note) {
+  if (!fusion) return g;
+  bool any = false;
+  for (const EnginePass& p : kEnginePasses) any = any || p.applies(*g);
+  if (!any) return g;
+  auto copy = std::make_shared<Graph>(*g);
+  std::vector<std::string> notes;
+  for (const EnginePass& p : kEnginePasses) {
+    if (!p.applies(*copy)) continue;
+    std::string what = p.run(*copy);
+    if (!what.empty()) notes.push_back(std::move(what));
+  }
+  if (notes.empty()) return g;
+  if (note) *note = fmt::format("{} before planning", fmt::join(notes, "; "));
+  return copy;
+}
+
+}  // namespace kiln
