@@ -276,7 +276,7 @@ class KilnError(Exception):
 def kiln_outputs(kiln, graph, x, dtype, work, cache_dir, timeout, tag, device="gpu"):
     """Runs `graph` on the numpy batch x (logical NCHW, written in the graph's dtype) with
     `kiln run --inputs/--output`; returns its only output as float32 numpy. Raises KilnError."""
-    from onnx2kiln import read_safetensors, write_safetensors
+    from onnx2kiln.safetensors import read_safetensors, write_safetensors
     in_name, out_name = graph_io_names(graph)
     ipath = os.path.join(work, f"{tag}.inputs.safetensors")
     opath = os.path.join(work, f"{tag}.got.safetensors")

@@ -15,8 +15,10 @@
 #include <regex>
 #include <sstream>
 
-#include "tests/test_paths.hpp"
+#include <nlohmann/json.hpp>
+
 #include "engine/base/random.hpp"
+#include "tests/test_paths.hpp"
 #include "kiln/io.hpp"
 #include "kiln/reference.hpp"
 
@@ -287,6 +289,31 @@ TEST(Cli, ExamplesCheckAndRun) {
       EXPECT_NE(r.out.find(t.desc.str()), std::string::npos) << t.desc.str();
     }
     for (const std::string& s : g.symbols()) EXPECT_NE(r.out.find(s), std::string::npos) << s;
+
+    // --json: the same types, one JSON object (what `kiln import` checks its graphs with).
+    r = run_cli({"check", "--json", f});
+    ASSERT_EQ(r.rc, 0) << ctx({"check", "--json", f}, r);
+    nlohmann::json j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["graph"], g.name());
+    EXPECT_EQ(j["symbols"].get<std::vector<std::string>>(), g.symbols());
+    EXPECT_EQ(j["tensors"].size(), g.tensors().size());
+    for (const TensorInfo& t : g.tensors()) {
+      const nlohmann::json& e = j["tensors"][t.name];
+      const char* role = t.role == TensorRole::Input      ? "input"
+                         : t.role == TensorRole::Constant ? "constant"
+                                                          : "intermediate";
+      EXPECT_EQ(e["role"], role) << t.name;
+      EXPECT_EQ(e["dtype"], dtype_name(t.desc.dtype)) << t.name;
+      EXPECT_EQ(e["layout"], layout_name(t.desc.layout)) << t.name;
+      ASSERT_EQ(e["shape"].size(), t.desc.shape.size()) << t.name;
+      for (size_t i = 0; i < t.desc.shape.size(); ++i) {
+        const Dim& d = t.desc.shape[i];
+        if (d.is_static())
+          EXPECT_EQ(e["shape"][i], d.value()) << t.name;
+        else
+          EXPECT_EQ(e["shape"][i], d.str()) << t.name;
+      }
+    }
 
     std::vector<std::string> args = {"run", f, "--device", "cpu"};
     for (const std::string& a : shape_args(g)) args.push_back(a);

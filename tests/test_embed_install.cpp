@@ -96,7 +96,9 @@ TEST(EmbedInstall, ExamplesBuildAndRunAgainstTheInstalledPackage) {
   std::string out;
   ASSERT_EQ(run("cmake --install " + q(build) + " --prefix " + q(prefix), &out), 0) << out;
   ASSERT_TRUE(fs::exists(prefix / "include" / "kiln" / "kiln.h")) << out;
-  ASSERT_TRUE(fs::exists(prefix / "share" / "kiln" / "onnx2kiln.py")) << out;
+  ASSERT_TRUE(fs::exists(prefix / "share" / "kiln" / "onnx2kiln" / "__main__.py")) << out;
+  ASSERT_TRUE(fs::exists(prefix / "share" / "kiln" / "onnx2kiln" / "ops" / "conv_pool.py")) << out;
+  EXPECT_FALSE(fs::exists(prefix / "share" / "kiln" / "onnx2kiln" / "__pycache__")) << out;
 
   std::string gen;
   if (run("command -v ninja", &gen) == 0) gen = " -G Ninja";

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <string>
 
+#include "tests/test_paths.hpp"
 #include "codegen/kernel_spec.hpp"
 #include "engine/api/lower.hpp"
 #include "engine/base/env.hpp"
@@ -28,7 +29,7 @@ namespace fs = std::filesystem;
 namespace {
 
 Graph example(const std::string& name) {
-  return load_graph_file((fs::path(KILN_SOURCE_DIR) / "examples" / "graphs" / name).string());
+  return load_graph_file((fs::path(kiln::testing::source_dir()) / "examples" / "graphs" / name).string());
 }
 
 const char* const kExamples[] = {"add_layernorm_gelu.json", "resnet50_bottleneck.json",

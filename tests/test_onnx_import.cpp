@@ -1,7 +1,7 @@
-// ONNX import: runs the Python tests of tools/onnx2kiln.py (tests/python) against this build's
-// kiln CLI. They build small ONNX models, convert them, run them with `kiln run --device cpu` and
-// compare with onnxruntime. Skipped (with the reason) when python3 with onnx, onnxruntime, numpy
-// and pytest is not available (pip install -r tools/requirements.txt).
+// ONNX import: runs the Python tests of the tools/onnx2kiln package (tests/python) against this
+// build's kiln CLI. They build small ONNX models, convert them, run them with `kiln run --device
+// cpu` and compare with onnxruntime. Skipped (with the reason) when python3 with onnx,
+// onnxruntime, numpy and pytest is not available (pip install -r tools/requirements.txt).
 #include <gtest/gtest.h>
 
 #include "tests/test_paths.hpp"

@@ -1,7 +1,9 @@
-// `kiln check GRAPH`: loads and validates a graph file and prints every tensor's inferred type.
+// `kiln check GRAPH [--json]`: loads and validates a graph file and prints every tensor's
+// inferred type (as text, or as one JSON object for tools such as the ONNX importer).
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <nlohmann/json.hpp>
 #include <variant>
 
 #include "kiln/io.hpp"
@@ -47,10 +49,45 @@ std::string source_str(const TensorInfo& t) {
   return "?";
 }
 
+// --json: {"graph", "symbols", "inputs", "outputs", "tensors": {name: {"role", "dtype",
+// "shape", "layout"[, "strides"]}}} with tensors in graph order; a static dim is a number, a
+// symbolic one its text ("N", or an expression such as "((H+2)-3)/1+1").
+void print_json(const Graph& g) {
+  nlohmann::ordered_json j;
+  j["graph"] = g.name();
+  j["symbols"] = g.symbols();
+  j["inputs"] = nlohmann::ordered_json::array();
+  for (int id : g.inputs()) j["inputs"].push_back(g.tensor(id).name);
+  j["outputs"] = nlohmann::ordered_json::array();
+  for (int id : g.outputs()) j["outputs"].push_back(g.tensor(id).name);
+  nlohmann::ordered_json tensors = nlohmann::ordered_json::object();
+  for (const TensorInfo& t : g.tensors()) {
+    nlohmann::ordered_json shape = nlohmann::ordered_json::array();
+    for (const Dim& d : t.desc.shape) {
+      if (d.is_static())
+        shape.push_back(d.value());
+      else
+        shape.push_back(d.str());
+    }
+    nlohmann::ordered_json e = {{"role", role_name(t.role)},
+                                {"dtype", dtype_name(t.desc.dtype)},
+                                {"shape", shape},
+                                {"layout", layout_name(t.desc.layout)}};
+    if (t.desc.layout == Layout::Strided) e["strides"] = t.desc.strides;
+    tensors[t.name] = e;
+  }
+  j["tensors"] = tensors;
+  fmt::print("{}\n", j.dump());
+}
+
 int run_check(const std::vector<std::string>& argv) {
-  Args a = parse_args("check", argv, {}, 1, 1);
+  Args a = parse_args("check", argv, {{"--json", false, false}}, 1, 1);
   const std::string& path = a.positional[0];
   Graph g = load_graph_file(path);
+  if (a.has("--json")) {
+    print_json(g);
+    return 0;
+  }
 
   size_t w = 8;
   for (const TensorInfo& t : g.tensors()) w = std::max(w, t.name.size());
@@ -104,13 +141,17 @@ int run_check(const std::vector<std::string>& argv) {
 
 KILN_CLI_COMMAND(
     check, "check", "load and validate a graph file; print every tensor's type",
-    "usage: kiln check GRAPH\n"
+    "usage: kiln check GRAPH [--json]\n"
     "\n"
     "Loads GRAPH (a kiln graph file, version 1), checks every rule of the format and\n"
     "infers every tensor's shape, dtype and layout. Prints the symbols, the inputs, the\n"
     "constants (with where their data comes from), every node with its attributes and\n"
     "output types, and the outputs. A bad file is refused with one message naming the\n"
-    "file and the place in it, and exit status 2.\n",
+    "file and the place in it, and exit status 2.\n"
+    "\n"
+    "  --json   print one JSON object instead: graph, symbols, inputs, outputs, and tensors\n"
+    "           (every tensor by name: role, dtype, shape with numbers for static dims and\n"
+    "           strings for symbolic ones, layout, and strides for a strided layout)\n",
     run_check);
 
 }  // namespace kiln::cli

@@ -1,5 +1,5 @@
 // `kiln import MODEL.onnx --out DIR`: converts an ONNX model to a kiln graph file and its weights
-// by running tools/onnx2kiln.py with python3 (the script does the work; its exit status passes
+// by running the tools/onnx2kiln package with python3 (it does the work; its exit status passes
 // through).
 #include <fmt/format.h>
 #include <spawn.h>
@@ -25,17 +25,18 @@ bool is_file(const fs::path& p) {
   return fs::is_regular_file(p, ec);
 }
 
-// The converter script: next to the source tree of a build tree (<src>/tools/onnx2kiln.py, the
-// build directory anywhere below <src>), or in an install (<prefix>/share/kiln/onnx2kiln.py).
-// Searched from the directory of the running executable upwards. Lists the places it looked.
+// The converter package's entry point: in the source tree of a build tree
+// (<src>/tools/onnx2kiln/__main__.py, the build directory anywhere below <src>), or in an install
+// (<prefix>/share/kiln/onnx2kiln/__main__.py). Searched from the directory of the running
+// executable upwards. Lists the places it looked.
 std::optional<fs::path> find_script(std::vector<std::string>* looked) {
   std::error_code ec;
   fs::path exe = fs::read_symlink("/proc/self/exe", ec);
   if (ec) return std::nullopt;
   fs::path dir = exe.parent_path();
   for (int up = 0; up < 5 && !dir.empty(); ++up) {
-    for (const fs::path& cand :
-         {dir / "tools" / "onnx2kiln.py", dir / "share" / "kiln" / "onnx2kiln.py"}) {
+    for (const fs::path& cand : {dir / "tools" / "onnx2kiln" / "__main__.py",
+                                 dir / "share" / "kiln" / "onnx2kiln" / "__main__.py"}) {
       looked->push_back(cand.string());
       if (is_file(cand)) return cand;
     }
@@ -86,8 +87,8 @@ int run_import(const std::vector<std::string>& argv) {
   std::string places;
   for (const std::string& l : looked) places += "\n  " + l;
   KILN_CHECK(script.has_value(),
-             "import: cannot find the converter script onnx2kiln.py; looked at:{}\n(it ships in "
-             "the source tree as tools/onnx2kiln.py and installs as share/kiln/onnx2kiln.py)",
+             "import: cannot find the converter package onnx2kiln; looked at:{}\n(it ships in "
+             "the source tree as tools/onnx2kiln/ and installs as share/kiln/onnx2kiln/)",
              places);
   std::optional<fs::path> python = find_python();
   KILN_CHECK(python.has_value(),
@@ -134,8 +135,8 @@ KILN_CLI_COMMAND(
     "                               [--name NAME] [--force]\n"
     "\n"
     "Writes DIR/NAME.json (a kiln graph file) and DIR/NAME.safetensors (the model's weights).\n"
-    "Runs tools/onnx2kiln.py with python3, which needs the Python packages onnx and numpy\n"
-    "(pip install -r tools/requirements.txt). See docs/ONNX.md for the supported ops.\n"
+    "Runs the tools/onnx2kiln package with python3, which needs the Python packages onnx and\n"
+    "numpy (pip install -r tools/requirements.txt). See docs/ONNX.md for the supported ops.\n"
     "\n"
     "  --out DIR       output directory (created if missing)\n"
     "  --layout L      memory layout of 4-D inputs and conv filters: NCHW (default) or NHWC\n"

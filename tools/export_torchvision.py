@@ -33,7 +33,7 @@ sys.path.insert(0, HERE)
 
 def compare(expected, got, tol):
     import numpy as np
-    from onnx2kiln import read_safetensors
+    from onnx2kiln.safetensors import read_safetensors
     want, have = read_safetensors(expected), read_safetensors(got)
     worst = 0.0
     for name, w in sorted(want.items()):
@@ -136,7 +136,7 @@ def build_models(names):
 def export(args):
     import numpy as np
     import torch
-    from onnx2kiln import write_safetensors
+    from onnx2kiln.safetensors import write_safetensors
     torch.manual_seed(args.seed)
     os.makedirs(args.out, exist_ok=True)
     names = [n for n in args.models.split(",") if n]

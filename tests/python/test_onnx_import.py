@@ -1,5 +1,5 @@
-"""ONNX import: build small ONNX models, convert them with tools/onnx2kiln.py, run them with the
-kiln CLI (CPU reference) and compare with onnxruntime on the same inputs.
+"""ONNX import: build small ONNX models, convert them with the tools/onnx2kiln package, run them
+with the kiln CLI (CPU reference) and compare with onnxruntime on the same inputs.
 
 Needs onnx, onnxruntime, numpy (tools/requirements.txt) and a built kiln CLI: env KILN_CLI, else
 build/kiln in the source tree.
@@ -8,7 +8,6 @@ import json
 import math
 import os
 import subprocess
-import sys
 
 import numpy as np
 import onnx
@@ -16,15 +15,12 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from conftest import ROOT
-import onnx2kiln
+from conftest import IMPORTER, IMPORTER_ENV, KILN, KILN_ENV
+from onnx2kiln.names import sanitize
+from onnx2kiln.safetensors import read_safetensors, write_safetensors
 
-SCRIPT = os.path.join(ROOT, "tools", "onnx2kiln.py")
-KILN = os.environ.get("KILN_CLI") or os.path.join(ROOT, "build", "kiln")
 F = TensorProto.FLOAT
 RNG = np.random.default_rng(1234)
-# kiln refuses unknown KILN_* variables: the CLI's own processes run without KILN_CLI.
-KILN_ENV = {k: v for k, v in os.environ.items() if k != "KILN_CLI"}
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -59,8 +55,8 @@ def convert(tmp_path, m, *extra, name="m", expect_rc=0):
     path = tmp_path / f"{name}.onnx"
     onnx.save(m, str(path))
     out = tmp_path / "out"
-    r = subprocess.run([sys.executable, SCRIPT, str(path), "--out", str(out), "--name", name,
-                        *extra], capture_output=True, text=True, env=KILN_ENV)
+    r = subprocess.run([*IMPORTER, str(path), "--out", str(out), "--name", name, "--kiln", KILN,
+                        *extra], capture_output=True, text=True, env=IMPORTER_ENV)
     assert r.returncode == expect_rc, f"onnx2kiln exit {r.returncode}\n{r.stdout}\n{r.stderr}"
     return out / f"{name}.json", r
 
@@ -68,11 +64,11 @@ def convert(tmp_path, m, *extra, name="m", expect_rc=0):
 def kiln_run(tmp_path, graph, inputs, tag="run"):
     inp = tmp_path / f"in_{tag}.safetensors"
     outp = tmp_path / f"out_{tag}.safetensors"
-    onnx2kiln.write_safetensors(str(inp), {k: ("f32", v) for k, v in inputs.items()})
+    write_safetensors(str(inp), {k: ("f32", v) for k, v in inputs.items()})
     r = subprocess.run([KILN, "run", str(graph), "--device", "cpu", "--inputs", str(inp),
                         "--output", str(outp)], capture_output=True, text=True, env=KILN_ENV)
     assert r.returncode == 0, f"kiln run exit {r.returncode}\n{r.stdout}\n{r.stderr}"
-    return onnx2kiln.read_safetensors(str(outp))
+    return read_safetensors(str(outp))
 
 
 def ort_run(m, inputs):
@@ -95,7 +91,7 @@ def check(tmp_path, m, inputs, *extra, tol=1e-4, name="m"):
     got = kiln_run(tmp_path, graph, inputs)
     want = ort_run(m, inputs)
     for k, v in want.items():
-        key = onnx2kiln.sanitize(k)
+        key = sanitize(k)
         assert key in got, f"output {key} missing from kiln outputs {sorted(got)}"
         err = rel_err(got[key], v.astype(np.float32))
         assert err <= tol, f"output {k}: rel err {err:.3g} > {tol}"
@@ -423,7 +419,7 @@ def test_weights_file_and_inline_constants(tmp_path):
     m = _small_cnn()
     graph, _ = convert(tmp_path, m)
     g = json.loads(graph.read_text())
-    st = onnx2kiln.read_safetensors(str(graph.with_suffix(".safetensors")))
+    st = read_safetensors(str(graph.with_suffix(".safetensors")))
     assert g["constants"]["w"]["file"] == "m.safetensors" and "w" in st
     np.testing.assert_array_equal(st["w"], numpy_helper.to_array(m.graph.initializer[0]))
     assert "data" in g["constants"]["b"]  # tiny: inline
@@ -440,11 +436,11 @@ def test_dtype_conversion(tmp_path, dtype):
     # kiln reads f32 inputs only in the declared dtype: write them converted.
     inp = tmp_path / "in16.safetensors"
     outp = tmp_path / "out16.safetensors"
-    onnx2kiln.write_safetensors(str(inp), {"x": (dtype, x)})
+    write_safetensors(str(inp), {"x": (dtype, x)})
     r = subprocess.run([KILN, "run", str(graph), "--device", "cpu", "--inputs", str(inp),
                         "--output", str(outp)], capture_output=True, text=True, env=KILN_ENV)
     assert r.returncode == 0, r.stderr
-    got = onnx2kiln.read_safetensors(str(outp))["y"]
+    got = read_safetensors(str(outp))["y"]
     assert rel_err(got, ort_run(m, {"x": x})["y"]) <= 3e-2
 
 
@@ -482,8 +478,8 @@ def test_runtime_shape_is_refused(tmp_path):
 def test_bad_model_file(tmp_path):
     p = tmp_path / "junk.onnx"
     p.write_bytes(b"not a model")
-    r = subprocess.run([sys.executable, SCRIPT, str(p), "--out", str(tmp_path / "o")],
-                       capture_output=True, text=True, env=KILN_ENV)
+    r = subprocess.run([*IMPORTER, str(p), "--out", str(tmp_path / "o")],
+                       capture_output=True, text=True, env=IMPORTER_ENV)
     assert r.returncode == 2 and "junk.onnx" in r.stderr
 
 

@@ -1,0 +1,310 @@
+"""Constant folding: evaluating nodes at conversion time.
+
+Exporters compute shapes with Shape -> Gather -> Unsqueeze -> Concat -> Reshape chains. The
+importer evaluates such nodes when their inputs are known: numeric constants, or *symbolic* int
+vectors (numpy object arrays whose entries are ints, kiln dim symbols (str) or None for unknown),
+which is how `Shape` of a tensor with a dynamic batch looks (`['batch', 197, 768]`). Elementwise
+ops on constants fold too. Each op's evaluation is registered with @folder; an op with a folder and
+no converter (Gather, Concat, ...) is supported only where it folds.
+"""
+import math
+
+import numpy as np
+from onnx import helper
+
+from .registry import FOLDERS, folder
+
+
+def is_sym_array(a):
+    return isinstance(a, np.ndarray) and a.dtype == object
+
+
+def any_sym(ins):
+    return any(is_sym_array(a) for a in ins if a is not None)
+
+
+def tidy(a):
+    """An object (symbolic) array whose entries are all ints becomes int64."""
+    if is_sym_array(a) and all(isinstance(v, (int, np.integer)) for v in a.flat):
+        return a.astype(np.int64)
+    return a
+
+
+def is_int(v):
+    return isinstance(v, (int, np.integer))
+
+
+def sym_binop(op, x, y):
+    """Elementwise int arithmetic where entries may be symbols (str) or unknown (None). A result
+    kiln cannot write as one dim (a product of two symbols, ...) is None."""
+    if is_int(x) and is_int(y):
+        x, y = int(x), int(y)
+        if op == "Add":
+            return x + y
+        if op == "Sub":
+            return x - y
+        if op == "Mul":
+            return x * y
+        if op == "Div":
+            return int(x / y) if y else None
+        return None
+    if op == "Mul" and is_int(y) and y == 1:
+        return x
+    if op == "Mul" and is_int(x) and x == 1:
+        return y
+    if op in ("Add", "Sub") and is_int(y) and y == 0:
+        return x
+    if op == "Div" and is_int(y) and y == 1:
+        return x
+    return None
+
+
+def try_fold(cx, n):
+    """Evaluates n at conversion time when it can (its output goes to cx.consts). Returns True if
+    done."""
+    op = n.op_type
+    if op == "Constant":
+        return True  # evaluated before conversion starts
+    fn = FOLDERS.get(op)
+    if fn is None:
+        return False
+    at = cx.attrs(n)
+    if fn.reads_shape:
+        out = fn(cx, n, at)
+        if out is None:
+            return False
+        cx.consts[n.output[0]] = out
+        return True
+    if not all(cx.known(t) for t in n.input):
+        return False
+    ins = [cx.consts[t] if t else None for t in n.input]
+    try:
+        out = fn(ins, at)
+    except Exception as e:  # noqa: BLE001 - a fold that numpy cannot do
+        cx.fail(n, f"cannot fold this op on constant inputs: {e}")
+    if out is None:
+        return False
+    if not isinstance(out, np.ndarray):
+        out = np.array(out, dtype=object if isinstance(out, str) or out is None else None)
+    cx.consts[n.output[0]] = tidy(out) if is_sym_array(out) else out
+    return True
+
+
+# ------------------------------------------------------------------------------ shapes of tensors
+
+def input_shape(cx, t):
+    """The shape of ONNX tensor t: of its value when a constant, else what the converter knows."""
+    if t in cx.consts:
+        return list(np.shape(cx.consts[t]))
+    kt = cx.tmap.get(t)
+    return cx.shp(kt) if kt else None
+
+
+@folder("Shape", reads_shape=True)
+def fold_shape(cx, n, at):
+    s = input_shape(cx, n.input[0])
+    if s is None:
+        return None
+    r = len(s)
+    start, end = at.get("start", 0), at.get("end", r)
+    start = max(0, start + r if start < 0 else start)
+    end = min(r, end + r if end < 0 else end)
+    return tidy(np.array(s[start:end], dtype=object))
+
+
+@folder("Size", reads_shape=True)
+def fold_size(cx, n, at):
+    s = input_shape(cx, n.input[0])
+    if s is None or not all(isinstance(v, int) for v in s):
+        return None
+    return np.array(math.prod(s), dtype=np.int64)
+
+
+# ------------------------------------------------------------------------------ movement
+
+@folder("Identity", "Dropout")
+def fold_identity(ins, at):
+    return ins[0]
+
+
+@folder("Gather")
+def fold_gather(ins, at):
+    return np.take(ins[0], ins[1].astype(np.int64), axis=at.get("axis", 0))
+
+
+def _axis(v, r):
+    """ONNX axis v of rank r as 0..r-1; out of range is an error (the fold is refused)."""
+    if not -r <= v < r:
+        raise ValueError(f"axis {v} is out of range for rank {r}")
+    return v + r if v < 0 else v
+
+
+def _axes(ins, at):
+    """Squeeze/Unsqueeze axes: an attribute before opset 13, an input from opset 13 on."""
+    axes = at.get("axes")
+    if axes is None and len(ins) > 1 and ins[1] is not None:
+        axes = [int(v) for v in ins[1].flatten()]
+    return axes
+
+
+@folder("Squeeze")
+def fold_squeeze(ins, at):
+    a, axes = ins[0], _axes(ins, at)
+    if axes is None:
+        return np.squeeze(a)
+    return np.squeeze(a, axis=tuple(_axis(v, a.ndim) for v in axes))
+
+
+@folder("Unsqueeze")
+def fold_unsqueeze(ins, at):
+    a, axes = ins[0], _axes(ins, at)
+    r = a.ndim + len(axes)
+    out_shape, it = [], iter(a.shape)
+    axes = {_axis(v, r) for v in axes}
+    for i in range(r):
+        out_shape.append(1 if i in axes else next(it))
+    return a.reshape(out_shape)
+
+
+@folder("Concat")
+def fold_concat(ins, at):
+    arrs = [a for a in ins if a is not None and a.size > 0] or [ins[0]]
+    if any(is_sym_array(a) for a in arrs):
+        arrs = [a.astype(object) for a in arrs]
+    return np.concatenate(arrs, axis=at.get("axis", 0))
+
+
+@folder("Slice")
+def fold_slice(ins, at):
+    a = ins[0]
+    if "starts" in at:  # opset < 10: attributes
+        starts, ends = at["starts"], at["ends"]
+        axes = at.get("axes", list(range(len(starts))))
+        steps = [1] * len(starts)
+    else:
+        starts, ends = ins[1].tolist(), ins[2].tolist()
+        axes = ins[3].tolist() if len(ins) > 3 and ins[3] is not None else list(
+            range(len(starts)))
+        steps = ins[4].tolist() if len(ins) > 4 and ins[4] is not None else [1] * len(starts)
+    sl = [slice(None)] * a.ndim
+    for s, e, ax, st in zip(starts, ends, axes, steps):
+        sl[_axis(int(ax), a.ndim)] = slice(int(s), int(e), int(st))
+    return a[tuple(sl)]
+
+
+@folder("Reshape")
+def fold_reshape(ins, at):
+    target = [int(v) for v in ins[1].flatten()] if not is_sym_array(ins[1]) else None
+    if target is None or is_sym_array(ins[0]):
+        return None
+    target = [ins[0].shape[i] if v == 0 else v for i, v in enumerate(target)]
+    return ins[0].reshape(target)
+
+
+@folder("Flatten")
+def fold_flatten(ins, at):
+    a = ins[0]
+    ax = at.get("axis", 1) % max(a.ndim, 1) if a.ndim else 0
+    return a.reshape(math.prod(a.shape[:ax]), -1)
+
+
+@folder("Transpose")
+def fold_transpose(ins, at):
+    return np.transpose(ins[0], at.get("perm"))
+
+
+@folder("Expand")
+def fold_expand(ins, at):
+    if any_sym(ins):
+        return None
+    shape = [int(d) for d in ins[1]]
+    return ins[0] * np.ones(shape, dtype=ins[0].dtype)
+
+
+# ------------------------------------------------------------------------------ values
+
+@folder("Cast")
+def fold_cast(ins, at):
+    if any_sym(ins):
+        return ins[0]  # shape vectors stay symbolic through int casts
+    np_t = helper.tensor_dtype_to_np_dtype(at["to"])
+    if "bfloat16" in str(np_t):
+        np_t = np.float32
+    return ins[0].astype(np_t)
+
+
+@folder("ConstantOfShape")
+def fold_constant_of_shape(ins, at):
+    from .model import to_numpy
+    if any_sym(ins):
+        return None
+    v = to_numpy(at["value"]) if "value" in at else np.zeros(1, np.float32)
+    return np.full([int(d) for d in ins[0]], v.flatten()[0], dtype=v.dtype)
+
+
+@folder("Range")
+def fold_range(ins, at):
+    if any_sym(ins):
+        return None
+    return np.arange(ins[0].item(), ins[1].item(), ins[2].item()).astype(ins[0].dtype)
+
+
+@folder("Equal")
+def fold_equal(ins, at):
+    if any_sym(ins):
+        return None
+    return np.equal(ins[0], ins[1])
+
+
+@folder("Where")
+def fold_where(ins, at):
+    if any_sym(ins) and is_sym_array(ins[0]):
+        return None
+    return np.where(ins[0], ins[1], ins[2])
+
+
+NUMPY_BINARY = {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply, "Div": np.divide,
+                "Pow": np.power, "Max": np.maximum, "Min": np.minimum}
+
+
+def _binary(op):
+    def fold(ins, at):
+        a, b = ins[0], ins[1]
+        if any_sym(ins):
+            if op not in ("Add", "Sub", "Mul", "Div"):
+                return None
+            a, b = np.broadcast_arrays(a.astype(object), b.astype(object))
+            out = np.empty(a.shape, dtype=object)
+            for idx in np.ndindex(a.shape):
+                out[idx] = sym_binop(op, a[idx], b[idx])
+            return out
+        if op == "Div" and a.dtype.kind in "iu" and b.dtype.kind in "iu":
+            return np.trunc(a / b).astype(a.dtype)  # ONNX integer division truncates
+        return NUMPY_BINARY[op](a, b).astype(a.dtype)
+    return fold
+
+
+for _op in NUMPY_BINARY:
+    folder(_op)(_binary(_op))
+
+
+def _erf(a):
+    return np.vectorize(math.erf, otypes=[np.float64])(a)
+
+
+NUMPY_UNARY = {"Relu": lambda a: np.maximum(a, 0), "Sigmoid": lambda a: 1 / (1 + np.exp(-a)),
+               "Tanh": np.tanh, "Sqrt": np.sqrt, "Erf": _erf, "Exp": np.exp, "Log": np.log,
+               "Neg": np.negative, "Abs": np.abs, "Reciprocal": lambda a: 1 / a,
+               "Floor": np.floor, "Ceil": np.ceil, "Softplus": lambda a: np.log1p(np.exp(a))}
+
+
+def _unary(fn):
+    def fold(ins, at):
+        if any_sym(ins):
+            return None
+        return fn(ins[0]).astype(ins[0].dtype)
+    return fold
+
+
+for _op, _fn in NUMPY_UNARY.items():
+    folder(_op)(_unary(_fn))

@@ -1,0 +1,68 @@
+"""Normalizations: BatchNormalization, LayerNormalization, InstanceNormalization and
+GroupNormalization (torch's opset <= 17 GroupNorm idiom is a fusion, see fusions.py)."""
+import numpy as np
+
+from ..registry import converter
+
+
+def _eps(at):
+    return float(at.get("epsilon", 1e-5))
+
+
+def _params(cx, n, names, dt):
+    """The node's parameter inputs (skipping empty optional ones) as kiln tensors in dtype dt."""
+    return [cx.act(n, t, dt) for t in names if t]
+
+
+@converter("BatchNormalization")
+def batchnorm(cx, n, at):
+    """Inference form: scale, bias, mean, var; the running-statistics outputs must be unused."""
+    if at.get("training_mode", 0):
+        cx.fail(n, "training_mode=1 is not supported (inference only)")
+    cx.no_extra_outputs(n)
+    xt = cx.act(n, n.input[0])
+    ps = [cx.act(n, t, cx.dtype[xt]) for t in n.input[1:5]]
+    cx.emit(n, "batchnorm", [xt] + ps, {"eps": _eps(at)}, out=n.output[0])
+
+
+@converter("LayerNormalization")
+def layernorm(cx, n, at):
+    """Over the dims from `axis` on, optional bias; Mean/InvStdDev outputs must be unused."""
+    cx.no_extra_outputs(n)
+    xt = cx.act(n, n.input[0])
+    ins = [xt] + _params(cx, n, n.input[1:3], cx.dtype[xt])
+    cx.emit(n, "layernorm", ins, {"axis": int(at.get("axis", -1)), "eps": _eps(at)},
+            out=n.output[0])
+
+
+@converter("InstanceNormalization")
+def instancenorm(cx, n, at):
+    xt = cx.act(n, n.input[0])
+    ins = [xt] + _params(cx, n, n.input[1:3], cx.dtype[xt])
+    cx.emit(n, "instancenorm", ins, {"eps": _eps(at)}, out=n.output[0])
+
+
+@converter("GroupNormalization")
+def groupnorm(cx, n, at):
+    """Opset 18 gives scale and bias per group (repeated here to per channel), opset 21 per
+    channel; kiln takes them per channel."""
+    xt = cx.act(n, n.input[0])
+    dt = cx.dtype[xt]
+    s = cx.shp(xt)
+    groups = int(at["num_groups"])
+    c = s[1] if s else None
+    if not isinstance(c, int):
+        cx.fail(n, "needs a static channel count")
+    ins = [xt]
+    for t, what in zip(n.input[1:3], ("scale", "bias")):
+        v = np.asarray(cx.const(n, t, what), dtype=np.float64).reshape(-1)
+        if v.size == c:
+            per_channel = v
+        elif v.size == groups:
+            per_channel = np.repeat(v, c // groups)
+        else:
+            cx.fail(n, f"{what} has {v.size} values; expected {c} (channels) or {groups} "
+                       f"(groups)")
+        key = cx.add_const(t + "_per_channel", per_channel)
+        ins.append(cx.materialize(n, key, dt))
+    cx.emit(n, "groupnorm", ins, {"groups": groups, "eps": _eps(at)}, out=n.output[0])

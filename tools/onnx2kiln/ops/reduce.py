@@ -1,0 +1,48 @@
+"""Reductions (ReduceMean/Sum/Max/Min) and Softmax."""
+import numpy as np
+
+from ..registry import converter
+from ..shapes import reduced, reshape_shape
+from .movement import dims_target, flatten_target
+
+REDUCE = {"ReduceMean": "reduce_mean", "ReduceSum": "reduce_sum", "ReduceMax": "reduce_max",
+          "ReduceMin": "reduce_min"}
+
+
+@converter(*REDUCE)
+def reduce(cx, n, at):
+    """`axes` as an attribute or (opset 13/18 on) a constant input; no axes reduces all dims,
+    unless noop_with_empty_axes makes the node an alias."""
+    xt = cx.act(n, n.input[0])
+    s = cx.shp(xt)
+    r = cx.rank(n, xt)
+    axes = at.get("axes")
+    if axes is None and len(n.input) > 1 and n.input[1]:
+        axes = [int(v) for v in np.asarray(cx.const(n, n.input[1], "axes")).flatten()]
+    axes = list(axes or [])
+    keep = int(at.get("keepdims", 1))
+    if not axes and at.get("noop_with_empty_axes", 0):
+        cx.alias(n, xt)
+        return
+    red = {cx.axis(n, a, r, "axes entry") for a in axes} if axes else set(range(r))
+    cx.emit(n, REDUCE[n.op_type], [xt], {"axes": sorted(red), "keepdims": keep}, out=n.output[0],
+            shape=reduced(s, red, keep))
+
+
+@converter("Softmax")
+def softmax(cx, n, at):
+    """Opset >= 13: over `axis`. Before: over the flattened dims [axis, rank), which is a
+    reshape to 2-D, a softmax over dim 1 and a reshape back (unless axis is the last dim)."""
+    xt = cx.act(n, n.input[0])
+    r = cx.rank(n, xt)
+    axis = cx.axis(n, at.get("axis", -1 if cx.opset >= 13 else 1), r)
+    if cx.opset >= 13 or axis == r - 1:
+        cx.emit(n, "softmax", [xt], {"axis": axis}, out=n.output[0])
+        return
+    s = cx.shp(xt)
+    flat = flatten_target(cx, n, s, axis)
+    f = cx.emit(n, "reshape", [xt], {"shape": flat}, shape=reshape_shape(s, flat),
+                suffix="flatten")
+    sm = cx.emit(n, "softmax", [f], {"axis": 1})
+    back = dims_target(cx, n, s)
+    cx.emit(n, "reshape", [sm], {"shape": back}, out=n.output[0], shape=s, suffix="unflatten")
