@@ -3,6 +3,7 @@
 
 #include <climits>
 
+#include "codegen/kernel_assembly.hpp"
 #include "engine/base/check.hpp"
 #include "engine/ir/op_table.hpp"
 
@@ -201,6 +202,10 @@ void PointwiseEmitter::emit(Writer& w, const std::vector<int>& nodes) {
 }
 
 // ---------------------------------------------------------------- group kernels
+void GroupParams::add_trailing(std::string decl, KernelArg arg) {
+  trailing_.emplace_back(std::move(decl), std::move(arg));
+}
+
 std::string GroupParams::signature() const {
   std::string s;
   for (int t : group.inputs)
@@ -209,7 +214,9 @@ std::string GroupParams::signature() const {
   for (int t : group.outputs)
     s += fmt::format("{}{}* __restrict__ {}", s.empty() ? "" : ", ",
                      storage_type(graph.tensor(t).desc.dtype), tensor_param(t));
-  return s + dims.signature();
+  s += dims.signature();
+  for (const auto& [decl, arg] : trailing_) s += ", " + decl;
+  return s;
 }
 
 std::vector<KernelArg> GroupParams::args() const {
@@ -217,6 +224,7 @@ std::vector<KernelArg> GroupParams::args() const {
   for (int t : group.inputs) a.push_back({KernelArg::Kind::Tensor, t, Dim(0)});
   for (int t : group.outputs) a.push_back({KernelArg::Kind::Tensor, t, Dim(0)});
   dims.append_args(&a);
+  for (const auto& [decl, arg] : trailing_) a.push_back(arg);
   return a;
 }
 
@@ -254,26 +262,15 @@ std::string group_kernel_name(const Graph& g, const FusionGroup& grp, const std:
   return name;
 }
 
-std::string kernel_source(const std::string& body) {
-  return device_file("kiln_prelude.cuh") + "\n" + body;
-}
-
-KernelSpec group_kernel_spec(const std::string& name, Writer& w, const GroupParams& gp, int threads,
-                             Dim grid, const std::string& extra_device) {
-  KernelSpec k;
-  k.name = name;
-  k.entry = name;
-  std::string body = w.take();
-  size_t at = body.find("KILN_PARAMS");
-  KILN_ASSERT(at != std::string::npos, "kernel {} has no KILN_PARAMS placeholder", name);
-  body.replace(at, 11, gp.signature());
-  k.source = kernel_source(extra_device.empty() ? body : extra_device + "\n" + body);
-  k.args = gp.args();
-  k.block = {threads, 1, 1};
-  k.grid = {std::move(grid), Dim(1), Dim(1)};
-  k.bytes_moved = group_bytes_moved(gp.graph, gp.group);
-  k.flops = group_flops(gp.graph, gp.group);
-  return k;
+KernelSpec group_kernel_spec(const GroupKernel& k, const GroupParams& gp, const std::string& body) {
+  std::string device = device_file("kiln_prelude.cuh") + "\n";
+  if (!k.device.empty()) device += k.device + "\n";
+  KernelDecl d{k.name, std::to_string(k.threads), k.min_blocks, k.cluster, gp.signature()};
+  KernelSpec spec = assembled_kernel(device + k.heading, d, body, k.threads, k.grid);
+  spec.args = gp.args();
+  spec.bytes_moved = group_bytes_moved(gp.graph, gp.group);
+  spec.flops = group_flops(gp.graph, gp.group);
+  return spec;
 }
 
 Shape row_major_strides(const Shape& shape) {

@@ -105,15 +105,21 @@ struct PointwiseEmitter {
 
 // ---- group kernels (the non-contraction emitters share these)
 // The parameters of a group's kernel: every group input (const T* __restrict__), then every group
-// output (T* __restrict__), then the symbolic dims registered in `dims` while emitting the body.
+// output (T* __restrict__), then the symbolic dims registered in `dims` while emitting the body,
+// then the trailing parameters (a workspace, counters) in the order added.
 struct GroupParams {
   const Graph& graph;
   const FusionGroup& group;
   DimParams dims;
 
   GroupParams(const Graph& g, const FusionGroup& grp) : graph(g), group(grp) {}
+  // A parameter after the dims: `decl` in the list ("float* __restrict__ kc_ws"), `arg` its value.
+  void add_trailing(std::string decl, KernelArg arg);
   std::string signature() const;  // "const kiln_f16* __restrict__ t3, float* __restrict__ t9, ..."
   std::vector<KernelArg> args() const;
+
+ private:
+  std::vector<std::pair<std::string, KernelArg>> trailing_;
 };
 // Each group input read once plus each output written once, in bytes.
 Dim group_bytes_moved(const Graph& g, const FusionGroup& grp);
@@ -149,13 +155,20 @@ struct ElementLoader {
 // strides (the dims' memory order); static dims give constant div/mod.
 std::vector<std::string> decompose(const std::string& lin, const Shape& shape, const Shape& strides,
                                    DimParams& dp);
-// The complete source of a kernel: the device prelude, then `body`.
-std::string kernel_source(const std::string& body);
-// Finishes a 1-D group kernel: the writer's body with its KILN_PARAMS placeholder replaced by the
-// group's parameter list, after the prelude and `extra_device` helper text; name, args, launch
-// geometry, bytes and flops filled in.
-KernelSpec group_kernel_spec(const std::string& name, Writer& w, const GroupParams& gp, int threads,
-                             Dim grid, const std::string& extra_device = {});
+// How a group kernel is declared and launched, apart from its parameters and body.
+struct GroupKernel {
+  std::string name;     // the kernel's name and entry
+  std::string heading;  // comment lines above the declaration, each ending in a newline
+  std::string device;   // device helpers after the prelude (a codegen/device file), or empty
+  int threads = 256;    // per CTA: the block and the launch bounds
+  int min_blocks = 0;   // the launch bounds' CTAs per SM (0: left out)
+  int cluster = 0;      // __cluster_dims__ (0: no cluster)
+  Dim grid;             // CTAs, one-dimensional
+};
+// The group kernel over `body` (a Writer's text at depth 0, emitted first so that it registers
+// the dims it uses): the prelude, k.device, k.heading, then the declaration with gp's parameter
+// list (kernel_assembly.hpp); args, launch geometry, bytes and flops filled in.
+KernelSpec group_kernel_spec(const GroupKernel& k, const GroupParams& gp, const std::string& body);
 // Row-major element strides of a shape.
 Shape row_major_strides(const Shape& shape);
 
