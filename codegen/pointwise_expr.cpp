@@ -117,9 +117,9 @@ std::vector<int> broadcast_dim_map(const Shape& operand, const Shape& iter) {
 
 std::vector<int> operand_dim_map(const Graph& g, const Node& n, int slot, const Shape& iter) {
   const Shape& s = g.tensor(n.inputs.at(slot)).desc.shape;
-  if (n.op == OpKind::Batchnorm && slot > 0) {
+  if (op_info(n.op).channel_operands && slot > 0) {
     std::vector<int> map(iter.size(), -1);
-    KILN_ASSERT(iter.size() >= 2, "batchnorm over rank {}", iter.size());
+    KILN_ASSERT(iter.size() >= 2, "{} over rank {}", op_name(n.op), iter.size());
     map[1] = 0;
     return map;
   }
@@ -146,39 +146,20 @@ std::string operand_offset(const TensorDesc& d, const std::vector<int>& map,
 
 // ---------------------------------------------------------------- math
 bool is_elementwise(const Graph& g, const Node& n) {
-  return op_info(n.op).category == OpCategory::Pointwise || n.op == OpKind::Batchnorm;
+  return op_info(n.op).role == FusionRole::Elementwise;
 }
 
 std::string pointwise_node_expr(const Graph& g, const Node& n, const std::vector<std::string>& x) {
-  if (n.op == OpKind::Batchnorm) {
-    KILN_ASSERT(x.size() == 5, "batchnorm with {} operands", x.size());
-    // (x - mean) * rsqrt(var + eps) * scale + bias
-    return fmt::format("(({} - {}) * rsqrtf({} + {}) * {} + {})", x[0], x[3], x[4],
-                       cuda_float(n.attr_float("eps")), x[1], x[2]);
-  }
   const OpInfo& info = op_info(n.op);
-  KILN_ASSERT(info.category == OpCategory::Pointwise && info.cuda,
-              "pointwise_node_expr on non-pointwise op {}", info.name);
+  KILN_ASSERT(info.role == FusionRole::Elementwise && info.cuda,
+              "pointwise_node_expr on non-elementwise op {}", info.name);
+  KILN_ASSERT(static_cast<int>(x.size()) >= info.min_inputs &&
+                  static_cast<int>(x.size()) <= info.max_inputs,
+              "{} with {} operands", info.name, x.size());
   std::vector<double> p = op_params(n);
-  std::string e = info.cuda(x, p.data());
-  // 16-bit results: the fast transcendental forms (relative error ~1e-6..2e-5, far below a
-  // 16-bit ulp; f32 results keep the IEEE-exact ones).
-  DType out_dt = g.tensor(n.outputs[0]).desc.dtype;
-  if (out_dt != DType::F32 && x.size() == 1) {
-    if (n.op == OpKind::Gelu)
-      e = fmt::format("{}({})", p[0] != 0 ? "kiln_gelu_tanh_fast" : "kiln_gelu_erf_fast", x[0]);
-    else if (n.op == OpKind::Silu)
-      e = fmt::format("kiln_silu_fast({})", x[0]);
-    else if (n.op == OpKind::Sigmoid)
-      e = fmt::format("kiln_sigmoid_fast({})", x[0]);
-  }
-  if (n.op == OpKind::Cast) {
-    // Rounding through the narrower storage type, as storing and reloading would.
-    DType out = g.tensor(n.outputs[0]).desc.dtype;
-    if (out == DType::F16) e = fmt::format("kiln_round_f16({})", e);
-    if (out == DType::BF16) e = fmt::format("kiln_round_bf16({})", e);
-  }
-  return e;
+  // A 16-bit result takes the op's fast form where it has one.
+  const bool wide = g.tensor(n.outputs[0]).desc.dtype == DType::F32;
+  return (info.fast16 && !wide ? info.fast16 : info.cuda)(x, p.data());
 }
 
 void PointwiseEmitter::emit(Writer& w, const std::vector<int>& nodes) {

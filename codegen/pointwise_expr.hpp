@@ -1,6 +1,6 @@
-// Pointwise expressions for generated kernels: f32 math of pointwise nodes (the op table's `cuda`
-// column, batchnorm as a per-channel affine), operand indexing with broadcasting, storage
-// load/store, and symbolic dims passed as kernel parameters.
+// Pointwise expressions for generated kernels: f32 math of elementwise nodes (the op table's
+// `cuda` and `fast16` columns), operand indexing with broadcasting, storage load/store, and
+// symbolic dims passed as kernel parameters.
 //
 // Used by every emitter with pointwise prologues/epilogues (codegen/emit_*.cpp), including the
 // contraction epilogue. Typical use for one output element whose logical coordinates are in the
@@ -72,8 +72,8 @@ class DimParams {
 Shape tensor_strides(const TensorDesc& d);
 // For operand `slot` of pointwise node `n` evaluated over an iteration space of logical shape
 // `iter`: for each iteration dim, the operand dim it indexes, or -1 when the operand is broadcast
-// along it. Numpy right-alignment for elementwise ops; batchnorm's scale/bias/mean/var index
-// iteration dim 1 (the channel).
+// along it. Numpy right-alignment for elementwise ops; the per-channel operands of an op with
+// OpInfo::channel_operands (batchnorm's scale/bias/mean/var) index iteration dim 1.
 std::vector<int> operand_dim_map(const Graph& g, const Node& n, int slot, const Shape& iter);
 // The same for a tensor that simply broadcasts (numpy) against `iter`.
 std::vector<int> broadcast_dim_map(const Shape& operand, const Shape& iter);
@@ -83,10 +83,11 @@ std::string operand_offset(const TensorDesc& d, const std::vector<int>& map,
                            const std::vector<std::string>& coords, DimParams& dp);
 
 // ---- math
-// True for nodes that codegen evaluates elementwise inside a pointwise chain: category
-// Pointwise, plus inference batchnorm (a per-channel affine).
+// True for nodes that codegen evaluates elementwise inside a pointwise chain: the op table's
+// FusionRole::Elementwise (pointwise ops, inference batchnorm).
 bool is_elementwise(const Graph& g, const Node& n);
-// f32 CUDA expression of one elementwise node over operand expressions (in input order).
+// f32 CUDA expression of one elementwise node over operand expressions (in input order): the op
+// table's `cuda` column, or its `fast16` one for a 16-bit result.
 std::string pointwise_node_expr(const Graph& g, const Node& n,
                                 const std::vector<std::string>& operands);
 
