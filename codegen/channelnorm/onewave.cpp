@@ -23,6 +23,8 @@ void ClusterKernel::open_l2_batches(const char* i, int64_t lo, int64_t hi, int u
   w_.line("if (!({}{} + k < {})) break;", guard_, i, hi);
 }
 
+// The L2 half's statistics, four loads in flight per thread, after the copies have landed: its
+// loads issued together with the copies make the load phase longer (docs/PERFORMANCE.md).
 void ClusterKernel::l2_statistics() {
   w_.line("// iterations {}..{}: from global memory now, and again for the stores (from L2)",
           l_.smem_iters, l_.iters - 1);
