@@ -1,4 +1,4 @@
-// One row per op: name, category, arity, attributes, shape inference, pointwise math.
+// One row per op: name, category, fusion role, arity, attributes, shape inference, pointwise math.
 #include "engine/ir/op_table.hpp"
 
 #include <algorithm>
@@ -432,9 +432,10 @@ AttrSpec req_ints(const char* n) {
   return {n, AttrKind::Ints, std::nullopt};
 }
 
-std::vector<OpInfo> build_table() {
+// The pointwise ops' rows: unary, then binary.
+std::vector<OpInfo> pointwise_rows() {
   using F = std::string;
-  std::vector<OpInfo> t = {
+  return {
       // clang-format off
       UNARY(Relu, relu, std::max(x[0], 0.0), F("fmaxf(" + x[0] + ", 0.0f)")),
       UNARY(LeakyRelu, leaky_relu, x[0] > 0 ? x[0] : p[0] * x[0],
@@ -477,6 +478,12 @@ std::vector<OpInfo> build_table() {
       BINARY(Min, min, std::min(x[0], x[1]), F("fminf(" + x[0] + ", " + x[1] + ")")),
       BINARY(Pow, pow, std::pow(x[0], x[1]), F("powf(" + x[0] + ", " + x[1] + ")")),
       // clang-format on
+  };
+}
+
+// Contractions and normalizations.
+std::vector<OpInfo> contraction_and_norm_rows() {
+  return {
       {OpKind::Conv2d,
        "conv2d",
        OpCategory::Contraction,
@@ -549,6 +556,12 @@ std::vector<OpInfo> build_table() {
        1,
        {i_attr("axis", -1)},
        infer_softmax},
+  };
+}
+
+// Reductions, windows and movement.
+std::vector<OpInfo> reduction_window_movement_rows() {
+  return {
       {OpKind::ReduceSum,
        "reduce_sum",
        OpCategory::Reduction,
@@ -631,6 +644,12 @@ std::vector<OpInfo> build_table() {
        {req_ints("pads"), f_attr("value", 0.0)},
        infer_pad},
   };
+}
+
+std::vector<OpInfo> build_table() {
+  std::vector<OpInfo> t = pointwise_rows();
+  for (auto rows : {contraction_and_norm_rows, reduction_window_movement_rows})
+    for (OpInfo& row : rows()) t.push_back(std::move(row));
   // Index by kind; every kind must have exactly one row.
   std::vector<OpInfo> by_kind(static_cast<size_t>(OpKind::Count), t[0]);
   std::vector<bool> seen(by_kind.size(), false);

@@ -1,4 +1,4 @@
-// The op table: one row per op (engine/op_table.cpp). Everything op-specific that the builder,
+// The op table: one row per op (engine/ir/op_table.cpp). Everything op-specific that the builder,
 // the JSON loader, shape inference, the CPU reference and codegen need is looked up here.
 #pragma once
 
