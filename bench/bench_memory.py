@@ -72,11 +72,10 @@ def make_cases():
 
 # Schedule overrides measured with --variants, per case (the rule's own choice is measured too).
 VARIANTS = {
-    "add_layernorm_gelu": ["stream.hints=1", "rownorm.threads=128"],
-    "bias_gelu": ["stream.hints=1", "pointwise.vecs=4", "pointwise.vecs=4,stream.hints=1", "pointwise.threads=128"],
-    "rmsnorm": ["stream.hints=1", "rownorm.threads=128"],
+    "add_layernorm_gelu": ["rownorm.threads=128"],
+    "bias_gelu": ["pointwise.vecs=4", "pointwise.threads=128"],
+    "rmsnorm": ["rownorm.threads=128"],
     "groupnorm_silu": ["channelnorm.onewave=2", "channelnorm.algo=split"],
-    "softmax": ["stream.hints=1"],
 }
 
 

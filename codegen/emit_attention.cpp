@@ -15,10 +15,9 @@ namespace kiln {
 
 KernelSpec emit_attention(const EmitContext& cx, const FusionGroup& grp) {
   const Graph& g = cx.graph;
-  std::optional<AttentionChain> ch = match_attention(g, grp.anchor);
-  KILN_ASSERT(ch.has_value(), "attention group {} no longer matches its chain", grp.id);
+  KILN_ASSERT(grp.attention.has_value(), "attention group {} carries no chain", grp.id);
   KILN_ASSERT(cx.opts.sm >= 80, "attention group {}: the fused kernel needs sm_80+", grp.id);
-  const AttentionChain& c = *ch;
+  const AttentionChain& c = *grp.attention;
   const TensorDesc& qd = g.tensor(c.q).desc;
   const size_t r = qd.shape.size();
   const bool bf16 = qd.dtype == DType::BF16;

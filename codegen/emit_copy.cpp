@@ -83,6 +83,172 @@ Source source_of(Writer& w, const Node& node, const TensorDesc& id, const Tensor
   return s;
 }
 
+// The copy kernel of one group: the movement op `node` (input `in`, output `out`) after its
+// prologue, one thread per output element or vector.
+class CopyKernel {
+ public:
+  CopyKernel(const Graph& g, const FusionGroup& grp)
+      : g_(g),
+        grp_(grp),
+        node_(g.nodes()[grp.nodes.back()]),
+        prologue_(grp.nodes.begin(), grp.nodes.end() - 1),
+        in_(node_.inputs[0]),
+        out_(node_.outputs[0]),
+        id_(g.tensor(in_).desc),
+        od_(g.tensor(out_).desc),
+        gp_(g, grp),
+        dp_(gp_.dims) {
+    const size_t r = od_.shape.size();
+    if (node_.op == OpKind::Pad) fill_ = cuda_float(node_.attr_float("value"));
+    // 16-byte vectors along the output's innermost memory dim, or 8-byte ones where that dim is
+    // a multiple of half a vector only (the RGB stem's input padded to 4 channels: one 8-byte
+    // pixel per thread instead of one element).
+    d_in_ = od_.layout == Layout::NHWC && r >= 3 ? 1 : r - 1;
+    const bool inner_static =
+        r >= 1 && od_.layout != Layout::Strided && od_.shape[d_in_].is_static();
+    V16_ = vec_elems(od_.dtype);
+    V_ = inner_static && od_.shape[d_in_].value() % V16_ != 0 &&
+                 od_.shape[d_in_].value() % (V16_ / 2) == 0
+             ? V16_ / 2
+             : V16_;
+    vec_ = inner_static && od_.shape[d_in_].value() % V_ == 0;
+    per_thread_ = vec_ ? V_ : 1;
+    numel_ = shape_numel(od_.shape);
+    const bool small = numel_.is_static() && numel_.value() + T * per_thread_ < (int64_t{1} << 31);
+    idx_ = small ? "int" : "long long";
+    ident_in_.resize(id_.shape.size());
+    ident_out_.resize(r);
+    for (size_t d = 0; d < ident_in_.size(); ++d) ident_in_[d] = static_cast<int>(d);
+    for (size_t d = 0; d < r; ++d) ident_out_[d] = static_cast<int>(d);
+  }
+
+  KernelSpec emit() {
+    w_.line("const {0} i = (static_cast<{0}>(blockIdx.x) * {1} + threadIdx.x) * {2};", idx_, T,
+            per_thread_);
+    w_.line("if (i >= {}) return;", dp_.ref(numel_));
+    std::vector<std::string> oc = output_coords();
+    if (vec_)
+      vector_store(oc);
+    else
+      scalar_store(oc);
+    GroupKernel k;
+    k.name = group_kernel_name(g_, grp_, "");
+    k.heading = fmt::format(
+        "// group {}: {} {} -> {}{}\n", grp_.id, op_name(node_.op), id_.str(), od_.str(),
+        prologue_.empty() ? "" : fmt::format(" ({} prologue nodes)", prologue_.size()));
+    k.threads = T;
+    const Dim chunk(T * per_thread_);
+    k.grid = (numel_ + chunk - Dim(1)) / chunk;
+    KernelSpec spec = group_kernel_spec(k, gp_, w_.str());
+    // The prologue's math (one op per node and element read); the copy itself does none.
+    spec.flops = Dim(0);
+    for (int n : prologue_)
+      spec.flops = spec.flops + shape_numel(g_.tensor(g_.nodes()[n].outputs[0]).desc.shape);
+    return spec;
+  }
+
+ private:
+  static constexpr int T = 256;
+
+  // Output coordinates of element i (of the vector's first lane), in the output's memory order.
+  std::vector<std::string> output_coords() {
+    std::vector<std::string> oc = decompose("i", od_.shape, tensor_strides(od_), dp_);
+    for (size_t d = 0; d < oc.size(); ++d) {
+      if (literal(oc[d])) continue;
+      if (vec_ && d == d_in_ && od_.shape[d].value() == V_) {
+        oc[d] = "0";  // one vector spans the dim
+        continue;
+      }
+      w_.line("const {} o{} = {};", idx_, d, oc[d]);
+      oc[d] = fmt::format("o{}", d);
+    }
+    return oc;
+  }
+
+  // The f32 value of the element whose input coordinates are `src` (a prologue, or the input
+  // loaded and converted); for pad, the fill outside. Returns the variable.
+  std::string value(const Source& src, const std::string& suffix) {
+    std::string var = "val" + suffix;
+    if (src.inside == "false") {
+      w_.line("const float {} = {};", var, fill_);
+      return var;
+    }
+    if (!src.inside.empty()) {
+      w_.line("float {} = {};", var, fill_);
+      w_.open("if ({}) {{", src.inside);
+    }
+    std::string v;
+    if (prologue_.empty()) {
+      v = load_f32(fmt::format("{} + {}", tensor_param(in_),
+                               operand_offset(id_, ident_in_, src.coords, dp_)));
+    } else {
+      ElementLoader ld{g_, id_.shape, tensor_strides(id_), "", src.coords, &dp_, suffix, {}};
+      PointwiseEmitter pe{g_, ld.fn(), {}, suffix};
+      pe.emit(w_, prologue_);
+      v = pe.values.at(in_);
+    }
+    if (src.inside.empty()) {
+      w_.line("const float {} = {};", var, v);
+    } else {
+      w_.line("{} = {};", var, v);
+      w_.close();
+    }
+    return var;
+  }
+
+  // One vector of V lanes along the innermost output dim, one 16- (8-) byte store.
+  void vector_store(const std::vector<std::string>& oc) {
+    std::vector<std::string> lanes;
+    for (int j = 0; j < V_; ++j) {
+      std::vector<std::string> lc = oc;
+      std::optional<int64_t> base = literal(lc[d_in_]);
+      if (base)
+        lc[d_in_] = std::to_string(*base + j);
+      else if (j > 0)
+        lc[d_in_] = fmt::format("({} + {})", lc[d_in_], j);
+      std::string suffix = fmt::format("_{}", j);
+      w_.line("// lane {}", j);
+      lanes.push_back(value(source_of(w_, node_, id_, od_, lc, idx_, suffix, dp_), suffix));
+    }
+    std::string vals;
+    for (const std::string& l : lanes) vals += (vals.empty() ? "" : ", ") + l;
+    w_.line("const float o[{}] = {{{}}};", V_, vals);
+    w_.line("{}({} + i, o);", V_ == V16_ ? "kiln_stv" : "kiln_stv_half", tensor_param(out_));
+  }
+
+  void scalar_store(const std::vector<std::string>& oc) {
+    Source src = source_of(w_, node_, id_, od_, oc, idx_, "", dp_);
+    std::string dst = operand_offset(od_, ident_out_, oc, dp_);
+    if (prologue_.empty() && src.inside.empty()) {
+      // Bit-exact copy of the storage element (no f32 round trip).
+      w_.line("{}[{}] = {}[{}];", tensor_param(out_), dst, tensor_param(in_),
+              operand_offset(id_, ident_in_, src.coords, dp_));
+    } else {
+      std::string v = value(src, "");
+      w_.line("{};", store_f32(fmt::format("{} + {}", tensor_param(out_), dst), v));
+    }
+  }
+
+  const Graph& g_;
+  const FusionGroup& grp_;
+  const Node& node_;
+  const std::vector<int> prologue_;
+  const int in_, out_;
+  const TensorDesc& id_;
+  const TensorDesc& od_;
+  GroupParams gp_;
+  DimParams& dp_;
+  Writer w_;
+  std::string fill_;
+  size_t d_in_ = 0;
+  int V16_ = 8, V_ = 8;
+  bool vec_ = false;
+  int64_t per_thread_ = 1;
+  Dim numel_;
+  const char* idx_ = "int";
+  std::vector<int> ident_in_, ident_out_;
+};
+
 }  // namespace
 
 KernelSpec emit_copy(const EmitContext& cx, const FusionGroup& grp) {
@@ -92,123 +258,7 @@ KernelSpec emit_copy(const EmitContext& cx, const FusionGroup& grp) {
   const Node& node = g.nodes()[grp.nodes.back()];
   KILN_ASSERT(op_info(node.op).category == OpCategory::Movement, "copy group {} ends in {}", grp.id,
               op_name(node.op));
-  const std::vector<int> prologue(grp.nodes.begin(), grp.nodes.end() - 1);
-  const int in = node.inputs[0], out = node.outputs[0];
-  const TensorDesc& id = g.tensor(in).desc;
-  const TensorDesc& od = g.tensor(out).desc;
-  const size_t r = od.shape.size();
-  const bool is_pad = node.op == OpKind::Pad;
-  const std::string fill = is_pad ? cuda_float(node.attr_float("value")) : "";
-  GroupParams gp(g, grp);
-  DimParams& dp = gp.dims;
-  // 16-byte vectors along the output's innermost memory dim, or 8-byte ones where that dim is
-  // a multiple of half a vector only (the RGB stem's input padded to 4 channels: one 8-byte pixel
-  // per thread, 3.4x fewer stores than one element per thread).
-  const size_t d_in = od.layout == Layout::NHWC && r >= 3 ? 1 : r - 1;
-  const bool inner_static = r >= 1 && od.layout != Layout::Strided && od.shape[d_in].is_static();
-  const int V16 = vec_elems(od.dtype);
-  const int V =
-      inner_static && od.shape[d_in].value() % V16 != 0 && od.shape[d_in].value() % (V16 / 2) == 0
-          ? V16 / 2
-          : V16;
-  const bool vec = inner_static && od.shape[d_in].value() % V == 0;
-  const int64_t per_thread = vec ? V : 1;
-  const int T = 256;
-  Dim numel = shape_numel(od.shape);
-  bool small = numel.is_static() && numel.value() + T * per_thread < (int64_t{1} << 31);
-  const char* idx = small ? "int" : "long long";
-  std::string name = group_kernel_name(g, grp, "");
-  std::vector<int> ident_in(id.shape.size()), ident_out(r);
-  for (size_t d = 0; d < ident_in.size(); ++d) ident_in[d] = static_cast<int>(d);
-  for (size_t d = 0; d < r; ++d) ident_out[d] = static_cast<int>(d);
-
-  // The f32 value of the element whose input coordinates are `src` (a prologue, or the input
-  // loaded and converted); for pad, `fill` outside. Returns the variable.
-  auto value = [&](Writer& w, const Source& src, const std::string& suffix) {
-    std::string var = "val" + suffix;
-    if (src.inside == "false") {
-      w.line("const float {} = {};", var, fill);
-      return var;
-    }
-    if (!src.inside.empty()) {
-      w.line("float {} = {};", var, fill);
-      w.open("if ({}) {{", src.inside);
-    }
-    std::string v;
-    if (prologue.empty()) {
-      v = load_f32(
-          fmt::format("{} + {}", tensor_param(in), operand_offset(id, ident_in, src.coords, dp)));
-    } else {
-      ElementLoader ld{g, id.shape, tensor_strides(id), "", src.coords, &dp, suffix, {}};
-      PointwiseEmitter pe{g, ld.fn(), {}, suffix};
-      pe.emit(w, prologue);
-      v = pe.values.at(in);
-    }
-    if (src.inside.empty()) {
-      w.line("const float {} = {};", var, v);
-    } else {
-      w.line("{} = {};", var, v);
-      w.close();
-    }
-    return var;
-  };
-
-  Writer w;
-  w.line("// group {}: {} {} -> {}{}", grp.id, op_name(node.op), id.str(), od.str(),
-         prologue.empty() ? "" : fmt::format(" ({} prologue nodes)", prologue.size()));
-  w.open("extern \"C\" __global__ void __launch_bounds__({}) {}(KILN_PARAMS) {{", T, name);
-  w.line("const {0} i = (static_cast<{0}>(blockIdx.x) * {1} + threadIdx.x) * {2};", idx, T,
-         per_thread);
-  w.line("if (i >= {}) return;", dp.ref(numel));
-  // Output coordinates of element i (of the vector's first lane), in the output's memory order.
-  std::vector<std::string> oc = decompose("i", od.shape, tensor_strides(od), dp);
-  for (size_t d = 0; d < r; ++d) {
-    if (literal(oc[d])) continue;
-    if (vec && d == d_in && od.shape[d].value() == V) {
-      oc[d] = "0";  // one vector spans the dim
-      continue;
-    }
-    w.line("const {} o{} = {};", idx, d, oc[d]);
-    oc[d] = fmt::format("o{}", d);
-  }
-  if (vec) {
-    std::vector<std::string> lanes;
-    for (int j = 0; j < V; ++j) {
-      std::vector<std::string> lc = oc;
-      std::optional<int64_t> base = literal(lc[d_in]);
-      if (base)
-        lc[d_in] = std::to_string(*base + j);
-      else if (j > 0)
-        lc[d_in] = fmt::format("({} + {})", lc[d_in], j);
-      std::string suffix = fmt::format("_{}", j);
-      w.line("// lane {}", j);
-      lanes.push_back(value(w, source_of(w, node, id, od, lc, idx, suffix, dp), suffix));
-    }
-    std::string vals;
-    for (const std::string& l : lanes) vals += (vals.empty() ? "" : ", ") + l;
-    w.line("const float o[{}] = {{{}}};", V, vals);
-    w.line("{}({} + i, o);", V == V16 ? "kiln_stv" : "kiln_stv_half", tensor_param(out));
-  } else {
-    Source src = source_of(w, node, id, od, oc, idx, "", dp);
-    std::string dst = operand_offset(od, ident_out, oc, dp);
-    if (prologue.empty() && src.inside.empty()) {
-      // Bit-exact copy of the storage element (no f32 round trip).
-      w.line("{}[{}] = {}[{}];", tensor_param(out), dst, tensor_param(in),
-             operand_offset(id, ident_in, src.coords, dp));
-    } else {
-      std::string v = value(w, src, "");
-      w.line("{};", store_f32(fmt::format("{} + {}", tensor_param(out), dst), v));
-    }
-  }
-  w.close();
-
-  const Dim chunk(T * per_thread);
-  KernelSpec k = group_kernel_spec(name, w, gp, T, (numel + chunk - Dim(1)) / chunk);
-  // The prologue's math (one op per node and element read); the copy itself does none.
-  k.flops = Dim(0);
-  for (int n : prologue)
-    k.flops = k.flops + shape_numel(g.tensor(g.nodes()[n].outputs[0]).desc.shape);
-  return k;
+  return CopyKernel(g, grp).emit();
 }
 
 }  // namespace kiln

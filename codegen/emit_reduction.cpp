@@ -17,172 +17,219 @@
 #include "heuristics/schedule.hpp"
 
 namespace kiln {
+namespace {
 
-KernelSpec emit_reduction(const EmitContext& cx, const FusionGroup& grp) {
-  const Graph& g = cx.graph;
-  KILN_ASSERT(grp.anchor >= 0, "reduction group {} without anchor", grp.id);
-  const Node& A = g.nodes()[grp.anchor];
-  const int in_t = A.inputs[0], out_t = A.outputs[0];
-  const TensorDesc& xd = g.tensor(in_t).desc;
-  const TensorDesc& od = g.tensor(out_t).desc;
-  const Shape X = xd.shape;
-  const int r = static_cast<int>(X.size());
+enum class ReduceKind { Sum, Mean, Max, Min };
 
-  std::vector<bool> reduced(r, false);
-  bool keep = true;
-  enum { Sum, Mean, Max, Min } kind = Sum;
-  if (A.op == OpKind::GlobalAvgpool) {
-    for (int d = 2; d < r; ++d) reduced[d] = true;
-    kind = Mean;
-  } else {
-    const auto& axes = A.attr_ints("axes");
-    for (int64_t a : axes) reduced[a < 0 ? a + r : a] = true;
-    if (axes.empty()) reduced.assign(r, true);
-    keep = A.attr_int("keepdims") != 0;
-    kind = A.op == OpKind::ReduceSum    ? Sum
-           : A.op == OpKind::ReduceMean ? Mean
-           : A.op == OpKind::ReduceMax  ? Max
-                                        : Min;
+class ReductionKernel {
+ public:
+  ReductionKernel(const EmitContext& cx, const FusionGroup& grp)
+      : g_(cx.graph),
+        grp_(grp),
+        A_(g_.nodes()[grp.anchor]),
+        in_t_(A_.inputs[0]),
+        out_t_(A_.outputs[0]),
+        xd_(g_.tensor(in_t_).desc),
+        od_(g_.tensor(out_t_).desc),
+        r_(static_cast<int>(xd_.shape.size())),
+        gp_(g_, grp),
+        dp_(gp_.dims) {
+    std::vector<bool> reduced = reduced_dims();
+    // Dims in the input's memory order (outermost first).
+    Shape xs = tensor_strides(xd_);
+    std::vector<int> order(r_);
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+      if (xs[a].is_static() && xs[b].is_static()) return xs[a].value() > xs[b].value();
+      return false;
+    });
+    bool static_strides = true;
+    for (const Dim& d : xs) static_strides &= d.is_static();
+    if (!static_strides) std::iota(order.begin(), order.end(), 0);  // logical order
+    for (int d : order) (reduced[d] ? red_dims_ : kept_dims_).push_back(d);
+    for (int d : red_dims_) red_shape_.push_back(xd_.shape[d]);
+    for (int d : kept_dims_) kept_shape_.push_back(xd_.shape[d]);
+    R_ = shape_numel(red_shape_);
+    nout_ = shape_numel(kept_shape_);
+    const bool inner = !red_dims_.empty() && red_dims_.back() == order.back();
+    sch_ = choose_reduction(R_.is_static() ? R_.value() : -1, inner, cx.opts.sm);
+    for (int n : grp.nodes)
+      if (n != grp.anchor) (n < grp.anchor ? prologue_ : epilogue_).push_back(n);
   }
-  // Dims in the input's memory order (outermost first).
-  Shape xs = tensor_strides(xd);
-  std::vector<int> order(r);
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
-    if (xs[a].is_static() && xs[b].is_static()) return xs[a].value() > xs[b].value();
-    return false;
-  });
-  bool static_strides = true;
-  for (const Dim& d : xs) static_strides &= d.is_static();
-  if (!static_strides) std::iota(order.begin(), order.end(), 0);  // logical order
-  std::vector<int> red_dims, kept_dims;
-  for (int d : order) (reduced[d] ? red_dims : kept_dims).push_back(d);
-  Shape red_shape, kept_shape;
-  for (int d : red_dims) red_shape.push_back(X[d]);
-  for (int d : kept_dims) kept_shape.push_back(X[d]);
-  Dim R = shape_numel(red_shape), nout = shape_numel(kept_shape);
-  bool inner = !red_dims.empty() && red_dims.back() == order.back();
-  ReduceSchedule sch = choose_reduction(R.is_static() ? R.value() : -1, inner, cx.opts.sm);
 
-  std::vector<int> prologue, epilogue;
-  for (int n : grp.nodes)
-    if (n != grp.anchor) (n < grp.anchor ? prologue : epilogue).push_back(n);
-  auto is_out = [&](int t) {
-    return std::find(grp.outputs.begin(), grp.outputs.end(), t) != grp.outputs.end();
-  };
+  KernelSpec emit() {
+    GroupKernel k;
+    k.name = group_kernel_name(
+        g_, grp_, fmt::format("r{}", R_.is_static() ? std::to_string(R_.value()) : "dyn"));
+    Rr_ = dp_.ref(R_);
+    kept_c_ = decompose("o", kept_shape_, row_major_strides(kept_shape_), dp_);
+    k.threads = sch_.threads;
+    k.heading = fmt::format("// group {}: {} of {} over {} elements per output\n", grp_.id,
+                            op_name(A_.op), xd_.str(), R_.str());
+    if (!sch_.inner)
+      k.grid = thread_per_output();
+    else if (sch_.warp_per_output)
+      k.grid = warp_per_output();
+    else
+      k.grid = cta_per_output();
+    return group_kernel_spec(k, gp_, w_.str());
+  }
 
-  GroupParams gp(g, grp);
-  DimParams& dp = gp.dims;
-  std::string name = group_kernel_name(
-      g, grp, fmt::format("r{}", R.is_static() ? std::to_string(R.value()) : "dyn"));
-  const std::string Rr = dp.ref(R);
-  const char* init = kind == Max ? "-KILN_INF" : kind == Min ? "KILN_INF" : "0.0f";
-  auto combine = [&](const std::string& v) {
-    return kind == Max   ? fmt::format("acc = fmaxf(acc, {});", v)
-           : kind == Min ? fmt::format("acc = fminf(acc, {});", v)
-                         : fmt::format("acc += {};", v);
-  };
-  const char* opn = kind == Max ? "max" : kind == Min ? "min" : "sum";
-
-  Writer w;
-  std::vector<std::string> kept_c = decompose("o", kept_shape, row_major_strides(kept_shape), dp);
-  // Visits input element j of output o: prologue, extra outputs, accumulate.
-  auto visit = [&]() {
-    std::vector<std::string> c(r, "0");
-    auto rc = decompose("j", red_shape, row_major_strides(red_shape), dp);
-    for (size_t k = 0; k < kept_dims.size(); ++k) c[kept_dims[k]] = kept_c[k];
-    for (size_t k = 0; k < red_dims.size(); ++k) c[red_dims[k]] = rc[k];
-    ElementLoader ld{g, X, Shape{}, "", c, &dp, "", {}};
-    PointwiseEmitter pe{g, ld.fn(), {}, ""};
-    pe.emit(w, prologue);
-    std::vector<int> ident(r);
-    std::iota(ident.begin(), ident.end(), 0);
-    std::string v = pe.values.count(in_t)
-                        ? pe.values.at(in_t)
-                        : load_f32(tensor_param(in_t) + " + " + ld.offset(in_t, ident));
-    for (int n : prologue) {
-      int t = g.nodes()[n].outputs[0];
-      if (is_out(t))
-        w.line("{};", store_f32(tensor_param(t) + " + " + ld.offset(t, ident), pe.values.at(t)));
+ private:
+  std::vector<bool> reduced_dims() {
+    std::vector<bool> reduced(r_, false);
+    if (A_.op == OpKind::GlobalAvgpool) {
+      for (int d = 2; d < r_; ++d) reduced[d] = true;
+      kind_ = ReduceKind::Mean;
+      return reduced;
     }
-    w.line("{}", combine(v));
-  };
-  // Finishes output o from the reduced `acc`.
-  auto finish = [&]() {
-    w.line("const float red = {};",
-           kind == Mean ? fmt::format("acc / static_cast<float>({})", Rr) : std::string("acc"));
+    const auto& axes = A_.attr_ints("axes");
+    for (int64_t a : axes) reduced[a < 0 ? a + r_ : a] = true;
+    if (axes.empty()) reduced.assign(r_, true);
+    keep_ = A_.attr_int("keepdims") != 0;
+    kind_ = A_.op == OpKind::ReduceSum    ? ReduceKind::Sum
+            : A_.op == OpKind::ReduceMean ? ReduceKind::Mean
+            : A_.op == OpKind::ReduceMax  ? ReduceKind::Max
+                                          : ReduceKind::Min;
+    return reduced;
+  }
+
+  const char* init() const {
+    return kind_ == ReduceKind::Max ? "-KILN_INF" : kind_ == ReduceKind::Min ? "KILN_INF" : "0.0f";
+  }
+  const char* opn() const {
+    return kind_ == ReduceKind::Max ? "max" : kind_ == ReduceKind::Min ? "min" : "sum";
+  }
+  std::string combine(const std::string& v) const {
+    return kind_ == ReduceKind::Max   ? fmt::format("acc = fmaxf(acc, {});", v)
+           : kind_ == ReduceKind::Min ? fmt::format("acc = fminf(acc, {});", v)
+                                      : fmt::format("acc += {};", v);
+  }
+
+  // Visits input element j of output o: prologue, extra outputs, accumulate.
+  void visit() {
+    std::vector<std::string> c(r_, "0");
+    auto rc = decompose("j", red_shape_, row_major_strides(red_shape_), dp_);
+    for (size_t k = 0; k < kept_dims_.size(); ++k) c[kept_dims_[k]] = kept_c_[k];
+    for (size_t k = 0; k < red_dims_.size(); ++k) c[red_dims_[k]] = rc[k];
+    ElementLoader ld{g_, xd_.shape, Shape{}, "", c, &dp_, "", {}};
+    PointwiseEmitter pe{g_, ld.fn(), {}, ""};
+    pe.emit(w_, prologue_);
+    std::vector<int> ident(r_);
+    std::iota(ident.begin(), ident.end(), 0);
+    std::string v = pe.values.count(in_t_)
+                        ? pe.values.at(in_t_)
+                        : load_f32(tensor_param(in_t_) + " + " + ld.offset(in_t_, ident));
+    for (int n : prologue_) {
+      int t = g_.nodes()[n].outputs[0];
+      if (std::find(grp_.outputs.begin(), grp_.outputs.end(), t) != grp_.outputs.end())
+        w_.line("{};", store_f32(tensor_param(t) + " + " + ld.offset(t, ident), pe.values.at(t)));
+    }
+    w_.line("{}", combine(v));
+  }
+
+  // Finishes output o from the reduced `acc`: epilogue and stores.
+  void finish() {
+    w_.line("const float red = {};", kind_ == ReduceKind::Mean
+                                         ? fmt::format("acc / static_cast<float>({})", Rr_)
+                                         : std::string("acc"));
     std::vector<std::string> oc;
-    if (keep) {
-      oc.assign(r, "0");
-      for (size_t k = 0; k < kept_dims.size(); ++k) oc[kept_dims[k]] = kept_c[k];
+    if (keep_) {
+      oc.assign(r_, "0");
+      for (size_t k = 0; k < kept_dims_.size(); ++k) oc[kept_dims_[k]] = kept_c_[k];
     } else {
       // Output dims are the kept dims in logical order.
-      std::vector<int> logical = kept_dims;
+      std::vector<int> logical = kept_dims_;
       std::sort(logical.begin(), logical.end());
       for (int d : logical)
-        for (size_t k = 0; k < kept_dims.size(); ++k)
-          if (kept_dims[k] == d) oc.push_back(kept_c[k]);
+        for (size_t k = 0; k < kept_dims_.size(); ++k)
+          if (kept_dims_[k] == d) oc.push_back(kept_c_[k]);
     }
-    ElementLoader ld{g, od.shape, Shape{}, "", oc, &dp, "", {}};
-    PointwiseEmitter pe{g, ld.fn(), {{out_t, "red"}}, ""};
-    pe.emit(w, epilogue);
-    std::vector<int> ident(od.shape.size());
+    ElementLoader ld{g_, od_.shape, Shape{}, "", oc, &dp_, "", {}};
+    PointwiseEmitter pe{g_, ld.fn(), {{out_t_, "red"}}, ""};
+    pe.emit(w_, epilogue_);
+    std::vector<int> ident(od_.shape.size());
     std::iota(ident.begin(), ident.end(), 0);
-    for (int t : grp.outputs) {
+    for (int t : grp_.outputs) {
       bool pro = false;
-      for (int n : prologue) pro |= g.nodes()[n].outputs[0] == t;
+      for (int n : prologue_) pro |= g_.nodes()[n].outputs[0] == t;
       if (pro) continue;
-      w.line("{};", store_f32(tensor_param(t) + " + " + ld.offset(t, ident), pe.values.at(t)));
+      w_.line("{};", store_f32(tensor_param(t) + " + " + ld.offset(t, ident), pe.values.at(t)));
     }
-  };
-
-  const int T = sch.threads;
-  w.line("// group {}: {} of {} over {} elements per output", grp.id, op_name(A.op), xd.str(),
-         R.str());
-  w.open("extern \"C\" __global__ void __launch_bounds__({}) {}(KILN_PARAMS) {{", T, name);
-  Dim grid;
-  if (!sch.inner) {
-    w.line("const long long o = static_cast<long long>(blockIdx.x) * {} + threadIdx.x;", T);
-    w.line("if (o >= {}) return;", dp.ref(nout));
-    w.line("(void)o;");
-    w.line("float acc = {};", init);
-    w.open("for (long long j = 0; j < {}; ++j) {{", Rr);
-    visit();
-    w.close();
-    finish();
-    grid = (nout + Dim(T - 1)) / Dim(T);
-  } else if (sch.warp_per_output) {
-    w.line("const long long o = static_cast<long long>(blockIdx.x) * {} + (threadIdx.x >> 5);",
-           sch.outputs_per_cta);
-    w.line("if (o >= {}) return;", dp.ref(nout));
-    w.line("(void)o;");
-    w.line("const int lane = threadIdx.x & 31;");
-    w.line("float acc = {};", init);
-    w.open("for (long long j = lane; j < {}; j += 32) {{", Rr);
-    visit();
-    w.close();
-    w.line("acc = kiln_warp_{}(acc);", opn);
-    w.open("if (lane == 0) {{");
-    finish();
-    w.close();
-    grid = (nout + Dim(sch.outputs_per_cta - 1)) / Dim(sch.outputs_per_cta);
-  } else {
-    w.line("__shared__ float kiln_red[33];");
-    w.line("const long long o = blockIdx.x;");
-    w.line("(void)o;");
-    w.line("float acc = {};", init);
-    w.open("for (long long j = threadIdx.x; j < {}; j += {}) {{", Rr, T);
-    visit();
-    w.close();
-    w.line("acc = kiln_block_{}<{}>(acc, kiln_red);", opn, T);
-    w.open("if (threadIdx.x == 0) {{");
-    finish();
-    w.close();
-    grid = nout;
   }
-  w.close();
 
-  return group_kernel_spec(name, w, gp, T, grid);
+  // One thread per output, looping over the reduced dims (adjacent threads, adjacent addresses).
+  Dim thread_per_output() {
+    const int T = sch_.threads;
+    w_.line("const long long o = static_cast<long long>(blockIdx.x) * {} + threadIdx.x;", T);
+    w_.line("if (o >= {}) return;", dp_.ref(nout_));
+    w_.line("(void)o;");
+    w_.line("float acc = {};", init());
+    w_.open("for (long long j = 0; j < {}; ++j) {{", Rr_);
+    visit();
+    w_.close();
+    finish();
+    return (nout_ + Dim(T - 1)) / Dim(T);
+  }
+
+  Dim warp_per_output() {
+    w_.line("const long long o = static_cast<long long>(blockIdx.x) * {} + (threadIdx.x >> 5);",
+            sch_.outputs_per_cta);
+    w_.line("if (o >= {}) return;", dp_.ref(nout_));
+    w_.line("(void)o;");
+    w_.line("const int lane = threadIdx.x & 31;");
+    w_.line("float acc = {};", init());
+    w_.open("for (long long j = lane; j < {}; j += 32) {{", Rr_);
+    visit();
+    w_.close();
+    w_.line("acc = kiln_warp_{}(acc);", opn());
+    w_.open("if (lane == 0) {{");
+    finish();
+    w_.close();
+    return (nout_ + Dim(sch_.outputs_per_cta - 1)) / Dim(sch_.outputs_per_cta);
+  }
+
+  Dim cta_per_output() {
+    const int T = sch_.threads;
+    w_.line("__shared__ float kiln_red[33];");
+    w_.line("const long long o = blockIdx.x;");
+    w_.line("(void)o;");
+    w_.line("float acc = {};", init());
+    w_.open("for (long long j = threadIdx.x; j < {}; j += {}) {{", Rr_, T);
+    visit();
+    w_.close();
+    w_.line("acc = kiln_block_{}<{}>(acc, kiln_red);", opn(), T);
+    w_.open("if (threadIdx.x == 0) {{");
+    finish();
+    w_.close();
+    return nout_;
+  }
+
+  const Graph& g_;
+  const FusionGroup& grp_;
+  const Node& A_;
+  const int in_t_, out_t_;
+  const TensorDesc& xd_;
+  const TensorDesc& od_;
+  const int r_;
+  GroupParams gp_;
+  DimParams& dp_;
+  Writer w_;
+  ReduceKind kind_ = ReduceKind::Sum;
+  bool keep_ = true;
+  std::vector<int> red_dims_, kept_dims_, prologue_, epilogue_;
+  Shape red_shape_, kept_shape_;
+  Dim R_, nout_;
+  ReduceSchedule sch_;
+  std::string Rr_;
+  std::vector<std::string> kept_c_;
+};
+
+}  // namespace
+
+KernelSpec emit_reduction(const EmitContext& cx, const FusionGroup& grp) {
+  KILN_ASSERT(grp.anchor >= 0, "reduction group {} without anchor", grp.id);
+  return ReductionKernel(cx, grp).emit();
 }
 
 }  // namespace kiln

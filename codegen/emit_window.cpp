@@ -15,157 +15,177 @@
 #include "engine/ir/op_table.hpp"
 
 namespace kiln {
+namespace {
 
-KernelSpec emit_window(const EmitContext& cx, const FusionGroup& grp) {
-  const Graph& g = cx.graph;
-  KILN_ASSERT(grp.anchor >= 0, "window group {} without anchor", grp.id);
-  const Node& A = g.nodes()[grp.anchor];
-  if (A.op == OpKind::GlobalAvgpool) return emit_reduction(cx, grp);
-  KILN_ASSERT(A.op == OpKind::Maxpool2d || A.op == OpKind::Avgpool2d, "window op {}",
-              op_name(A.op));
-  const int in_t = A.inputs[0], out_t = A.outputs[0];
-  const TensorDesc& xd = g.tensor(in_t).desc;
-  const TensorDesc& od = g.tensor(out_t).desc;
-  const bool is_max = A.op == OpKind::Maxpool2d;
-  std::vector<int64_t> k = A.attr_ints("kernel"), s = A.attr_ints("stride"),
-                       p = A.attr_ints("padding");
-  if (s.empty()) s = k;
-  if (p.size() == 2) p = {p[0], p[1], p[0], p[1]};
-  const bool include_pad = !is_max && A.attr_int("count_include_pad") != 0;
+class WindowKernel {
+ public:
+  WindowKernel(const EmitContext& cx, const FusionGroup& grp)
+      : g_(cx.graph),
+        grp_(grp),
+        A_(g_.nodes()[grp.anchor]),
+        in_t_(A_.inputs[0]),
+        out_t_(A_.outputs[0]),
+        xd_(g_.tensor(in_t_).desc),
+        od_(g_.tensor(out_t_).desc),
+        is_max_(A_.op == OpKind::Maxpool2d),
+        gp_(g_, grp),
+        dp_(gp_.dims) {
+    k_ = A_.attr_ints("kernel");
+    s_ = A_.attr_ints("stride");
+    p_ = A_.attr_ints("padding");
+    if (s_.empty()) s_ = k_;
+    if (p_.size() == 2) p_ = {p_[0], p_[1], p_[0], p_[1]};
+    include_pad_ = !is_max_ && A_.attr_int("count_include_pad") != 0;
+    for (int n : grp.nodes)
+      if (n != grp.anchor) (n < grp.anchor ? prologue_ : epilogue_).push_back(n);
+    numel_ = shape_numel(od_.shape);
+    dense16_ = dense16(cx.opts.schedule);
+  }
 
-  std::vector<int> prologue, epilogue;
-  for (int n : grp.nodes)
-    if (n != grp.anchor) (n < grp.anchor ? prologue : epilogue).push_back(n);
+  KernelSpec emit() {
+    GroupKernel k;
+    k.name = group_kernel_name(
+        g_, grp_, fmt::format("k{}x{}s{}{}", k_[0], k_[1], s_[0], dense16_ ? "_v8" : ""));
+    k.heading = fmt::format("// group {}: {} {} -> {}{}\n", grp_.id, op_name(A_.op), xd_.str(),
+                            od_.str(), dense16_ ? ", 8 channels per thread" : "");
+    k.threads = T;
+    if (dense16_)
+      vector_pool();
+    else
+      scalar_pool();
+    const Dim threads = dense16_ ? numel_ / Dim(8) : numel_;
+    k.grid = (threads + Dim(T - 1)) / Dim(T);
+    return group_kernel_spec(k, gp_, w_.str());
+  }
 
-  GroupParams gp(g, grp);
-  DimParams& dp = gp.dims;
-  const int T = 256;
-  Dim numel = shape_numel(od.shape);
+ private:
+  static constexpr int T = 256;
+
   // 8 channels per thread (the rule; KILN_SCHEDULE window.vec=2 switches it off): a dense NHWC
   // 16-bit pool with C % 8 == 0 and nothing fused reads each tap as one 16-byte vector and stores
-  // one, where the scalar schedule moves 2 bytes per access. Measured on the H200 (2026-12-01,
-  // run 35): the ResNet-50 maxpool at N = 128 went 0.1278 -> 0.0725 ms (2.0 -> 3.5 TB/s).
-  const bool dense16 = [&] {
-    if (cx.opts.schedule.window_vec == 2 || !prologue.empty() || !epilogue.empty()) return false;
-    if (grp.outputs.size() != 1 || grp.outputs[0] != out_t) return false;
-    for (const TensorDesc* d : {&xd, &od}) {
+  // one, where the scalar schedule moves 2 bytes per access (docs/PERFORMANCE.md).
+  bool dense16(const ScheduleOverrides& ov) const {
+    if (ov.window_vec == 2 || !prologue_.empty() || !epilogue_.empty()) return false;
+    if (grp_.outputs.size() != 1 || grp_.outputs[0] != out_t_) return false;
+    for (const TensorDesc* d : {&xd_, &od_}) {
       if (d->layout != Layout::NHWC || d->shape.size() != 4) return false;
       if (d->dtype != DType::F16 && d->dtype != DType::BF16) return false;
     }
-    return xd.dtype == od.dtype && xd.shape[1].is_static() && xd.shape[1].value() % 8 == 0;
-  }();
-  std::string name =
-      group_kernel_name(g, grp, fmt::format("k{}x{}s{}{}", k[0], k[1], s[0], dense16 ? "_v8" : ""));
-  // The window loops over the taps (kh, kw) of output (oh, ow), skipping those in the padding.
-  auto open_taps = [&](Writer& w) {
-    w.line("int count = 0;");
-    w.open("for (int kh = 0; kh < {}; ++kh) {{", k[0]);
-    w.line("const long long ih = oh * {} - {} + kh;", s[0], p[0]);
-    w.line("if (ih < 0 || ih >= {}) continue;", dp.ref(xd.shape[2]));
-    w.open("for (int kw = 0; kw < {}; ++kw) {{", k[1]);
-    w.line("const long long iw = ow * {} - {} + kw;", s[1], p[1]);
-    w.line("if (iw < 0 || iw >= {}) continue;", dp.ref(xd.shape[3]));
-  };
-  // The kernel of body `w`, one thread per each of `threads` work items.
-  auto finish = [&](Writer& w, const Dim& threads) {
-    KernelSpec ks;
-    ks.name = name;
-    ks.entry = name;
-    std::string body = w.take();
-    body.replace(body.find("KILN_PARAMS"), 11, gp.signature());
-    ks.source = kernel_source(body);
-    ks.args = gp.args();
-    ks.block = {T, 1, 1};
-    ks.grid = {(threads + Dim(T - 1)) / Dim(T), Dim(1), Dim(1)};
-    ks.bytes_moved = group_bytes_moved(g, grp);
-    ks.flops = group_flops(g, grp);
-    return ks;
-  };
-  if (dense16) {
-    const int64_t c8 = xd.shape[1].value() / 8;
-    const Shape xs = tensor_strides(xd), os = tensor_strides(od);
-    Writer w;
-    w.line("// group {}: {} {} -> {}, 8 channels per thread", grp.id, op_name(A.op), xd.str(),
-           od.str());
-    w.open("extern \"C\" __global__ void __launch_bounds__({}) {}(KILN_PARAMS) {{", T, name);
-    w.line("const long long i = static_cast<long long>(blockIdx.x) * {} + threadIdx.x;", T);
-    w.line("if (i >= {} / 8) return;", dp.ref(numel));
-    w.line("long long q = i / {};", c8);
-    w.line("const long long cv = (i - q * {}) * 8;", c8);
-    w.line("const long long ow = q % {}; q /= {};", dp.ref(od.shape[3]), dp.ref(od.shape[3]));
-    w.line("const long long oh = q % {}; q /= {};", dp.ref(od.shape[2]), dp.ref(od.shape[2]));
-    w.line("const long long on = q;");
-    w.line("float acc[8];");
-    w.line("#pragma unroll");
-    w.line("for (int e = 0; e < 8; ++e) acc[e] = {};", is_max ? "-KILN_INF" : "0.0f");
-    open_taps(w);
-    w.line("float v[8];");
-    w.line("kiln_ldv({} + on * {} + ih * {} + iw * {} + cv, v);", tensor_param(in_t), dp.ref(xs[0]),
-           dp.ref(xs[2]), dp.ref(xs[3]));
-    w.line("#pragma unroll");
-    w.line("for (int e = 0; e < 8; ++e) acc[e] = {};",
-           is_max ? "fmaxf(acc[e], v[e])" : "acc[e] + v[e]");
-    w.line("++count;");
-    w.close();
-    w.close();
-    if (!is_max) {
-      w.line("const float scale = {};", include_pad ? fmt::format("1.0f / {}.0f", k[0] * k[1])
-                                                    : "1.0f / static_cast<float>(count)");
-      w.line("#pragma unroll");
-      w.line("for (int e = 0; e < 8; ++e) acc[e] *= scale;");
-    }
-    w.line("(void)count;");
-    w.line("kiln_stv({} + on * {} + oh * {} + ow * {} + cv, acc);", tensor_param(out_t),
-           dp.ref(os[0]), dp.ref(os[2]), dp.ref(os[3]));
-    w.close();
-    return finish(w, numel / Dim(8));
+    return xd_.dtype == od_.dtype && xd_.shape[1].is_static() && xd_.shape[1].value() % 8 == 0;
   }
 
-  Writer w;
-  w.line("// group {}: {} {} -> {}", grp.id, op_name(A.op), xd.str(), od.str());
-  w.open("extern \"C\" __global__ void __launch_bounds__({}) {}(KILN_PARAMS) {{", T, name);
-  w.line("const long long i = static_cast<long long>(blockIdx.x) * {} + threadIdx.x;", T);
-  w.line("if (i >= {}) return;", dp.ref(numel));
-  std::vector<std::string> oc = decompose("i", od.shape, tensor_strides(od), dp);
-  w.line("const long long on = {}, oc = {}, oh = {}, ow = {};", oc[0], oc[1], oc[2], oc[3]);
-  w.line("float acc = {};", is_max ? "-KILN_INF" : "0.0f");
-  open_taps(w);
-  {
-    ElementLoader ld{g, xd.shape, Shape{}, "", {"on", "oc", "ih", "iw"}, &dp, "", {}};
-    PointwiseEmitter pe{g, ld.fn(), {}, ""};
-    pe.emit(w, prologue);
-    std::vector<int> ident{0, 1, 2, 3};
-    std::string v = pe.values.count(in_t)
-                        ? pe.values.at(in_t)
-                        : load_f32(tensor_param(in_t) + " + " + ld.offset(in_t, ident));
-    if (is_max)
-      w.line("acc = fmaxf(acc, {});", v);
-    else
-      w.line("acc += {};", v);
-    w.line("++count;");
+  // The window loops over the taps (kh, kw) of output (oh, ow), skipping those in the padding.
+  void open_taps() {
+    w_.line("int count = 0;");
+    w_.open("for (int kh = 0; kh < {}; ++kh) {{", k_[0]);
+    w_.line("const long long ih = oh * {} - {} + kh;", s_[0], p_[0]);
+    w_.line("if (ih < 0 || ih >= {}) continue;", dp_.ref(xd_.shape[2]));
+    w_.open("for (int kw = 0; kw < {}; ++kw) {{", k_[1]);
+    w_.line("const long long iw = ow * {} - {} + kw;", s_[1], p_[1]);
+    w_.line("if (iw < 0 || iw >= {}) continue;", dp_.ref(xd_.shape[3]));
   }
-  w.close();
-  w.close();
-  if (is_max)
-    w.line("const float pooled = acc;");
-  else if (include_pad)
-    w.line("const float pooled = acc / {}.0f;", k[0] * k[1]);
-  else
-    w.line("const float pooled = acc / static_cast<float>(count);");
-  w.line("(void)count;");
-  {
-    ElementLoader ld{g, od.shape, Shape{}, "", {"on", "oc", "oh", "ow"}, &dp, "", {}};
-    PointwiseEmitter pe{g, ld.fn(), {{out_t, "pooled"}}, ""};
-    pe.emit(w, epilogue);
-    std::vector<int> ident{0, 1, 2, 3};
-    for (int t : grp.outputs) {
+
+  // A thread per 8 channels of an output pixel: 16-byte loads of every tap, one 16-byte store.
+  void vector_pool() {
+    const int64_t c8 = xd_.shape[1].value() / 8;
+    const Shape xs = tensor_strides(xd_), os = tensor_strides(od_);
+    w_.line("const long long i = static_cast<long long>(blockIdx.x) * {} + threadIdx.x;", T);
+    w_.line("if (i >= {} / 8) return;", dp_.ref(numel_));
+    w_.line("long long q = i / {};", c8);
+    w_.line("const long long cv = (i - q * {}) * 8;", c8);
+    w_.line("const long long ow = q % {}; q /= {};", dp_.ref(od_.shape[3]), dp_.ref(od_.shape[3]));
+    w_.line("const long long oh = q % {}; q /= {};", dp_.ref(od_.shape[2]), dp_.ref(od_.shape[2]));
+    w_.line("const long long on = q;");
+    w_.line("float acc[8];");
+    w_.line("#pragma unroll");
+    w_.line("for (int e = 0; e < 8; ++e) acc[e] = {};", is_max_ ? "-KILN_INF" : "0.0f");
+    open_taps();
+    w_.line("float v[8];");
+    w_.line("kiln_ldv({} + on * {} + ih * {} + iw * {} + cv, v);", tensor_param(in_t_),
+            dp_.ref(xs[0]), dp_.ref(xs[2]), dp_.ref(xs[3]));
+    w_.line("#pragma unroll");
+    w_.line("for (int e = 0; e < 8; ++e) acc[e] = {};",
+            is_max_ ? "fmaxf(acc[e], v[e])" : "acc[e] + v[e]");
+    w_.line("++count;");
+    w_.close();
+    w_.close();
+    if (!is_max_) {
+      w_.line("const float scale = {};", include_pad_ ? fmt::format("1.0f / {}.0f", k_[0] * k_[1])
+                                                      : "1.0f / static_cast<float>(count)");
+      w_.line("#pragma unroll");
+      w_.line("for (int e = 0; e < 8; ++e) acc[e] *= scale;");
+    }
+    w_.line("(void)count;");
+    w_.line("kiln_stv({} + on * {} + oh * {} + ow * {} + cv, acc);", tensor_param(out_t_),
+            dp_.ref(os[0]), dp_.ref(os[2]), dp_.ref(os[3]));
+  }
+
+  // A thread per output element, the prologue applied to every tap, the epilogue to the result.
+  void scalar_pool() {
+    w_.line("const long long i = static_cast<long long>(blockIdx.x) * {} + threadIdx.x;", T);
+    w_.line("if (i >= {}) return;", dp_.ref(numel_));
+    std::vector<std::string> oc = decompose("i", od_.shape, tensor_strides(od_), dp_);
+    w_.line("const long long on = {}, oc = {}, oh = {}, ow = {};", oc[0], oc[1], oc[2], oc[3]);
+    w_.line("float acc = {};", is_max_ ? "-KILN_INF" : "0.0f");
+    open_taps();
+    const std::vector<int> ident{0, 1, 2, 3};
+    {
+      ElementLoader ld{g_, xd_.shape, Shape{}, "", {"on", "oc", "ih", "iw"}, &dp_, "", {}};
+      PointwiseEmitter pe{g_, ld.fn(), {}, ""};
+      pe.emit(w_, prologue_);
+      std::string v = pe.values.count(in_t_)
+                          ? pe.values.at(in_t_)
+                          : load_f32(tensor_param(in_t_) + " + " + ld.offset(in_t_, ident));
+      if (is_max_)
+        w_.line("acc = fmaxf(acc, {});", v);
+      else
+        w_.line("acc += {};", v);
+      w_.line("++count;");
+    }
+    w_.close();
+    w_.close();
+    if (is_max_)
+      w_.line("const float pooled = acc;");
+    else if (include_pad_)
+      w_.line("const float pooled = acc / {}.0f;", k_[0] * k_[1]);
+    else
+      w_.line("const float pooled = acc / static_cast<float>(count);");
+    w_.line("(void)count;");
+    ElementLoader ld{g_, od_.shape, Shape{}, "", {"on", "oc", "oh", "ow"}, &dp_, "", {}};
+    PointwiseEmitter pe{g_, ld.fn(), {{out_t_, "pooled"}}, ""};
+    pe.emit(w_, epilogue_);
+    for (int t : grp_.outputs) {
       KILN_ASSERT(pe.values.count(t), "window group {}: output {} is not computed per output",
-                  grp.id, g.tensor(t).name);
-      w.line("{};", store_f32(tensor_param(t) + " + " + ld.offset(t, ident), pe.values.at(t)));
+                  grp_.id, g_.tensor(t).name);
+      w_.line("{};", store_f32(tensor_param(t) + " + " + ld.offset(t, ident), pe.values.at(t)));
     }
   }
-  w.close();
-  return finish(w, numel);
+
+  const Graph& g_;
+  const FusionGroup& grp_;
+  const Node& A_;
+  const int in_t_, out_t_;
+  const TensorDesc& xd_;
+  const TensorDesc& od_;
+  const bool is_max_;
+  GroupParams gp_;
+  DimParams& dp_;
+  Writer w_;
+  std::vector<int64_t> k_, s_, p_;
+  bool include_pad_ = false, dense16_ = false;
+  std::vector<int> prologue_, epilogue_;
+  Dim numel_;
+};
+
+}  // namespace
+
+KernelSpec emit_window(const EmitContext& cx, const FusionGroup& grp) {
+  KILN_ASSERT(grp.anchor >= 0, "window group {} without anchor", grp.id);
+  const Node& A = cx.graph.nodes()[grp.anchor];
+  if (A.op == OpKind::GlobalAvgpool) return emit_reduction(cx, grp);
+  KILN_ASSERT(A.op == OpKind::Maxpool2d || A.op == OpKind::Avgpool2d, "window op {}",
+              op_name(A.op));
+  return WindowKernel(cx, grp).emit();
 }
 
 }  // namespace kiln

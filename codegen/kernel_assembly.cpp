@@ -33,4 +33,15 @@ std::string assemble_kernel(const std::string& device, const KernelDecl& d,
   return src;
 }
 
+KernelSpec assembled_kernel(const std::string& device, const KernelDecl& d, const std::string& body,
+                            int threads, Dim grid) {
+  KernelSpec k;
+  k.name = d.entry;
+  k.entry = d.entry;
+  k.source = assemble_kernel(device, d, body);
+  k.block = {threads, 1, 1};
+  k.grid = {std::move(grid), Dim(1), Dim(1)};
+  return k;
+}
+
 }  // namespace kiln

@@ -4,6 +4,8 @@
 
 #include <string>
 
+#include "codegen/kernel_spec.hpp"
+
 namespace kiln {
 
 struct KernelDecl {
@@ -22,5 +24,11 @@ std::string kernel_declaration(const KernelDecl& d);
 // (a Writer's text at depth 0) indented one level, and the closing brace.
 std::string assemble_kernel(const std::string& device, const KernelDecl& d,
                             const std::string& body);
+
+// A kernel of `threads` threads per CTA over a one-dimensional grid of `grid` CTAs: name and
+// entry d.entry, source assemble_kernel(device, d, body). Arguments, traffic and shared memory
+// are the caller's.
+KernelSpec assembled_kernel(const std::string& device, const KernelDecl& d, const std::string& body,
+                            int threads, Dim grid);
 
 }  // namespace kiln

@@ -3,6 +3,7 @@
 
 #include <climits>
 
+#include "codegen/kernel_assembly.hpp"
 #include "engine/base/check.hpp"
 #include "engine/ir/op_table.hpp"
 
@@ -116,9 +117,9 @@ std::vector<int> broadcast_dim_map(const Shape& operand, const Shape& iter) {
 
 std::vector<int> operand_dim_map(const Graph& g, const Node& n, int slot, const Shape& iter) {
   const Shape& s = g.tensor(n.inputs.at(slot)).desc.shape;
-  if (n.op == OpKind::Batchnorm && slot > 0) {
+  if (op_info(n.op).channel_operands && slot > 0) {
     std::vector<int> map(iter.size(), -1);
-    KILN_ASSERT(iter.size() >= 2, "batchnorm over rank {}", iter.size());
+    KILN_ASSERT(iter.size() >= 2, "{} over rank {}", op_name(n.op), iter.size());
     map[1] = 0;
     return map;
   }
@@ -145,39 +146,20 @@ std::string operand_offset(const TensorDesc& d, const std::vector<int>& map,
 
 // ---------------------------------------------------------------- math
 bool is_elementwise(const Graph& g, const Node& n) {
-  return op_info(n.op).category == OpCategory::Pointwise || n.op == OpKind::Batchnorm;
+  return op_info(n.op).role == FusionRole::Elementwise;
 }
 
 std::string pointwise_node_expr(const Graph& g, const Node& n, const std::vector<std::string>& x) {
-  if (n.op == OpKind::Batchnorm) {
-    KILN_ASSERT(x.size() == 5, "batchnorm with {} operands", x.size());
-    // (x - mean) * rsqrt(var + eps) * scale + bias
-    return fmt::format("(({} - {}) * rsqrtf({} + {}) * {} + {})", x[0], x[3], x[4],
-                       cuda_float(n.attr_float("eps")), x[1], x[2]);
-  }
   const OpInfo& info = op_info(n.op);
-  KILN_ASSERT(info.category == OpCategory::Pointwise && info.cuda,
-              "pointwise_node_expr on non-pointwise op {}", info.name);
+  KILN_ASSERT(info.role == FusionRole::Elementwise && info.cuda,
+              "pointwise_node_expr on non-elementwise op {}", info.name);
+  KILN_ASSERT(static_cast<int>(x.size()) >= info.min_inputs &&
+                  static_cast<int>(x.size()) <= info.max_inputs,
+              "{} with {} operands", info.name, x.size());
   std::vector<double> p = op_params(n);
-  std::string e = info.cuda(x, p.data());
-  // 16-bit results: the fast transcendental forms (relative error ~1e-6..2e-5, far below a
-  // 16-bit ulp; f32 results keep the IEEE-exact ones).
-  DType out_dt = g.tensor(n.outputs[0]).desc.dtype;
-  if (out_dt != DType::F32 && x.size() == 1) {
-    if (n.op == OpKind::Gelu)
-      e = fmt::format("{}({})", p[0] != 0 ? "kiln_gelu_tanh_fast" : "kiln_gelu_erf_fast", x[0]);
-    else if (n.op == OpKind::Silu)
-      e = fmt::format("kiln_silu_fast({})", x[0]);
-    else if (n.op == OpKind::Sigmoid)
-      e = fmt::format("kiln_sigmoid_fast({})", x[0]);
-  }
-  if (n.op == OpKind::Cast) {
-    // Rounding through the narrower storage type, as storing and reloading would.
-    DType out = g.tensor(n.outputs[0]).desc.dtype;
-    if (out == DType::F16) e = fmt::format("kiln_round_f16({})", e);
-    if (out == DType::BF16) e = fmt::format("kiln_round_bf16({})", e);
-  }
-  return e;
+  // A 16-bit result takes the op's fast form where it has one.
+  const bool wide = g.tensor(n.outputs[0]).desc.dtype == DType::F32;
+  return (info.fast16 && !wide ? info.fast16 : info.cuda)(x, p.data());
 }
 
 void PointwiseEmitter::emit(Writer& w, const std::vector<int>& nodes) {
@@ -201,6 +183,10 @@ void PointwiseEmitter::emit(Writer& w, const std::vector<int>& nodes) {
 }
 
 // ---------------------------------------------------------------- group kernels
+void GroupParams::add_trailing(std::string decl, KernelArg arg) {
+  trailing_.emplace_back(std::move(decl), std::move(arg));
+}
+
 std::string GroupParams::signature() const {
   std::string s;
   for (int t : group.inputs)
@@ -209,7 +195,9 @@ std::string GroupParams::signature() const {
   for (int t : group.outputs)
     s += fmt::format("{}{}* __restrict__ {}", s.empty() ? "" : ", ",
                      storage_type(graph.tensor(t).desc.dtype), tensor_param(t));
-  return s + dims.signature();
+  s += dims.signature();
+  for (const auto& [decl, arg] : trailing_) s += ", " + decl;
+  return s;
 }
 
 std::vector<KernelArg> GroupParams::args() const {
@@ -217,6 +205,7 @@ std::vector<KernelArg> GroupParams::args() const {
   for (int t : group.inputs) a.push_back({KernelArg::Kind::Tensor, t, Dim(0)});
   for (int t : group.outputs) a.push_back({KernelArg::Kind::Tensor, t, Dim(0)});
   dims.append_args(&a);
+  for (const auto& [decl, arg] : trailing_) a.push_back(arg);
   return a;
 }
 
@@ -254,26 +243,15 @@ std::string group_kernel_name(const Graph& g, const FusionGroup& grp, const std:
   return name;
 }
 
-std::string kernel_source(const std::string& body) {
-  return device_file("kiln_prelude.cuh") + "\n" + body;
-}
-
-KernelSpec group_kernel_spec(const std::string& name, Writer& w, const GroupParams& gp, int threads,
-                             Dim grid, const std::string& extra_device) {
-  KernelSpec k;
-  k.name = name;
-  k.entry = name;
-  std::string body = w.take();
-  size_t at = body.find("KILN_PARAMS");
-  KILN_ASSERT(at != std::string::npos, "kernel {} has no KILN_PARAMS placeholder", name);
-  body.replace(at, 11, gp.signature());
-  k.source = kernel_source(extra_device.empty() ? body : extra_device + "\n" + body);
-  k.args = gp.args();
-  k.block = {threads, 1, 1};
-  k.grid = {std::move(grid), Dim(1), Dim(1)};
-  k.bytes_moved = group_bytes_moved(gp.graph, gp.group);
-  k.flops = group_flops(gp.graph, gp.group);
-  return k;
+KernelSpec group_kernel_spec(const GroupKernel& k, const GroupParams& gp, const std::string& body) {
+  std::string device = device_file("kiln_prelude.cuh") + "\n";
+  if (!k.device.empty()) device += k.device + "\n";
+  KernelDecl d{k.name, std::to_string(k.threads), k.min_blocks, k.cluster, gp.signature()};
+  KernelSpec spec = assembled_kernel(device + k.heading, d, body, k.threads, k.grid);
+  spec.args = gp.args();
+  spec.bytes_moved = group_bytes_moved(gp.graph, gp.group);
+  spec.flops = group_flops(gp.graph, gp.group);
+  return spec;
 }
 
 Shape row_major_strides(const Shape& shape) {

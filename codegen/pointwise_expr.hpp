@@ -1,6 +1,6 @@
-// Pointwise expressions for generated kernels: f32 math of pointwise nodes (the op table's `cuda`
-// column, batchnorm as a per-channel affine), operand indexing with broadcasting, storage
-// load/store, and symbolic dims passed as kernel parameters.
+// Pointwise expressions for generated kernels: f32 math of elementwise nodes (the op table's
+// `cuda` and `fast16` columns), operand indexing with broadcasting, storage load/store, and
+// symbolic dims passed as kernel parameters.
 //
 // Used by every emitter with pointwise prologues/epilogues (codegen/emit_*.cpp), including the
 // contraction epilogue. Typical use for one output element whose logical coordinates are in the
@@ -72,8 +72,8 @@ class DimParams {
 Shape tensor_strides(const TensorDesc& d);
 // For operand `slot` of pointwise node `n` evaluated over an iteration space of logical shape
 // `iter`: for each iteration dim, the operand dim it indexes, or -1 when the operand is broadcast
-// along it. Numpy right-alignment for elementwise ops; batchnorm's scale/bias/mean/var index
-// iteration dim 1 (the channel).
+// along it. Numpy right-alignment for elementwise ops; the per-channel operands of an op with
+// OpInfo::channel_operands (batchnorm's scale/bias/mean/var) index iteration dim 1.
 std::vector<int> operand_dim_map(const Graph& g, const Node& n, int slot, const Shape& iter);
 // The same for a tensor that simply broadcasts (numpy) against `iter`.
 std::vector<int> broadcast_dim_map(const Shape& operand, const Shape& iter);
@@ -83,10 +83,11 @@ std::string operand_offset(const TensorDesc& d, const std::vector<int>& map,
                            const std::vector<std::string>& coords, DimParams& dp);
 
 // ---- math
-// True for nodes that codegen evaluates elementwise inside a pointwise chain: category
-// Pointwise, plus inference batchnorm (a per-channel affine).
+// True for nodes that codegen evaluates elementwise inside a pointwise chain: the op table's
+// FusionRole::Elementwise (pointwise ops, inference batchnorm).
 bool is_elementwise(const Graph& g, const Node& n);
-// f32 CUDA expression of one elementwise node over operand expressions (in input order).
+// f32 CUDA expression of one elementwise node over operand expressions (in input order): the op
+// table's `cuda` column, or its `fast16` one for a 16-bit result.
 std::string pointwise_node_expr(const Graph& g, const Node& n,
                                 const std::vector<std::string>& operands);
 
@@ -105,15 +106,21 @@ struct PointwiseEmitter {
 
 // ---- group kernels (the non-contraction emitters share these)
 // The parameters of a group's kernel: every group input (const T* __restrict__), then every group
-// output (T* __restrict__), then the symbolic dims registered in `dims` while emitting the body.
+// output (T* __restrict__), then the symbolic dims registered in `dims` while emitting the body,
+// then the trailing parameters (a workspace, counters) in the order added.
 struct GroupParams {
   const Graph& graph;
   const FusionGroup& group;
   DimParams dims;
 
   GroupParams(const Graph& g, const FusionGroup& grp) : graph(g), group(grp) {}
+  // A parameter after the dims: `decl` in the list ("float* __restrict__ kc_ws"), `arg` its value.
+  void add_trailing(std::string decl, KernelArg arg);
   std::string signature() const;  // "const kiln_f16* __restrict__ t3, float* __restrict__ t9, ..."
   std::vector<KernelArg> args() const;
+
+ private:
+  std::vector<std::pair<std::string, KernelArg>> trailing_;
 };
 // Each group input read once plus each output written once, in bytes.
 Dim group_bytes_moved(const Graph& g, const FusionGroup& grp);
@@ -149,13 +156,20 @@ struct ElementLoader {
 // strides (the dims' memory order); static dims give constant div/mod.
 std::vector<std::string> decompose(const std::string& lin, const Shape& shape, const Shape& strides,
                                    DimParams& dp);
-// The complete source of a kernel: the device prelude, then `body`.
-std::string kernel_source(const std::string& body);
-// Finishes a 1-D group kernel: the writer's body with its KILN_PARAMS placeholder replaced by the
-// group's parameter list, after the prelude and `extra_device` helper text; name, args, launch
-// geometry, bytes and flops filled in.
-KernelSpec group_kernel_spec(const std::string& name, Writer& w, const GroupParams& gp, int threads,
-                             Dim grid, const std::string& extra_device = {});
+// How a group kernel is declared and launched, apart from its parameters and body.
+struct GroupKernel {
+  std::string name;     // the kernel's name and entry
+  std::string heading;  // comment lines above the declaration, each ending in a newline
+  std::string device;   // device helpers after the prelude (a codegen/device file), or empty
+  int threads = 256;    // per CTA: the block and the launch bounds
+  int min_blocks = 0;   // the launch bounds' CTAs per SM (0: left out)
+  int cluster = 0;      // __cluster_dims__ (0: no cluster)
+  Dim grid;             // CTAs, one-dimensional
+};
+// The group kernel over `body` (a Writer's text at depth 0, emitted first so that it registers
+// the dims it uses): the prelude, k.device, k.heading, then the declaration with gp's parameter
+// list (kernel_assembly.hpp); args, launch geometry, bytes and flops filled in.
+KernelSpec group_kernel_spec(const GroupKernel& k, const GroupParams& gp, const std::string& body);
 // Row-major element strides of a shape.
 Shape row_major_strides(const Shape& shape);
 

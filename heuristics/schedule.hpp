@@ -1,5 +1,6 @@
 // Schedule choice for the memory-bound kernel families: vector width, threads per CTA, rows per
-// CTA (warp-per-row vs CTA-per-row), from shape, dtype and arch. Pure functions, tested on CPU.
+// CTA (warp-per-row vs CTA-per-row), from shape, dtype and arch, and the KILN_SCHEDULE overrides.
+// Pure functions, tested on CPU. The channel norms' layout is heuristics/channelnorm_layout.hpp.
 #pragma once
 
 #include <cstdint>
@@ -28,7 +29,6 @@ struct ScheduleOverrides {
   int channelnorm_algo = 0;      // kChannelNorm*: split, cluster or pergroup (by name)
   int channelnorm_vecs = 0;      // split groupnorm: 16-byte vectors per thread, 1..16
   int channelnorm_threads = 0;   // split groupnorm: threads per CTA (rounded to the unit)
-  int channelnorm_hints = 0;     // split groupnorm L2 policies: 1 on (the rule), 2 off
   int channelnorm_iters = 0;     // split groupnorm: chunks per CTA, 1..64
   int channelnorm_onewave = 0;   // cluster groupnorm in one wave, part from L2: 1 on, 2 off
   int window_vec = 0;            // pools: 8 channels (16 bytes) per thread: 1 on (the rule), 2 off
@@ -38,7 +38,6 @@ struct ScheduleOverrides {
   int contraction_im2col = 0;    // convs by im2col-mode TMA: 1 on (the rule), 2 off (pixel blocks)
   int contraction_rowfold = 0;   // row-folded TMA convs (the stem): 1 on (the rule), 2 off
   int attention_fused = 0;       // attention chains as one kernel: 1 on (the rule), 2 off
-  int stream_hints = 0;  // pointwise/rownorm row data: 1 streaming hints, 2 plain (the rule)
   bool empty() const;
 };
 // Parses "family.key=value,..." (the keys above); throws kiln::Error(User) naming a bad item and
@@ -50,10 +49,9 @@ const char* schedule_override_keys();
 ScheduleOverrides env_schedule_overrides();
 
 struct PointwiseSchedule {
-  int vec = 1;                // elements per thread (one 16-byte vector of the widest dense dtype)
-  int threads = 256;          // per CTA
-  int vecs = 2;               // 16-byte vectors per thread (1 for 16-bit data), loads before math
-  bool stream_hints = false;  // dense data by L1::no_allocate loads and .cs stores (else plain)
+  int vec = 1;        // elements per thread (one 16-byte vector of the widest dense dtype)
+  int threads = 256;  // per CTA
+  int vecs = 2;       // 16-byte vectors per thread (1 for 16-bit data), loads before math
 };
 // `max_elem_bytes`: the widest element among the densely indexed tensors.
 PointwiseSchedule choose_pointwise(int max_elem_bytes, int sm, const ScheduleOverrides& o = {});
@@ -65,7 +63,12 @@ struct RowSchedule {
   int rows_per_cta = 1;  // warp-per-row: warps per CTA
   int vec = 1;           // elements per vector access
   int vecs_per_thread = 1;
-  bool stream_hints = false;  // row data by L1::no_allocate loads and .cs stores (else plain)
+  int row_threads = 256;  // threads per row: 32 (warp per row) or `threads`
+  // Registers: threads x vectors cover the row exactly, so no slot needs a bounds check.
+  bool exact = false;
+  // Exact, with a power-of-two tree of equal per-thread counts: layernorm merges its Welford
+  // triples without a division or a branch.
+  bool equal_counts = false;
 };
 // `row_len` < 0: symbolic. `contiguous`: rows are contiguous in memory (vector access possible).
 RowSchedule choose_rownorm(int64_t row_len, int max_elem_bytes, bool contiguous, int sm,
@@ -79,28 +82,5 @@ struct ReduceSchedule {
 };
 // `reduce_len` < 0: symbolic.
 ReduceSchedule choose_reduction(int64_t reduce_len, bool inner, int sm);
-
-struct ChannelNormSchedule {
-  int threads = 512;  // per CTA; one CTA per (n, group)
-  int vec = 1;        // contiguous NCHW groups: vector width
-};
-ChannelNormSchedule choose_channelnorm(int64_t group_elems, bool contiguous, int vec_elems, int sm);
-
-// The split channel-norm schedule (codegen/emit_channelnorm.cpp): a statistics kernel and an
-// apply kernel over each sample's S x C dense channels-last elements, split into `ctas` chunks
-// of threads x vecs 16-byte vectors, one CTA each in both kernels.
-struct ChannelNormSplit {
-  bool ok = false;      // false: the shape does not fit (then the cluster or per-group path)
-  int threads = 0;      // a multiple of C / gcd(C, vec): each thread's lanes keep fixed channels
-  int vecs = 0;         // 16-byte vectors per thread (of each register-held input)
-  int iters = 1;        // chunks of threads x vecs per CTA, the next loaded during the current
-  int64_t ctas = 0;     // per sample
-  int ctas_per_sm = 1;  // the occupancy the launch bounds ask registers for
-  bool hints = true;    // L2 eviction policies: keep the input for the apply kernel's re-read
-};
-// `vector_inputs`: dense inputs held in registers (1 without a prologue).
-ChannelNormSplit choose_channelnorm_split(int64_t channels, int64_t groups, int64_t spatial,
-                                          int vec_elems, int vector_inputs, bool prologue, int sm,
-                                          const ScheduleOverrides& o = {});
 
 }  // namespace kiln

@@ -14,6 +14,7 @@
 #include "codegen/nvrtc.hpp"
 #include "engine/ir/graph_key.hpp"
 #include "engine/planner/plan.hpp"
+#include "heuristics/channelnorm_layout.hpp"
 #include "heuristics/schedule.hpp"
 #include "kiln/error.hpp"
 #include "kiln/graph.hpp"
@@ -68,21 +69,20 @@ TEST(ChannelNorm, SplitScheduleChoice) {
   EXPECT_EQ(s.iters, 4);
   EXPECT_EQ(s.ctas, 16);
   EXPECT_EQ(s.ctas_per_sm, 2);  // 96 registers x 320 threads
-  EXPECT_TRUE(s.hints);
+  EXPECT_FALSE(s.tail);
+  EXPECT_EQ(s.workspace_floats, 16 * 32 * 2 + 2 * 32);
   ChannelNormSplit o = choose_channelnorm_split(
       320, 32, 64 * 64, 8, 1, false, 90,
-      parse_schedule_overrides(
-          "channelnorm.vecs=4,channelnorm.threads=200,channelnorm.hints=2,channelnorm.iters=1"));
+      parse_schedule_overrides("channelnorm.vecs=4,channelnorm.threads=200,channelnorm.iters=1"));
   ASSERT_TRUE(o.ok);
   EXPECT_EQ(o.threads, 160);  // rounded down to whole warps of whole pixel rows
   EXPECT_EQ(o.vecs, 4);
   EXPECT_EQ(o.iters, 1);
   EXPECT_EQ(o.ctas, 256);
-  EXPECT_FALSE(o.hints);
   EXPECT_EQ(choose_channelnorm_split(320, 32, 64 * 64, 8, 1, false, 90,
                                      parse_schedule_overrides("channelnorm.vecs=4"))
                 .ctas_per_sm,
-            2);  // 72 registers (four per CTA spilled heavily: run 22)
+            2);  // 72 registers (at four per CTA the launch bounds make it spill)
   // No residency limit: any image size, the CTA count grows with it.
   ChannelNormSplit big = choose_channelnorm_split(320, 32, 256 * 256, 8, 1, false, 90);
   ASSERT_TRUE(big.ok);
@@ -103,12 +103,149 @@ TEST(ChannelNorm, SplitScheduleChoice) {
   EXPECT_FALSE(choose_channelnorm_split(320, 32, 64 * 64, 8, 1, false, 75).ok);
 }
 
+// The layout as a pure function of the problem: the form the rule takes and its geometry.
+ChannelNormProblem gn_problem(int64_t batch, int64_t c, int64_t groups, int64_t s) {
+  ChannelNormProblem p;
+  p.batch = batch;
+  p.channels = c;
+  p.groups = groups;
+  p.spatial = s;
+  p.elem_bytes = 2;
+  p.vec = 8;
+  p.dense = true;
+  p.vector_inputs = 1;
+  return p;
+}
+
+TEST(ChannelNorm, LayoutClusterGeometry) {
+  // The benchmark shape with a dynamic batch: clusters of 8 CTAs per (n, 80 channels), each CTA
+  // 512 pixels x 10 vectors per pixel in 32 rows, the whole slice in shared memory.
+  const ChannelNormTarget h200;
+  ChannelNormLayout l = choose_channelnorm_layout(gn_problem(-1, 320, 32, 64 * 64), h200);
+  ASSERT_EQ(l.form, ChannelNormForm::Cluster);
+  const ChannelNormCluster& c = l.cluster;
+  EXPECT_FALSE(c.one_wave);
+  EXPECT_EQ(c.cluster, 8);
+  EXPECT_EQ(c.block_channels, 80);  // 160 bytes per pixel: whole sectors
+  EXPECT_EQ(c.blocks, 4);
+  EXPECT_EQ(c.block_groups, 8);
+  EXPECT_EQ(c.vecs_per_pixel, 10);
+  EXPECT_EQ(c.lane_groups, 2);  // 8 lanes of 10-channel groups span at most two
+  EXPECT_EQ(c.pixels, 512);
+  EXPECT_EQ(c.rows, 32);
+  EXPECT_EQ(c.threads, 320);
+  EXPECT_EQ(c.iters, 16);
+  EXPECT_EQ(c.smem_iters, 16);
+  EXPECT_EQ(c.copy_groups, 4);
+  EXPECT_EQ(c.copy_group_iters, 4);
+  EXPECT_EQ(c.ctas_per_sm, 2);
+  EXPECT_EQ(c.data_bytes, 512 * 80 * 2);
+  EXPECT_EQ(c.smem_bytes, 512 * 80 * 2 + 2 * 320 * 2 * 4);
+  // Instancenorm (one channel per group): each lane its own group.
+  EXPECT_EQ(choose_channelnorm_layout(gn_problem(-1, 64, 64, 6 * 6), h200).cluster.lane_groups, 8);
+  // The overrides: channels per cluster, CTAs per cluster; a slice budget no cluster size meets
+  // leaves the cluster form to the next one (split).
+  ChannelNormLayout o = choose_channelnorm_layout(
+      gn_problem(-1, 320, 32, 64 * 64), h200,
+      parse_schedule_overrides("channelnorm.cb=40,channelnorm.cluster=4"));
+  ASSERT_EQ(o.form, ChannelNormForm::Cluster);
+  EXPECT_EQ(o.cluster.block_channels, 40);
+  EXPECT_EQ(o.cluster.vecs_per_pixel, 5);
+  EXPECT_EQ(o.cluster.cluster, 4);
+  EXPECT_EQ(o.cluster.pixels, 1024);
+  EXPECT_EQ(choose_channelnorm_layout(gn_problem(-1, 320, 32, 64 * 64), h200,
+                                      parse_schedule_overrides("channelnorm.slice_kb=40"))
+                .form,
+            ChannelNormForm::Split);
+}
+
+TEST(ChannelNorm, LayoutOneWave) {
+  const ChannelNormTarget h200;
+  // A known batch of 16: 512 CTAs of the cluster-of-8 form would run in 2.13 waves; clusters of
+  // two, one 640-thread CTA per SM, half of the 32 iterations in shared memory.
+  ChannelNormLayout l = choose_channelnorm_layout(gn_problem(16, 320, 32, 64 * 64), h200);
+  ASSERT_EQ(l.form, ChannelNormForm::ClusterOneWave);
+  EXPECT_TRUE(l.cluster.one_wave);
+  EXPECT_EQ(l.cluster.cluster, 2);
+  EXPECT_EQ(l.cluster.threads, 640);
+  EXPECT_EQ(l.cluster.rows, 64);
+  EXPECT_EQ(l.cluster.iters, 32);
+  EXPECT_EQ(l.cluster.smem_iters, 16);
+  EXPECT_EQ(l.cluster.ctas_per_sm, 1);
+  EXPECT_EQ(l.cluster.data_bytes, 16 * 640 * 16);
+  // Not where the re-read half would take more than half the L2, nor on fewer SMs than the
+  // clusters' CTAs, nor for a small batch (one wave already), nor under channelnorm.onewave=2.
+  ChannelNormTarget small_l2 = h200;
+  small_l2.l2_bytes = int64_t{32} << 20;
+  EXPECT_EQ(choose_channelnorm_layout(gn_problem(16, 320, 32, 64 * 64), small_l2).form,
+            ChannelNormForm::Cluster);
+  ChannelNormTarget few_sms = h200;
+  few_sms.sm_count = 100;
+  EXPECT_EQ(choose_channelnorm_layout(gn_problem(16, 320, 32, 64 * 64), few_sms).form,
+            ChannelNormForm::Cluster);
+  EXPECT_EQ(choose_channelnorm_layout(gn_problem(2, 320, 32, 64 * 64), h200).form,
+            ChannelNormForm::Cluster);
+  EXPECT_EQ(choose_channelnorm_layout(gn_problem(16, 320, 32, 64 * 64), h200,
+                                      parse_schedule_overrides("channelnorm.onewave=2"))
+                .form,
+            ChannelNormForm::Cluster);
+  // Forced on: any batch, the dynamic one included.
+  EXPECT_EQ(choose_channelnorm_layout(gn_problem(-1, 320, 32, 64 * 64), h200,
+                                      parse_schedule_overrides("channelnorm.onewave=1"))
+                .form,
+            ChannelNormForm::ClusterOneWave);
+}
+
+TEST(ChannelNorm, LayoutFormOrder) {
+  const ChannelNormTarget h200;
+  ChannelNormTarget a100 = h200;
+  a100.sm = 80;
+  const ChannelNormProblem p = gn_problem(-1, 320, 32, 64 * 64);
+  // sm_90: cluster; sm_80: split (no clusters); split and per-group by channelnorm.algo.
+  EXPECT_EQ(choose_channelnorm_layout(p, h200).form, ChannelNormForm::Cluster);
+  ChannelNormLayout s = choose_channelnorm_layout(p, a100);
+  ASSERT_EQ(s.form, ChannelNormForm::Split);
+  EXPECT_EQ(s.split.threads, 320);
+  EXPECT_EQ(s.split.ctas, 16);
+  EXPECT_EQ(
+      choose_channelnorm_layout(p, h200, parse_schedule_overrides("channelnorm.algo=split")).form,
+      ChannelNormForm::Split);
+  ChannelNormLayout pg =
+      choose_channelnorm_layout(p, h200, parse_schedule_overrides("channelnorm.algo=pergroup"));
+  EXPECT_EQ(pg.form, ChannelNormForm::PerGroup);
+  EXPECT_EQ(pg.pergroup_threads, 512);  // groups of 40960 elements
+  // A prologue: never the cluster form; the split one where it fits.
+  ChannelNormProblem pro = p;
+  pro.prologue = true;
+  EXPECT_EQ(choose_channelnorm_layout(pro, h200).form, ChannelNormForm::Split);
+  // channelnorm.algo=cluster falls back to the forms after it only: per-group.
+  EXPECT_EQ(
+      choose_channelnorm_layout(pro, h200, parse_schedule_overrides("channelnorm.algo=cluster"))
+          .form,
+      ChannelNormForm::PerGroup);
+  // Not dense channels-last (NCHW, a symbolic spatial size): per-group, small groups at 128
+  // threads.
+  ChannelNormProblem nchw = gn_problem(-1, 64, 8, 8 * 8);
+  nchw.dense = false;
+  ChannelNormLayout n = choose_channelnorm_layout(nchw, h200);
+  EXPECT_EQ(n.form, ChannelNormForm::PerGroup);
+  EXPECT_EQ(n.pergroup_threads, 128);
+  nchw.spatial = -1;
+  EXPECT_EQ(choose_channelnorm_layout(nchw, h200).pergroup_threads, 512);
+  // Channels not a multiple of the vector: no cluster; a sample whose elements are not a
+  // multiple of it: no split either.
+  EXPECT_EQ(choose_channelnorm_layout(gn_problem(-1, 12, 4, 24 * 40), h200).form,
+            ChannelNormForm::Split);
+  EXPECT_EQ(choose_channelnorm_layout(gn_problem(-1, 12, 4, 35), h200).form,
+            ChannelNormForm::PerGroup);
+}
+
 TEST(ChannelNorm, SplitPathForNhwcGroupnorm) {
   Graph g("gn");
   Tensor x = g.input("x", DType::F16, {"N", 320, 64, 64}, Layout::NHWC);
   Tensor y = g.groupnorm(x, 32, cst(g, "s", DType::F16, {320}), cst(g, "b", DType::F16, {320}));
   g.output(g.silu(y));
-  // The rule on sm_90: the cluster path (measured faster, run 22); on sm_80 the split path.
+  // The rule on sm_90: the cluster path (measured faster); on sm_80 the split path.
   EXPECT_TRUE(has(only_kernel(g, 90).name, "_cluster8")) << only_kernel(g, 90).name;
   for (int sm : {80, 90}) {
     // Two kernels, statistics then apply, sharing the workspace; the statistics kernel's last
@@ -134,12 +271,11 @@ TEST(ChannelNorm, SplitPathForNhwcGroupnorm) {
     // Statistics read the input once; apply reads it and writes the output.
     EXPECT_EQ(ks[0].bytes_moved.eval({{"N", 16}}), int64_t{16} * 320 * 64 * 64 * 2);
     EXPECT_GT(ks[1].bytes_moved.eval({{"N", 16}}), int64_t{2} * 16 * 320 * 64 * 64 * 2);
-    std::vector<KernelSpec> plain = kernels(g, sm, "channelnorm.algo=split,channelnorm.hints=2");
-    ASSERT_EQ(plain.size(), 2u);
+    // The L2 policies always: the statistics kernel keeps the input in L2 for the apply kernel,
+    // which reads it with evict_first and stores with the same policy.
     EXPECT_TRUE(has(ks[0].source, "pol = kiln_cn_policy_evict_last()"));
-    EXPECT_FALSE(has(plain[0].source, "pol = kiln_cn_policy"));
-    EXPECT_TRUE(has(plain[1].source, "kiln_stv("));
-    expect_compiles(plain[1], sm);
+    EXPECT_TRUE(has(ks[1].source, "pol = kiln_cn_policy_evict_first()"));
+    EXPECT_FALSE(has(ks[1].source.substr(ks[1].source.find("extern \"C\"")), "kiln_stv("));
   }
   // channelnorm.algo reaches the other two.
   EXPECT_TRUE(has(only_kernel(g, 90, "channelnorm.algo=cluster").name, "_cluster8"));
@@ -176,7 +312,7 @@ TEST(ChannelNorm, ClusterPathForNhwcGroupnorm) {
 
 // One wave: where the cluster rule's grid needs several waves of resident clusters and the
 // batch is known, clusters of two CTAs (one per SM, 640 threads) keep half of each 2048-pixel
-// slice in shared memory and read the other half again from L2 (runs 67-71, docs/PERFORMANCE.md).
+// slice in shared memory and read the other half again from L2 (docs/PERFORMANCE.md).
 TEST(ChannelNorm, OneWaveClusterForALargeKnownBatch) {
   auto build = [](Dim n, DType dt, Shape hw) {
     Graph g("gn");
@@ -360,10 +496,9 @@ TEST(ChannelNorm, SplitPathVariantsCompile) {
       v.build(g, dt);
       for (int sm : {80, 90}) {
         // The rules (mostly one CTA per sample at these sizes), and one vector per thread
-        // (several CTAs per sample, the last partial) without L2 policies.
+        // (several CTAs per sample, the last partial).
         for (const char* spec : {"channelnorm.algo=split",
-                                 "channelnorm.algo=split,channelnorm.vecs=1,channelnorm.iters=3,"
-                                 "channelnorm.hints=2"}) {
+                                 "channelnorm.algo=split,channelnorm.vecs=1,channelnorm.iters=3"}) {
           std::vector<KernelSpec> ks = kernels(g, sm, spec);
           ASSERT_EQ(ks.size(), 2u);
           SCOPED_TRACE(

@@ -142,8 +142,8 @@ TEST(Codegen, PointwiseSpecVectorizedWithSymbolicBatch) {
   ASSERT_EQ(ks.size(), 1u);
   const KernelSpec& k = ks[0];
   EXPECT_EQ(k.name, "pointwise_f16_add_gelu");
-  // 16-byte vectors: plain coherent loads and stores for the dense x and the output (the
-  // streaming hints only under stream.hints=1), the read-only path for the bias.
+  // 16-byte vectors: plain coherent loads and stores for the dense x and the output, the
+  // read-only path for the bias.
   const std::string body = k.source.substr(k.source.find("__global__"));
   EXPECT_NE(body.find("kiln_ldv_plain(t"), std::string::npos);
   EXPECT_NE(body.find("kiln_stv(t"), std::string::npos);
@@ -170,10 +170,10 @@ TEST(Codegen, PointwiseSpecVectorizedWithSymbolicBatch) {
   EXPECT_NO_THROW(nvrtc_compile(k.source, k.name, "sm_90"));
 }
 
-// KILN_SCHEDULE=stream.hints=1 brings back the streaming loads and stores (L1::no_allocate, .cs)
-// in pointwise and row-norm kernels; the sources still compile.
-TEST(Codegen, StreamHintsOverride) {
-  Graph g("hints");
+// Pointwise and row-norm kernels move their dense data with plain coherent 16-byte loads and
+// stores (the only form: the streaming hints' knob is gone, and refused as an unknown key).
+TEST(Codegen, PlainLoadsAndStores) {
+  Graph g("plain");
   Tensor x = g.input("x", DType::BF16, {64, 4096});
   Tensor y = g.add_node1("add", {x, cst(g, "b", DType::BF16, {4096})}, {}, "bias");
   Tensor z = g.add_node1("gelu", {y}, {}, "gelu");
@@ -181,21 +181,19 @@ TEST(Codegen, StreamHintsOverride) {
   PlanOptions po;
   po.fusion = false;  // one pointwise and one row-norm kernel at least
   Plan plan = plan_fusion(g, po);
-  for (int hints : {0, 1}) {
-    CodegenOptions co;
-    co.sm = 90;
-    if (hints) co.schedule = parse_schedule_overrides("stream.hints=1");
-    std::vector<KernelSpec> ks = generate_kernels(g, plan, co);
-    ASSERT_GE(ks.size(), 2u);
-    for (const KernelSpec& k : ks) {
-      const std::string body = k.source.substr(k.source.find("__global__"));
-      EXPECT_EQ(body.find("kiln_ldv_stream(t") != std::string::npos, hints == 1) << k.name;
-      EXPECT_EQ(body.find("kiln_stv_stream(t") != std::string::npos, hints == 1) << k.name;
-      EXPECT_EQ(body.find("kiln_ldv_plain(t") != std::string::npos, hints == 0) << k.name;
-      EXPECT_NO_THROW(nvrtc_compile(k.source, k.name, "sm_90")) << k.name;
-    }
+  CodegenOptions co;
+  co.sm = 90;
+  std::vector<KernelSpec> ks = generate_kernels(g, plan, co);
+  ASSERT_GE(ks.size(), 2u);
+  for (const KernelSpec& k : ks) {
+    const std::string body = k.source.substr(k.source.find("__global__"));
+    EXPECT_EQ(body.find("_stream("), std::string::npos) << k.name;
+    EXPECT_NE(body.find("kiln_ldv_plain(t"), std::string::npos) << k.name;
+    EXPECT_NE(body.find("kiln_stv(t"), std::string::npos) << k.name;
+    EXPECT_NO_THROW(nvrtc_compile(k.source, k.name, "sm_90")) << k.name;
   }
-  EXPECT_THROW(parse_schedule_overrides("stream.hints=3"), Error);
+  for (const char* gone : {"stream.hints=1", "stream.hints=2", "channelnorm.hints=2"})
+    EXPECT_THROW(parse_schedule_overrides(gone), Error) << gone;
 }
 
 TEST(Codegen, PointwiseMixedLayoutsAndBatchnormChain) {
@@ -251,14 +249,27 @@ TEST(Codegen, RowNormScheduleChoice) {
   EXPECT_TRUE(w.warp_per_row && w.registers);
   EXPECT_EQ(w.vec, 8);
   EXPECT_EQ(w.vecs_per_thread, 4);
+  EXPECT_EQ(w.row_threads, 32);
+  EXPECT_TRUE(w.exact && w.equal_counts);  // 32 lanes x 4 vectors x 8 elements
   RowSchedule c = choose_rownorm(4096, 2, true, 90);
   EXPECT_FALSE(c.warp_per_row);
   EXPECT_EQ(c.threads * c.vecs_per_thread * c.vec, 4096);
+  EXPECT_EQ(c.row_threads, c.threads);
+  EXPECT_TRUE(c.exact && c.equal_counts);
   RowSchedule odd = choose_rownorm(4097, 2, true, 90);
   EXPECT_EQ(odd.vec, 1);
   EXPECT_GE(odd.threads * odd.vecs_per_thread, 4097);
-  EXPECT_FALSE(choose_rownorm(-1, 2, true, 90).registers);
-  EXPECT_FALSE(choose_rownorm(1 << 20, 4, true, 90).registers);
+  EXPECT_FALSE(odd.exact || odd.equal_counts);  // bounds checks, a counting Welford merge
+  RowSchedule warp_odd = choose_rownorm(7, 4, true, 90);
+  EXPECT_TRUE(warp_odd.warp_per_row);
+  EXPECT_FALSE(warp_odd.exact);
+  RowSchedule sym = choose_rownorm(-1, 2, true, 90);
+  EXPECT_FALSE(sym.registers);
+  EXPECT_EQ(sym.row_threads, sym.threads);
+  RowSchedule huge = choose_rownorm(1 << 20, 4, true, 90);
+  EXPECT_FALSE(huge.registers);
+  EXPECT_FALSE(huge.exact);
+  EXPECT_EQ(huge.row_threads, 1024);
 }
 
 TEST(Codegen, ScheduleOverridesParseAndClamp) {
@@ -345,7 +356,7 @@ TEST(Codegen, ScheduleOverrideVariantsCompile) {
   for (auto [base_spec, spec] : std::vector<std::pair<const char*, const char*>>{
            {"channelnorm.algo=split",
             "pointwise.vecs=8,pointwise.threads=128,rownorm.threads=128,channelnorm.algo=split,"
-            "channelnorm.vecs=4,channelnorm.hints=2"},
+            "channelnorm.vecs=4"},
            {"",
             "pointwise.vecs=1,pointwise.threads=512,rownorm.threads=1024,channelnorm.algo=cluster,"
             "channelnorm.cluster=4,channelnorm.slice_kb=160"},
@@ -375,16 +386,16 @@ TEST(Codegen, RowNormKernelShape) {
   EXPECT_EQ(ks[0].name, "rownorm_bf16_r4096_add_layernorm_gelu");
   EXPECT_EQ(ks[0].grid[0].eval({{"N", 77}}), 77);  // one CTA per row
   // 256 threads per row (two vectors, 16 elements per thread); one block reduction (Welford
-  // triples, one barrier); row data streamed, scale and bias read as 16-byte vectors; the bf16
-  // result takes the fast gelu.
+  // triples, one barrier); row data by plain 16-byte loads and stores, scale and bias read as
+  // 16-byte vectors; the bf16 result takes the fast gelu.
   EXPECT_EQ(ks[0].block[0], 256);
   EXPECT_NE(ks[0].source.find("kiln_block_welford_equal<256>(st.mean, st.m2, 16.0f, kiln_red)"),
             std::string::npos);
   const std::string body = ks[0].source.substr(ks[0].source.find("extern \"C\""));
   EXPECT_EQ(body.find("kiln_block_sum"), std::string::npos);
   EXPECT_EQ(body.find("__syncthreads"), std::string::npos);  // the only barrier is the reduction's
-  EXPECT_NE(ks[0].source.find("kiln_ldv_stream("), std::string::npos);
-  EXPECT_NE(ks[0].source.find("kiln_stv_stream("), std::string::npos);
+  EXPECT_NE(body.find("kiln_ldv_plain(t"), std::string::npos);
+  EXPECT_NE(body.find("kiln_stv(t"), std::string::npos);
   EXPECT_NE(ks[0].source.find(" + q * 8, pr1);"), std::string::npos);
   EXPECT_NE(ks[0].source.find(" + q * 8, pr2);"), std::string::npos);
   EXPECT_NE(ks[0].source.find("kiln_gelu_erf_fast("), std::string::npos);

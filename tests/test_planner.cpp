@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <set>
 
+#include "engine/ir/op_table.hpp"
 #include "engine/planner/plan.hpp"
 #include "kiln/graph.hpp"
 
@@ -255,6 +256,78 @@ TEST(Planner, DeadNodesAreNotPlanned) {
   g.output(y);
   Plan p = plan_fusion(g);
   EXPECT_EQ(groups_of(g, p), (Groups{{"neg"}}));
+}
+
+// Fusion legality comes from the op table: every op's role agrees with its category, and the
+// elementwise spill-overs (batchnorm's per-channel operands, the fast 16-bit forms) are columns.
+TEST(Planner, OpTableRolesAgreeWithCategories) {
+  for (int k = 0; k < static_cast<int>(OpKind::Count); ++k) {
+    const OpInfo& info = op_info(static_cast<OpKind>(k));
+    SCOPED_TRACE(info.name);
+    switch (info.category) {
+      case OpCategory::Pointwise:
+        EXPECT_EQ(info.role, FusionRole::Elementwise);
+        EXPECT_TRUE(info.ref && info.cuda);
+        break;
+      case OpCategory::Movement:
+        EXPECT_EQ(info.role, FusionRole::Movement);
+        break;
+      case OpCategory::Normalization:
+        EXPECT_NE(info.role, FusionRole::Anchor);
+        EXPECT_NE(info.role, FusionRole::Movement);
+        break;
+      default:
+        EXPECT_EQ(info.role, FusionRole::Anchor);
+    }
+    if (info.role == FusionRole::Elementwise) EXPECT_TRUE(info.cuda);
+    if (info.fast16) EXPECT_EQ(info.max_inputs, 1);  // unary forms only
+    EXPECT_EQ(info.channel_operands, info.kind == OpKind::Batchnorm);
+  }
+  EXPECT_EQ(op_info(OpKind::Batchnorm).role, FusionRole::Elementwise);
+  EXPECT_EQ(op_info(OpKind::Groupnorm).role, FusionRole::ChannelStatistics);
+  EXPECT_EQ(op_info(OpKind::Softmax).role, FusionRole::RowStatistics);
+  for (OpKind k : {OpKind::Gelu, OpKind::Silu, OpKind::Sigmoid})
+    EXPECT_TRUE(op_info(k).fast16) << op_name(k);
+  EXPECT_FALSE(op_info(OpKind::Tanh).fast16);
+}
+
+// Batchnorm as the table's elementwise op: it joins a pointwise chain and a norm's epilogue.
+TEST(Planner, BatchnormFusesAsElementwise) {
+  Graph g("bn");
+  Tensor x = g.input("x", DType::F16, {"N", 64, 8, 8}, Layout::NHWC);
+  auto vec = [&](const char* n) { return cst(g, n, DType::F16, {64}); };
+  Tensor y = g.add_node1("groupnorm", {x}, {{"groups", int64_t{8}}}, "gn");
+  Tensor b = g.add_node1("batchnorm", {y, vec("s"), vec("b"), vec("m"), vec("v")}, {}, "bn");
+  g.output(g.add_node1("relu", {b}, {}, "relu"));
+  Plan p = plan_fusion(g);
+  EXPECT_EQ(groups_of(g, p), (Groups{{"gn", "bn", "relu"}})) << plan_to_string(g, p);
+  EXPECT_EQ(p.groups[0].kind, GroupKind::ChannelNorm);
+}
+
+// The attention group carries the chain the planner matched, for codegen to read.
+TEST(Planner, AttentionGroupCarriesItsChain) {
+  Graph g("attn");
+  Tensor q = g.input("q", DType::F16, {"N", 128, 64});
+  Tensor k = g.input("k", DType::F16, {"N", 128, 64});
+  Tensor v = g.input("v", DType::F16, {"N", 128, 64});
+  Tensor c = g.constant("c", desc(DType::F16, {}), HostTensor::from_f64(DType::F16, {}, {8.0}));
+  Tensor s = g.add_node1("matmul", {q, k}, {{"transpose_b", int64_t{1}}}, "qk");
+  Tensor sm = g.softmax(g.add_node1("div", {s, c}, {}, "scale"));
+  g.output(g.add_node1("matmul", {sm, v}, {}, "pv"));
+  Plan p = plan_fusion(g);
+  ASSERT_EQ(p.groups.size(), 1u) << plan_to_string(g, p);
+  const FusionGroup& a = p.groups[0];
+  EXPECT_EQ(a.kind, GroupKind::Attention);
+  ASSERT_TRUE(a.attention.has_value());
+  EXPECT_EQ(a.attention->qk, a.anchor);
+  EXPECT_EQ(a.attention->q, q.id);
+  EXPECT_EQ(a.attention->v, v.id);
+  EXPECT_EQ(a.attention->head_dim, 64);
+  EXPECT_DOUBLE_EQ(a.attention->scale_value, 1.0 / 8.0);
+  // Other groups carry none; nor does the unfused plan.
+  PlanOptions off;
+  off.fused_attention = false;
+  for (const FusionGroup& grp : plan_fusion(g, off).groups) EXPECT_FALSE(grp.attention);
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-// One row per op: name, category, arity, attributes, shape inference, pointwise math.
+// One row per op: name, category, fusion role, arity, attributes, shape inference, pointwise math.
 #include "engine/ir/op_table.hpp"
 
 #include <algorithm>
@@ -385,30 +385,38 @@ double sigmoid_ref(double x) {
 std::string call(const char* f, const std::vector<std::string>& x) {
   return fmt::format("{}({})", f, x[0]);
 }
+// Cast to the dtype of choice index `to` (f32|f16|bf16).
+std::string cast_expr(const std::string& x, double to) {
+  if (to == 1) return fmt::format("kiln_round_f16({})", x);
+  if (to == 2) return fmt::format("kiln_round_bf16({})", x);
+  return x;
+}
 
-#define UNARY(E, n, ref_expr, cuda_expr, ...)                                   \
-  OpInfo {                                                                      \
-    OpKind::E, #n, OpCategory::Pointwise, 1, 1, {__VA_ARGS__}, infer_unary,     \
-        [](const double* x, const double* p) -> double {                        \
-          (void)p;                                                              \
-          return ref_expr;                                                      \
-        },                                                                      \
-        [](const std::vector<std::string>& x, const double* p) -> std::string { \
-          (void)p;                                                              \
-          return cuda_expr;                                                     \
-        }                                                                       \
+#define CUDA_FN(cuda_expr)                                                \
+  [](const std::vector<std::string>& x, const double* p) -> std::string { \
+    (void)p;                                                              \
+    return cuda_expr;                                                     \
   }
-#define BINARY(E, n, ref_expr, cuda_expr)                                       \
-  OpInfo {                                                                      \
-    OpKind::E, #n, OpCategory::Pointwise, 2, 2, {}, infer_binary,               \
-        [](const double* x, const double* p) -> double {                        \
-          (void)p;                                                              \
-          return ref_expr;                                                      \
-        },                                                                      \
-        [](const std::vector<std::string>& x, const double* p) -> std::string { \
-          (void)p;                                                              \
-          return cuda_expr;                                                     \
-        }                                                                       \
+#define REF_FN(ref_expr)                           \
+  [](const double* x, const double* p) -> double { \
+    (void)p;                                       \
+    return ref_expr;                               \
+  }
+#define UNARY(E, n, ref_expr, cuda_expr, ...)                                           \
+  OpInfo {                                                                              \
+    OpKind::E, #n, OpCategory::Pointwise, FusionRole::Elementwise, 1, 1, {__VA_ARGS__}, \
+        infer_unary, REF_FN(ref_expr), CUDA_FN(cuda_expr)                               \
+  }
+// A unary op with a fast form for 16-bit results (OpInfo::fast16).
+#define UNARY16(E, n, ref_expr, cuda_expr, fast16_expr, ...)                            \
+  OpInfo {                                                                              \
+    OpKind::E, #n, OpCategory::Pointwise, FusionRole::Elementwise, 1, 1, {__VA_ARGS__}, \
+        infer_unary, REF_FN(ref_expr), CUDA_FN(cuda_expr), CUDA_FN(fast16_expr)         \
+  }
+#define BINARY(E, n, ref_expr, cuda_expr)                                                  \
+  OpInfo {                                                                                 \
+    OpKind::E, #n, OpCategory::Pointwise, FusionRole::Elementwise, 2, 2, {}, infer_binary, \
+        REF_FN(ref_expr), CUDA_FN(cuda_expr)                                               \
   }
 
 AttrSpec f_attr(const char* n, double d) {
@@ -424,9 +432,10 @@ AttrSpec req_ints(const char* n) {
   return {n, AttrKind::Ints, std::nullopt};
 }
 
-std::vector<OpInfo> build_table() {
+// The pointwise ops' rows: unary, then binary.
+std::vector<OpInfo> pointwise_rows() {
   using F = std::string;
-  std::vector<OpInfo> t = {
+  return {
       // clang-format off
       UNARY(Relu, relu, std::max(x[0], 0.0), F("fmaxf(" + x[0] + ", 0.0f)")),
       UNARY(LeakyRelu, leaky_relu, x[0] > 0 ? x[0] : p[0] * x[0],
@@ -435,11 +444,14 @@ std::vector<OpInfo> build_table() {
       UNARY(Elu, elu, x[0] > 0 ? x[0] : p[0] * std::expm1(x[0]),
             fmt::format("({0} > 0.0f ? {0} : {1} * expm1f({0}))", x[0], cuda_float(p[0])),
             f_attr("alpha", 1.0)),
-      UNARY(Gelu, gelu, gelu_ref(x[0], p[0] != 0),
-            call(p[0] != 0 ? "kiln_gelu_tanh" : "kiln_gelu_erf", x),
-            AttrSpec{"approximate", AttrKind::Enum, AttrValue(std::string("none")), "none|tanh"}),
-      UNARY(Silu, silu, x[0] * sigmoid_ref(x[0]), call("kiln_silu", x)),
-      UNARY(Sigmoid, sigmoid, sigmoid_ref(x[0]), call("kiln_sigmoid", x)),
+      UNARY16(Gelu, gelu, gelu_ref(x[0], p[0] != 0),
+              call(p[0] != 0 ? "kiln_gelu_tanh" : "kiln_gelu_erf", x),
+              call(p[0] != 0 ? "kiln_gelu_tanh_fast" : "kiln_gelu_erf_fast", x),
+              AttrSpec{"approximate", AttrKind::Enum, AttrValue(std::string("none")), "none|tanh"}),
+      UNARY16(Silu, silu, x[0] * sigmoid_ref(x[0]), call("kiln_silu", x),
+              call("kiln_silu_fast", x)),
+      UNARY16(Sigmoid, sigmoid, sigmoid_ref(x[0]), call("kiln_sigmoid", x),
+              call("kiln_sigmoid_fast", x)),
       UNARY(Tanh, tanh, std::tanh(x[0]), call("tanhf", x)),
       UNARY(Softplus, softplus, x[0] > 20 ? x[0] : std::log1p(std::exp(x[0])),
             call("kiln_softplus", x)),
@@ -455,7 +467,8 @@ std::vector<OpInfo> build_table() {
       UNARY(Reciprocal, reciprocal, 1.0 / x[0], F("(1.0f / " + x[0] + ")")),
       UNARY(Erf, erf, std::erf(x[0]), call("erff", x)),
       UNARY(Identity, identity, x[0], x[0]),
-      UNARY(Cast, cast, x[0], x[0],
+      // Rounding through the narrower storage type, as storing and reloading would.
+      UNARY(Cast, cast, x[0], cast_expr(x[0], p[0]),
             AttrSpec{"dtype", AttrKind::Enum, std::nullopt, "f32|f16|bf16"}),
       BINARY(Add, add, x[0] + x[1], F("(" + x[0] + " + " + x[1] + ")")),
       BINARY(Sub, sub, x[0] - x[1], F("(" + x[0] + " - " + x[1] + ")")),
@@ -465,9 +478,16 @@ std::vector<OpInfo> build_table() {
       BINARY(Min, min, std::min(x[0], x[1]), F("fminf(" + x[0] + ", " + x[1] + ")")),
       BINARY(Pow, pow, std::pow(x[0], x[1]), F("powf(" + x[0] + ", " + x[1] + ")")),
       // clang-format on
+  };
+}
+
+// Contractions and normalizations.
+std::vector<OpInfo> contraction_and_norm_rows() {
+  return {
       {OpKind::Conv2d,
        "conv2d",
        OpCategory::Contraction,
+       FusionRole::Anchor,
        2,
        3,
        {ints_attr("stride", {1, 1}), ints_attr("padding", {0, 0}), ints_attr("dilation", {1, 1}),
@@ -476,20 +496,30 @@ std::vector<OpInfo> build_table() {
       {OpKind::Matmul,
        "matmul",
        OpCategory::Contraction,
+       FusionRole::Anchor,
        2,
        3,
        {i_attr("transpose_a", 0), i_attr("transpose_b", 0)},
        infer_matmul},
+      // Inference batchnorm: a normalization without statistics, a per-channel affine
+      // (x - mean) * rsqrt(var + eps) * scale + bias evaluated elementwise.
       {OpKind::Batchnorm,
        "batchnorm",
        OpCategory::Normalization,
+       FusionRole::Elementwise,
        5,
        5,
        {f_attr("eps", 1e-5)},
-       infer_batchnorm},
+       infer_batchnorm,
+       nullptr,
+       CUDA_FN(fmt::format("(({} - {}) * rsqrtf({} + {}) * {} + {})", x[0], x[3], x[4],
+                           cuda_float(p[0]), x[1], x[2])),
+       nullptr,
+       true},
       {OpKind::Layernorm,
        "layernorm",
        OpCategory::Normalization,
+       FusionRole::RowStatistics,
        1,
        3,
        {i_attr("axis", -1), f_attr("eps", 1e-5)},
@@ -497,6 +527,7 @@ std::vector<OpInfo> build_table() {
       {OpKind::Rmsnorm,
        "rmsnorm",
        OpCategory::Normalization,
+       FusionRole::RowStatistics,
        1,
        2,
        {i_attr("axis", -1), f_attr("eps", 1e-6)},
@@ -504,6 +535,7 @@ std::vector<OpInfo> build_table() {
       {OpKind::Groupnorm,
        "groupnorm",
        OpCategory::Normalization,
+       FusionRole::ChannelStatistics,
        1,
        3,
        {{"groups", AttrKind::Int, std::nullopt}, f_attr("eps", 1e-5)},
@@ -511,6 +543,7 @@ std::vector<OpInfo> build_table() {
       {OpKind::Instancenorm,
        "instancenorm",
        OpCategory::Normalization,
+       FusionRole::ChannelStatistics,
        1,
        3,
        {f_attr("eps", 1e-5)},
@@ -518,13 +551,21 @@ std::vector<OpInfo> build_table() {
       {OpKind::Softmax,
        "softmax",
        OpCategory::Normalization,
+       FusionRole::RowStatistics,
        1,
        1,
        {i_attr("axis", -1)},
        infer_softmax},
+  };
+}
+
+// Reductions, windows and movement.
+std::vector<OpInfo> reduction_window_movement_rows() {
+  return {
       {OpKind::ReduceSum,
        "reduce_sum",
        OpCategory::Reduction,
+       FusionRole::Anchor,
        1,
        1,
        {ints_attr("axes", {}), i_attr("keepdims", 0)},
@@ -532,6 +573,7 @@ std::vector<OpInfo> build_table() {
       {OpKind::ReduceMean,
        "reduce_mean",
        OpCategory::Reduction,
+       FusionRole::Anchor,
        1,
        1,
        {ints_attr("axes", {}), i_attr("keepdims", 0)},
@@ -539,6 +581,7 @@ std::vector<OpInfo> build_table() {
       {OpKind::ReduceMax,
        "reduce_max",
        OpCategory::Reduction,
+       FusionRole::Anchor,
        1,
        1,
        {ints_attr("axes", {}), i_attr("keepdims", 0)},
@@ -546,6 +589,7 @@ std::vector<OpInfo> build_table() {
       {OpKind::ReduceMin,
        "reduce_min",
        OpCategory::Reduction,
+       FusionRole::Anchor,
        1,
        1,
        {ints_attr("axes", {}), i_attr("keepdims", 0)},
@@ -553,6 +597,7 @@ std::vector<OpInfo> build_table() {
       {OpKind::Maxpool2d,
        "maxpool2d",
        OpCategory::Window,
+       FusionRole::Anchor,
        1,
        1,
        {req_ints("kernel"), ints_attr("stride", {}), ints_attr("padding", {0, 0})},
@@ -560,15 +605,24 @@ std::vector<OpInfo> build_table() {
       {OpKind::Avgpool2d,
        "avgpool2d",
        OpCategory::Window,
+       FusionRole::Anchor,
        1,
        1,
        {req_ints("kernel"), ints_attr("stride", {}), ints_attr("padding", {0, 0}),
         i_attr("count_include_pad", 0)},
        infer_pool},
-      {OpKind::GlobalAvgpool, "global_avgpool", OpCategory::Window, 1, 1, {}, infer_global_pool},
+      {OpKind::GlobalAvgpool,
+       "global_avgpool",
+       OpCategory::Window,
+       FusionRole::Anchor,
+       1,
+       1,
+       {},
+       infer_global_pool},
       {OpKind::Reshape,
        "reshape",
        OpCategory::Movement,
+       FusionRole::Movement,
        1,
        1,
        {{"shape", AttrKind::Dims, std::nullopt}},
@@ -576,6 +630,7 @@ std::vector<OpInfo> build_table() {
       {OpKind::Transpose,
        "transpose",
        OpCategory::Movement,
+       FusionRole::Movement,
        1,
        1,
        {req_ints("perm")},
@@ -583,11 +638,18 @@ std::vector<OpInfo> build_table() {
       {OpKind::Pad,
        "pad",
        OpCategory::Movement,
+       FusionRole::Movement,
        1,
        1,
        {req_ints("pads"), f_attr("value", 0.0)},
        infer_pad},
   };
+}
+
+std::vector<OpInfo> build_table() {
+  std::vector<OpInfo> t = pointwise_rows();
+  for (auto rows : {contraction_and_norm_rows, reduction_window_movement_rows})
+    for (OpInfo& row : rows()) t.push_back(std::move(row));
   // Index by kind; every kind must have exactly one row.
   std::vector<OpInfo> by_kind(static_cast<size_t>(OpKind::Count), t[0]);
   std::vector<bool> seen(by_kind.size(), false);
@@ -603,7 +665,10 @@ std::vector<OpInfo> build_table() {
   return by_kind;
 }
 #undef UNARY
+#undef UNARY16
 #undef BINARY
+#undef CUDA_FN
+#undef REF_FN
 
 const std::vector<OpInfo>& table() {
   static const std::vector<OpInfo> t = build_table();

@@ -1,4 +1,4 @@
-// The op table: one row per op (engine/op_table.cpp). Everything op-specific that the builder,
+// The op table: one row per op (engine/ir/op_table.cpp). Everything op-specific that the builder,
 // the JSON loader, shape inference, the CPU reference and codegen need is looked up here.
 #pragma once
 
@@ -31,15 +31,35 @@ using RefFn = double (*)(const double* x, const double* p);
 // CUDA f32 expression over operand variable names and scalar params.
 using CudaFn = std::string (*)(const std::vector<std::string>& x, const double* p);
 
+// How the planner fuses an op and codegen evaluates it: fusion legality comes from this and the
+// category, never from op names.
+enum class FusionRole : uint8_t {
+  // One output element from the same element of each operand (broadcast, or per-channel when
+  // `channel_operands`): part of any group's prologue or epilogue, or of a pointwise chain.
+  // Pointwise ops, and inference batchnorm (a per-channel affine).
+  Elementwise,
+  Anchor,             // starts a group of its category's kind: reductions, windows, contractions
+  RowStatistics,      // anchor: statistics over the innermost dims (layernorm, rmsnorm, softmax)
+  ChannelStatistics,  // anchor: statistics over channel groups x spatial (groupnorm, instancenorm)
+  Movement,           // reshape, transpose, pad: a view or a copy
+};
+
 struct OpInfo {
   OpKind kind;
   const char* name;
   OpCategory category;
+  FusionRole role;
   int min_inputs, max_inputs;
   std::vector<AttrSpec> attrs;
   InferFn infer;
-  RefFn ref = nullptr;    // pointwise only
-  CudaFn cuda = nullptr;  // pointwise only
+  RefFn ref = nullptr;    // pointwise ops' math (the CPU reference)
+  CudaFn cuda = nullptr;  // elementwise ops' f32 CUDA expression
+  // Elementwise ops with a 16-bit result: a faster form (relative error ~1e-6..2e-5, far below a
+  // 16-bit ulp) instead of `cuda`; f32 results keep `cuda`'s IEEE-exact one. nullptr: none.
+  CudaFn fast16 = nullptr;
+  // Operands after the first are per-channel vectors, indexed by dim 1 of the first (batchnorm's
+  // scale, bias, mean and var); otherwise operands broadcast numpy-style.
+  bool channel_operands = false;
 };
 
 const OpInfo& op_info(OpKind k);

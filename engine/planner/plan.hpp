@@ -1,9 +1,11 @@
 // The fusion plan: the graph partitioned into groups, each of which becomes one kernel.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "engine/planner/attention_pattern.hpp"
 #include "kiln/graph.hpp"
 
 namespace kiln {
@@ -31,6 +33,8 @@ struct FusionGroup {
   std::vector<int> outputs;  // tensor ids written to memory (graph outputs or used outside)
   std::string name;          // readable kernel-name stem: "layernorm_bf16_add_gelu"
   std::vector<std::string> why;  // one line per boundary decision ("gelu -> matmul: contraction")
+  // Attention groups: the chain the planner matched (codegen reads it, never matches again).
+  std::optional<AttentionChain> attention;
 };
 
 struct PlanOptions {

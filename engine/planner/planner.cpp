@@ -1,6 +1,6 @@
 // The fusion planner: partitions the graph into groups, each of which becomes one kernel.
 //
-// Legality comes from op categories only:
+// Legality comes from the op table only (each op's FusionRole and category), never op names:
 //  - Anchors (Normalization with statistics, Reduction, Window, Contraction) start a group.
 //    Elementwise producers of a non-contraction anchor's main input with that input's shape fuse
 //    in as a prologue; elementwise consumers of the anchor output with the output's shape fuse in
@@ -10,8 +10,9 @@
 //  - Movement ops are materialized by Copy groups. A copy reads each input element at most once,
 //    so private elementwise producers of its input (their results used nowhere else) fuse in as
 //    a prologue, computed on the fly where the copy reads them.
-//  - Inference batchnorm (category Normalization, but no statistics) is a per-channel affine and
-//    counts as elementwise.
+//  - Inference batchnorm (category Normalization, but no statistics) is a per-channel affine:
+//    its table role is Elementwise, and its per-channel operands (OpInfo::channel_operands)
+//    broadcast along dim 1 wherever it fuses.
 // Every tentative fusion is checked to keep the group graph acyclic; a tensor produced inside a
 // group and needed outside it (or a graph output) is written as an extra group output.
 #include <algorithm>
@@ -20,10 +21,10 @@
 #include <optional>
 #include <set>
 
-#include "engine/planner/attention_pattern.hpp"
 #include "engine/base/check.hpp"
 #include "engine/ir/op_table.hpp"
 #include "engine/passes/passes.hpp"
+#include "engine/planner/attention_pattern.hpp"
 #include "engine/planner/plan.hpp"
 
 namespace kiln {
@@ -57,18 +58,29 @@ namespace {
 OpCategory cat(const Node& n) {
   return op_info(n.op).category;
 }
-// Elementwise: pointwise ops and inference batchnorm (normalization without statistics: every
-// input but the first is a per-channel constant vector).
+FusionRole role(const Node& n) {
+  return op_info(n.op).role;
+}
 bool elementwise(const Node& n) {
-  return cat(n) == OpCategory::Pointwise || n.op == OpKind::Batchnorm;
+  return role(n) == FusionRole::Elementwise;
 }
 bool is_anchor(const Node& n) {
-  OpCategory c = cat(n);
-  return !elementwise(n) && (c == OpCategory::Normalization || c == OpCategory::Reduction ||
-                             c == OpCategory::Window || c == OpCategory::Contraction);
+  FusionRole r = role(n);
+  return r == FusionRole::Anchor || r == FusionRole::RowStatistics ||
+         r == FusionRole::ChannelStatistics;
 }
 
 GroupKind anchor_kind(const Node& n) {
+  switch (role(n)) {
+    case FusionRole::RowStatistics:
+      return GroupKind::RowNorm;
+    case FusionRole::ChannelStatistics:
+      return GroupKind::ChannelNorm;
+    case FusionRole::Anchor:
+      break;
+    default:
+      return GroupKind::Pointwise;
+  }
   switch (cat(n)) {
     case OpCategory::Contraction:
       return GroupKind::Contraction;
@@ -76,10 +88,6 @@ GroupKind anchor_kind(const Node& n) {
       return GroupKind::Reduction;
     case OpCategory::Window:
       return GroupKind::Window;
-    case OpCategory::Normalization:
-      // Statistics over groups of channels x spatial vs over the innermost dims.
-      return n.op == OpKind::Groupnorm || n.op == OpKind::Instancenorm ? GroupKind::ChannelNorm
-                                                                       : GroupKind::RowNorm;
     default:
       return GroupKind::Pointwise;
   }
@@ -106,7 +114,7 @@ class Planner {
       // 0. Attention chains: two contractions around a softmax, one kernel.
       if (opts_.fused_attention && opts_.sm >= 80)
         for (int i = 0; i < nn; ++i)
-          if (live_[i] && group_of_[i] < 0 && nodes[i].op == OpKind::Matmul) claim_attention(i);
+          if (live_[i] && group_of_[i] < 0) claim_attention(i);
       // 1. Anchors with prologues and epilogues, in topological order.
       for (int i = 0; i < nn; ++i)
         if (live_[i] && group_of_[i] < 0 && is_anchor(nodes[i])) {
@@ -143,7 +151,8 @@ class Planner {
     int anchor;
     std::set<int> nodes;
     bool dead = false;
-    std::vector<std::string> notes;  // fusion decisions recorded while planning
+    std::vector<std::string> notes;           // fusion decisions recorded while planning
+    std::optional<AttentionChain> attention;  // Attention groups: the matched chain
   };
 
   GroupKind kind_of(int i) const {
@@ -244,6 +253,7 @@ class Planner {
     for (int n : {c->scale, c->softmax, c->pv})
       if (n >= 0 && (group_of_[n] >= 0 || !live_[n])) return;
     int gid = new_group(qk, GroupKind::Attention, qk);
+    groups_[gid].attention = c;
     for (int n : {c->scale, c->softmax, c->pv})
       if (n >= 0) {
         groups_[gid].nodes.insert(n);
@@ -329,8 +339,8 @@ class Planner {
               ok = false;
             continue;
           }
-          // Batchnorm's parameters are per-channel vectors (indexed by dim 1).
-          bool per_channel = cn.op == OpKind::Batchnorm && s > 0;
+          // Per-channel parameters (batchnorm's) index dim 1 of the iteration.
+          bool per_channel = op_info(cn.op).channel_operands && s > 0;
           if (contraction && !per_channel &&
               !contraction_operand_ok(g_.tensor(in).desc.shape, shape))
             ok = false;
@@ -462,9 +472,9 @@ class Planner {
     return fmt::format("{}: {} needs an operand computed by a later kernel", edge, cn.name);
   }
 
-  Plan finish() {
+  // The live groups in a valid execution order: topological (Kahn), ties by smallest node index.
+  std::vector<int> execution_order() const {
     const auto& nodes = g_.nodes();
-    // Order groups topologically (Kahn), ties by smallest node index.
     int ng = static_cast<int>(groups_.size());
     std::vector<std::set<int>> succ(ng);
     std::vector<int> indeg(ng, 0);
@@ -490,7 +500,64 @@ class Planner {
       for (int s : succ[x])
         if (--indeg[s] == 0) ready.insert({first_node(s), s});
     }
-    std::vector<int> new_id(ng, -1);
+    KILN_ASSERT(order.size() == static_cast<size_t>(std::count_if(
+                                    groups_.begin(), groups_.end(),
+                                    [](const G& x) { return !x.dead && !x.nodes.empty(); })),
+                "fusion plan has a cycle");
+    return order;
+  }
+
+  // Group `gi`'s outputs: tensors it produces that a graph output is or another group reads,
+  // with why each intermediate one is written.
+  void add_outputs(int gi, FusionGroup* fg) const {
+    const auto& nodes = g_.nodes();
+    int last = fg->nodes.back();
+    for (int n : fg->nodes) {
+      for (int t : nodes[n].outputs) {
+        std::vector<std::string> outside;
+        for (int c : consumers_[t])
+          if (live_[c] && group_of_[c] != gi) outside.push_back(nm(c));
+        bool out = is_output_.count(t) > 0;
+        if (outside.empty() && !out) continue;
+        fg->outputs.push_back(t);
+        if (n == last) continue;
+        std::string users;
+        for (const std::string& u : outside) users += (users.empty() ? "" : ", ") + u;
+        if (out && outside.empty())
+          fg->why.push_back(fmt::format("{} output '{}' is a graph output: written as extra output",
+                                        nm(n), g_.tensor(t).name));
+        else
+          fg->why.push_back(fmt::format("{} output '{}' also used by {}: written as extra output",
+                                        nm(n), g_.tensor(t).name, users));
+      }
+    }
+  }
+
+  // The kernel-name stem: kind_dtype_op_op... (repeats folded, at most six ops).
+  std::string name_stem(const FusionGroup& fg) const {
+    const auto& nodes = g_.nodes();
+    const TensorDesc& d0 =
+        g_.tensor(nodes[fg.anchor >= 0 ? fg.anchor : fg.nodes[0]].outputs[0]).desc;
+    std::string stem = fmt::format("{}_{}", group_kind_name(fg.kind), dtype_name(d0.dtype));
+    std::string prev;
+    int count = 0;
+    for (int n : fg.nodes) {
+      std::string op = op_name(nodes[n].op);
+      if (op == prev) continue;
+      if (++count > 6) {
+        stem += "_etc";
+        break;
+      }
+      stem += "_" + op;
+      prev = op;
+    }
+    return stem;
+  }
+
+  Plan finish() {
+    const auto& nodes = g_.nodes();
+    const std::vector<int> order = execution_order();
+    std::vector<int> new_id(groups_.size(), -1);
     for (size_t k = 0; k < order.size(); ++k) new_id[order[k]] = static_cast<int>(k);
 
     Plan plan;
@@ -500,6 +567,7 @@ class Planner {
       fg.id = static_cast<int>(k);
       fg.kind = src.kind;
       fg.anchor = src.anchor;
+      fg.attention = src.attention;
       fg.nodes.assign(src.nodes.begin(), src.nodes.end());  // node order is topological
       std::set<int> produced, inputs_seen;
       for (int n : fg.nodes)
@@ -512,27 +580,7 @@ class Planner {
                                      category_name(cat(nodes[src.anchor])),
                                      group_kind_name(src.kind)));
       for (const std::string& s : src.notes) fg.why.push_back(s);
-      int last = fg.nodes.back();
-      for (int n : fg.nodes) {
-        for (int t : nodes[n].outputs) {
-          std::vector<std::string> outside;
-          for (int c : consumers_[t])
-            if (live_[c] && group_of_[c] != order[k]) outside.push_back(nm(c));
-          bool out = is_output_.count(t) > 0;
-          if (outside.empty() && !out) continue;
-          fg.outputs.push_back(t);
-          if (n == last) continue;
-          std::string users;
-          for (const std::string& u : outside) users += (users.empty() ? "" : ", ") + u;
-          if (out && outside.empty())
-            fg.why.push_back(
-                fmt::format("{} output '{}' is a graph output: written as extra output", nm(n),
-                            g_.tensor(t).name));
-          else
-            fg.why.push_back(fmt::format("{} output '{}' also used by {}: written as extra output",
-                                         nm(n), g_.tensor(t).name, users));
-        }
-      }
+      add_outputs(order[k], &fg);
       // Boundaries with producer groups.
       for (int n : fg.nodes) {
         const Node& node = nodes[n];
@@ -543,29 +591,9 @@ class Planner {
                                        new_id[group_of_[p]]));
         }
       }
-      // Name stem: kind_dtype_op_op...
-      const TensorDesc& d0 =
-          g_.tensor(nodes[src.anchor >= 0 ? src.anchor : fg.nodes[0]].outputs[0]).desc;
-      std::string stem = fmt::format("{}_{}", group_kind_name(fg.kind), dtype_name(d0.dtype));
-      std::string prev;
-      int count = 0;
-      for (int n : fg.nodes) {
-        std::string op = op_name(nodes[n].op);
-        if (op == prev) continue;
-        if (++count > 6) {
-          stem += "_etc";
-          break;
-        }
-        stem += "_" + op;
-        prev = op;
-      }
-      fg.name = stem;
+      fg.name = name_stem(fg);
       plan.groups.push_back(std::move(fg));
     }
-    KILN_ASSERT(order.size() == static_cast<size_t>(std::count_if(
-                                    groups_.begin(), groups_.end(),
-                                    [](const G& x) { return !x.dead && !x.nodes.empty(); })),
-                "fusion plan has a cycle");
     return plan;
   }
 

@@ -343,10 +343,8 @@ std::vector<Case> make_cases() {
       split.kernel = "_split_apply";
       cases.push_back(split);
       // Several statistics CTAs per sample of three chunks each, a partial last span.
-      plain.name += "_split_vecs1_iters3_nohints";
-      plain.schedule =
-          "channelnorm.algo=split,channelnorm.vecs=1,channelnorm.iters=3,"
-          "channelnorm.hints=2";
+      plain.name += "_split_vecs1_iters3";
+      plain.schedule = "channelnorm.algo=split,channelnorm.vecs=1,channelnorm.iters=3";
       plain.kernel = "_split_apply";
       cases.push_back(plain);
       cluster.name += "_cluster";
