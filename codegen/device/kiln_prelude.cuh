@@ -163,31 +163,13 @@ KILN_DEVICE void kiln_stv_half(kiln_bf16* p, const float* v) {
   kiln_st8(p, kiln_pack_bf16x2(v[0], v[1]), kiln_pack_bf16x2(v[2], v[3]));
 }
 
-// Coherent (not .nc) loads for single-use row/element data. On the H200 under the anchors' timing
-// (L2 dirty from the flush), plain ld.global / st.global streams 134 MB at 88-90 % of the 2 GiB
-// copy rate where ld.global.nc(.L1::no_allocate) / st.global.cs reach 82-84 %
-// (bench/stream_probe.cu, docs/PERFORMANCE.md run 49).
+// Coherent (not .nc) loads for single-use row/element data: under the anchors' timing (L2 left
+// dirty by the flush) plain ld.global / st.global stream faster than the non-coherent and
+// streaming forms (docs/PERFORMANCE.md).
 KILN_DEFINE_LD16(kiln_ld16_plain, "ld.global.v4.u32")
 template <class T>
 KILN_DEVICE void kiln_ldv_plain(const T* p, float* v) {
   kiln_unpack16(kiln_ld16_plain(p), p, v);
-}
-
-// Streaming variants for single-use row/element data (KILN_SCHEDULE=stream.hints=1): the load does
-// not allocate in L1, the store is evict-first (.cs) in L2.
-KILN_DEFINE_LD16(kiln_ld16_stream, "ld.global.nc.L1::no_allocate.v4.u32")
-KILN_DEVICE void kiln_st16_stream(void* p, uint4 v) {
-  asm volatile("st.global.cs.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z),
-               "r"(v.w)
-               : "memory");
-}
-template <class T>
-KILN_DEVICE void kiln_ldv_stream(const T* p, float* v) {
-  kiln_unpack16(kiln_ld16_stream(p), p, v);
-}
-template <class T>
-KILN_DEVICE void kiln_stv_stream(T* p, const float* v) {
-  kiln_st16_stream(p, kiln_pack16(v, p));
 }
 
 // ---------------------------------------------------------------- reductions
