@@ -799,7 +799,7 @@ TEST(Contraction, TmaKernelsCompileForSm90a) {
         }));
       }
       // A and B, and the output where its tile fits beside the stages (TMA store epilogue).
-      const bool stored = k.source.find("kc_tma_store_2d(&kc_omap") != std::string::npos;
+      const bool stored = k.source.find("kc_tile_store<") != std::string::npos;
       EXPECT_EQ(maps, stored ? 3 : 2);
       // ... where the tile costs no CTA per SM (228 KB per SM, 1 KB reserved per CTA).
       auto per_sm = [](int64_t smem) { return 233472 / (smem + 1024); };
@@ -1257,7 +1257,8 @@ TEST(Contraction, EpiloguePairLoads) {
 // The TMA kernels prefetch a 16-bit residual operand's tile into shared memory with TMA (one
 // barrier of its own, BN / 64 swizzled slabs after the stages) and read it there in the
 // epilogue; an f32 residual, or KILN_SCHEDULE contraction.prefetch=2, keeps the global loads. A
-// single 16-bit output is written into the same tile and stored by TMA.
+// single 16-bit output is written into the same tile and stored by TMA
+// (contraction_epilogue_tile.cuh).
 TEST(Contraction, PrefetchedResidualTile) {
   auto maps = [](const KernelSpec& k) {
     int n = 0;
@@ -1271,7 +1272,8 @@ TEST(Contraction, PrefetchedResidualTile) {
   EXPECT_EQ(count(body, "kc_mbar_wait(kc_rbar, 0);"), 1u);
   // read there, and the output written over it, then stored by TMA
   EXPECT_EQ(count(body, "*kc_tword(lrow, lcol)"), 2u);
-  EXPECT_EQ(count(body, "kc_tma_store_2d(&kc_omap"), 1u);
+  EXPECT_EQ(count(body, "kc_tile_load<"), 1u);
+  EXPECT_EQ(count(body, "kc_tile_store<"), 1u);
   EXPECT_EQ(count(body, "kc_ld_x2("), 1u);  // the bias only
   EXPECT_EQ(maps(k), 4);
   compile_for(k, {"sm_90a"});
@@ -1290,7 +1292,7 @@ TEST(Contraction, PrefetchedResidualTile) {
   EXPECT_LT(none.smem_bytes, k.smem_bytes);
   KernelSpec f32 = emit_arch_specific(residual_conv_graph(256, DType::F32));
   EXPECT_EQ(f32.source.find("kc_mbar_wait(kc_rbar"), std::string::npos);
-  EXPECT_NE(f32.source.find("kc_tma_store_2d(&kc_omap"), std::string::npos);  // f16 output
+  EXPECT_NE(f32.source.find("kc_tile_store<"), std::string::npos);  // f16 output
   compile_for(f32, {"sm_90a"});
   // Two outputs (the pre-activation kept): per-fragment global stores.
   Graph g2("two_outputs");
@@ -1301,7 +1303,8 @@ TEST(Contraction, PrefetchedResidualTile) {
   g2.output(c);
   g2.output(g2.relu(c));
   KernelSpec two = emit_arch_specific(g2);
-  EXPECT_EQ(two.source.find("kc_tma_store_2d(&kc_omap"), std::string::npos) << two.name;
+  EXPECT_EQ(two.source.find("kc_tile_store<"), std::string::npos) << two.name;
+  EXPECT_EQ(two.source.find("kc_tile_word"), std::string::npos) << two.name;  // no tile code
   EXPECT_EQ(make_group(g2).outputs.size(), 2u);
 }
 

@@ -90,15 +90,9 @@ void emit_fragments(TcKernel& k) {
   const ContractionLayout& L = k.L;
   if (L.tile_in_smem()) {
     if (L.residual >= 0) b.line("kc_mbar_wait(kc_rbar, 0);");
-    // The tile's word at tile row r, column c (even): slab c / 64, row r, 16-byte chunk
-    // (c % 64) / 8 swizzled by r % 8 (the TMA boxes' 128-byte swizzle).
-    b.open("auto kc_tword = [&](int r, int c) -> unsigned* {{");
-    b.line("const int cc = c & 63;");
-    b.line(
-        "return reinterpret_cast<unsigned*>(kc_rtile + (c >> 6) * {} + r * 64 + "
-        "((((cc >> 3) ^ (r & 7)) << 3) | (cc & 7)));",
-        L.cfg.bm * 64);
-    b.close("};");
+    // contraction_epilogue_tile.cuh: the tile's word at a row and an even column.
+    b.line("auto kc_tword = [&](int r, int c) {{ return kc_tile_word<{}>(kc_rtile, r, c); }};",
+           L.cfg.bm);
   }
   b.line("const int warp = tid >> 5, lane = tid & 31;");
   if (L.mainloop == ContractionMainloop::MmaSync) {
@@ -127,18 +121,10 @@ void emit_fragments(TcKernel& k) {
 void emit_epilogue(TcKernel& k) {
   emit_fragments(k);
   if (k.L.tma_store < 0) return;
-  // Every consumer's tile words are written: visible to the async proxy, then one thread
-  // stores the slabs (rows past M are clipped by the map) and waits for them.
-  Writer& b = k.body;
-  b.line("kc_fence_proxy_async();");
-  b.line("asm volatile(\"bar.sync 1, {};\" ::: \"memory\");", k.L.epilogue_threads);
-  b.open("if (tid == 0) {{");
-  b.line("#pragma unroll");
-  b.line("for (int j = 0; j < {}; ++j)", k.L.cfg.bn / 64);
-  b.line("  kc_tma_store_2d(&kc_omap, (int)n0 + j * 64, (int)m0, kc_smem_u32(kc_rtile + j * {}));",
-         k.L.cfg.bm * 64);
-  b.line("kc_tma_store_wait();");
-  b.close();
+  // Every consumer's tile words are written: contraction_epilogue_tile.cuh makes them visible to
+  // the async proxy, then one thread stores the slabs (rows past M are clipped by the map).
+  k.body.line("kc_tile_store<{}, {}, {}>(&kc_omap, kc_rtile, m0, n0);", k.L.cfg.bm, k.L.cfg.bn,
+              k.L.epilogue_threads);
 }
 
 }  // namespace kiln::contraction

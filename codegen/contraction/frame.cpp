@@ -104,49 +104,10 @@ void emit_mainloop_call(TcKernel& k) {
 void emit_split_k_reduction(TcKernel& k) {
   const ContractionConfig& cfg = k.L.cfg;
   if (cfg.split_k < 2) return;
-  // Each split stores its f32 partial tile (element i of thread t at i * THREADS + t); the
-  // last CTA of a tile to arrive (counter per tile, reset to zero by that CTA) sums the
-  // partials in split order and runs the epilogue.
-  Writer& b = k.body;
-  const int splits = cfg.split_k, threads = k.L.threads;
+  // contraction_splitk.cuh: every split stores its partial tile, the last to arrive sums them.
   std::string ws = k.a.scratch(false, Dim(0)), cnt = k.a.scratch(true, Dim(0));
-  b.line("__shared__ unsigned kc_is_last;");
-  b.line("const unsigned tile = blockIdx.x + blockIdx.y * gridDim.x;");
-  b.line("float* part = {} + (size_t)tile * {} * {};", ws, splits, cfg.bm * cfg.bn);
-  auto fragments = [&](auto&& body) {
-    b.line("#pragma unroll");
-    b.open("for (int mi = 0; mi < G::MI; ++mi) {{");
-    b.line("#pragma unroll");
-    b.open("for (int ni = 0; ni < G::NI; ++ni) {{");
-    b.line("#pragma unroll");
-    b.open("for (int e = 0; e < 4; ++e) {{");
-    b.line("const int i = (mi * G::NI + ni) * 4 + e;");
-    body();
-    b.close();
-    b.close();
-    b.close();
-  };
-  fragments([&] {
-    b.line("kc_st_cg_f32(part + (size_t)blockIdx.z * {} + i * {} + tid, acc[mi][ni][e]);",
-           cfg.bm * cfg.bn, threads);
-  });
-  b.line("kc_fence_gpu();");
-  b.line("__syncthreads();");
-  b.open("if (tid == 0) {{");
-  b.line("const unsigned prev = kc_atom_add_u32({} + tile, 1u);", cnt);
-  b.line("kc_is_last = prev == {}u;", splits - 1);
-  b.line("if (prev == {}u) {}[tile] = 0u;", splits - 1, cnt);
-  b.close();
-  b.line("__syncthreads();");
-  b.line("if (!kc_is_last) return;");
-  b.line("kc_fence_gpu();");
-  fragments([&] {
-    b.line("float sum = 0.f;");
-    b.open("for (int z = 0; z < {}; ++z) {{", splits);
-    b.line("sum += kc_ld_cg_f32(part + (size_t)z * {} + i * {} + tid);", cfg.bm * cfg.bn, threads);
-    b.close();
-    b.line("acc[mi][ni][e] = sum;");
-  });
+  k.body.line("if (!kc_split_k_reduce<{}, {}, {}>(acc, {}, {}, tid)) return;", cfg.split_k,
+              cfg.bm * cfg.bn, k.L.threads, ws, cnt);
 }
 
 }  // namespace kiln::contraction

@@ -8,19 +8,10 @@ namespace kiln::contraction {
 
 void emit_residual_prefetch(TcKernel& k) {
   if (k.L.residual < 0) return;
-  // BN / 64 boxes of BM x 64 (128-byte swizzle, as the operand tiles), completing on the tile's
-  // own barrier.
-  Writer& b = k.body;
-  const ContractionConfig& cfg = k.L.cfg;
-  b.open("if (kt == 0) {{");
-  b.line("kc_mbar_arrive_expect_tx(kc_rbar, {});", k.L.tile_bytes);
-  b.line("#pragma unroll");
-  b.line("for (int j = 0; j < {}; ++j)", cfg.bn / 64);
-  b.line(
-      "  kc_tma_load_2d(kc_smem_u32(kc_rtile + j * {}), &kc_rmap, (int)n0 + j * 64, (int)m0, "
-      "kc_rbar);",
-      cfg.bm * 64);
-  b.close();
+  // contraction_epilogue_tile.cuh: BN / 64 boxes of BM x 64 (128-byte swizzle, as the operand
+  // tiles), completing on the tile's own barrier.
+  k.body.line("if (kt == 0) kc_tile_load<{}, {}>(kc_rtile, &kc_rmap, m0, n0, kc_rbar);", k.L.cfg.bm,
+              k.L.cfg.bn);
 }
 
 void emit_tma_b_rows_loader(TcKernel& k, const Dim& kdim) {

@@ -1,7 +1,7 @@
 // The warp-specialized sm_90a wgmma kernel fed by TMA (contraction_wgmma.cuh: KcWgmmaWs<.., TMA>):
 // one producer thread issues whole boxes per stage (the loader the layout names), the consumer
 // warpgroups wait on the stages' mbarriers and run wgmma; the epilogue may read a prefetched
-// residual tile and store the output tile by TMA.
+// residual tile and store the output tile by TMA (contraction_epilogue_tile.cuh).
 #include "codegen/contraction/tensor_core.hpp"
 #include "engine/base/check.hpp"
 

@@ -23,6 +23,8 @@ void emit_mainloop(TcKernel& k) {
 std::string device_code(const TcKernel& k) {
   std::string device = device_preamble() + device_text("contraction_mma.cuh") + "\n";
   if (k.L.arch_specific) device += device_text("contraction_wgmma.cuh") + "\n";
+  if (k.L.tile_in_smem()) device += device_text("contraction_epilogue_tile.cuh") + "\n";
+  if (k.L.cfg.split_k > 1) device += device_text("contraction_splitk.cuh") + "\n";
   return device + k.device.str();
 }
 
