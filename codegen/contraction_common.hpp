@@ -1,5 +1,6 @@
-// Shared pieces of the conv2d / matmul emitters: the problem description taken from a
-// Contraction group, symbolic kernel arguments, tensor addressing, and the fused epilogue.
+// Shared pieces of the conv2d / matmul emitters (codegen/contraction/): the problem description
+// taken from a Contraction group, symbolic kernel arguments, tensor addressing, the fused
+// epilogue, and the kernels' entry points.
 #pragma once
 
 #include <map>
@@ -40,11 +41,6 @@ struct Problem {
   ConvProblem conv;
   MatmulProblem mm;
   std::string where;  // "group 3 (conv1 relu)" for messages
-  // The TMA GEMM kernels stage the accumulator tile through shared memory and run the epilogue
-  // over 8-column vectors (16-byte loads and stores) where the outputs allow it. Opt-in
-  // (KILN_SCHEDULE contraction.staged=1): measured no faster than the per-fragment epilogue on
-  // the ResNet-50 expansion conv (run 24: 0.2098 vs 0.2077 ms at N = 128) and slower to compile.
-  bool staged_epilogue = false;
   // Convs may load A by im2col-mode TMA (KILN_SCHEDULE contraction.im2col=2: never, the
   // spatial pixel blocks instead).
   bool im2col_allowed = true;
@@ -119,11 +115,8 @@ struct EpilogueCode {
 // in `pre`, lines for before the loop, addressed by col0: `a<tensor id>_<n>`) and element `e` of
 // it taken in the loop. The same values as two 16-bit loads (buffers are 16-byte aligned and the
 // offset is even), half the loads.
-// With `width` 8: the same for 8 adjacent columns (col0 .. col0 + 7, e in 0..7), one 16-byte
-// load (uint4) where every other stride is a literal multiple of 8.
 struct EpiloguePairs {
   std::string col0 = "col0", e = "e";
-  int width = 2;
   std::vector<std::string> pre;              // filled by epilogue()
   std::map<std::string, std::string> words;  // load expression -> its word's name
   // Operands already in shared memory (the TMA kernels' prefetched residual tile): tensor id ->
@@ -138,7 +131,7 @@ EpilogueCode epilogue(const Problem& p, ArgList& args, const std::vector<std::st
                       EpiloguePairs* pairs = nullptr);
 // True when every output of the group is contiguous along the last GEMM coordinate (the conv
 // channel / matmul column) with an even static extent: pairs of columns can be stored as one.
-bool outputs_pair_storable(const Problem& p, ArgList& args, int width = 2);
+bool outputs_pair_storable(const Problem& p, ArgList& args);
 // The epilogue's logical output coordinates of GEMM row `row` and column `col` (code names in
 // scope): a conv writes the decomposition of `row` into (n, oh, ow) to `w` and returns
 // {n, col, oh, ow}; a matmul returns {b0.., row, col}.
@@ -152,15 +145,17 @@ std::string device_preamble();
 // One embedded device file (codegen/device/<name>).
 const std::string& device_text(const std::string& name);
 
-// The direct SIMT kernel: any shape, layout, group count, dtype (codegen/emit_contraction.cpp).
+// The direct SIMT kernel: any shape, layout, group count, dtype (contraction/direct.cpp).
 KernelSpec emit_direct(const Problem& p);
-// The tensor-core kernel (codegen/emit_conv_mma.cpp): f16/bf16, sm_80+; conv needs NHWC
-// activations and groups == 1.
+// The tensor-core kernels (contraction/tensor_core.cpp: the layout's mainloop): f16/bf16,
+// sm_80+; conv needs NHWC activations and groups == 1.
 bool mma_supported(const Problem& p);
 KernelSpec emit_mma(const Problem& p, const ContractionConfig& cfg, int sm);
 // The sm_90a wgmma variant of emit_mma (cfg.kind == Wgmma) applies: mma_supported and A K-major.
 bool wgmma_supported(const Problem& p);
-// The operands can be loaded with TMA (ContractionConfig::tma): see emit_conv_mma.cpp.
+// The operands can be loaded with TMA as plain GEMM boxes (ContractionConfig::tma): an unbatched
+// matmul (or batch dims folded into M) of dense row-major operands with A not transposed and
+// 16-byte aligned rows, or a 1x1 stride-1 conv over dense NHWC (contraction/support.cpp).
 bool tma_supported(const Problem& p);
 // A conv the spatially tiled TMA kernel takes (4-D boxes of the NHWC input per filter tap).
 bool tma_spatial_supported(const Problem& p);
@@ -172,11 +167,9 @@ bool tma_im2col_supported(const Problem& p);
 // column), S * C = 16, 32 or 64 (2, 4 or 8 chunks per filter row), unit column dilation, the
 // left padding whole chunks, static spatial dims.
 bool tma_rowfold_supported(const Problem& p);
-// The output-pixel block (rows x columns of one image) of a row-folded conv CTA of BM pixels.
-std::pair<int, int> rowfold_pixel_tile(int64_t ow, int bm);
 // The kernel for an explicit config (tests and benchmarks force variants with it).
 KernelSpec emit_with_config(const Problem& p, const ContractionConfig& cfg, int sm);
-// The tiled SIMT kernel (codegen/emit_conv_simt.cpp): exact f32 math, any dtype and layout;
+// The tiled SIMT kernel (contraction/simt.cpp): exact f32 math, any dtype and layout;
 // conv needs groups == 1.
 bool simt_supported(const Problem& p);
 KernelSpec emit_simt(const Problem& p);

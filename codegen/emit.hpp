@@ -17,7 +17,7 @@ std::vector<KernelSpec> emit_channelnorm(const EmitContext& cx, const FusionGrou
 KernelSpec emit_reduction(const EmitContext& cx, const FusionGroup& g);
 KernelSpec emit_window(const EmitContext& cx, const FusionGroup& g);
 KernelSpec emit_copy(const EmitContext& cx, const FusionGroup& g);
-// conv2d / matmul anchor + fused epilogue (codegen/emit_contraction*.cpp).
+// conv2d / matmul anchor + fused epilogue (codegen/contraction/).
 KernelSpec emit_contraction(const EmitContext& cx, const FusionGroup& g);
 // q @ k^T -> softmax -> @ v in one kernel (codegen/emit_attention.cpp).
 KernelSpec emit_attention(const EmitContext& cx, const FusionGroup& g);

@@ -7,9 +7,10 @@
 
 #include "codegen/contraction_common.hpp"
 #include "codegen/emit.hpp"
+#include "codegen/kernel_assembly.hpp"
 #include "codegen/writer.hpp"
-#include "engine/planner/attention_pattern.hpp"
 #include "engine/base/check.hpp"
+#include "engine/planner/attention_pattern.hpp"
 
 namespace kiln {
 
@@ -34,7 +35,7 @@ KernelSpec emit_attention(const EmitContext& cx, const FusionGroup& grp) {
   for (size_t i = 0; i + 2 < r; ++i) batch = batch * qd.shape[i];
   const Dim qtiles = (tq + Dim(63)) / Dim(64);
   const std::string qt_c = a.dim(qtiles);
-  std::vector<std::string> bdim(r - 2);  // registered before the parameter list is written
+  std::vector<std::string> bdim(r - 2);  // registered outermost first (the loop reads innermost)
   for (size_t i = 0; i + 2 < r; ++i) bdim[i] = a.dim(qd.shape[i]);
   // scores * scale, in the log2 domain of exp2
   const double scale_log2 = c.scale_value * 1.4426950408889634;
@@ -44,10 +45,10 @@ KernelSpec emit_attention(const EmitContext& cx, const FusionGroup& grp) {
 
   const int ld = static_cast<int>(d) + 8;  // KcAttention's layout (the kernel asserts it)
   const int smem = (64 * ld + 4 * 64 * ld) * 2;
+  Writer dev;
+  dev.line("typedef KcAttention<{}, {}> KA;", d, bf16 ? "true" : "false");
+  dev.line("static_assert(KA::SMEM_BYTES == {}, \"attention shared memory\");", smem);
   Writer w;
-  w.line("typedef KcAttention<{}, {}> KA;", d, bf16 ? "true" : "false");
-  w.line("static_assert(KA::SMEM_BYTES == {}, \"attention shared memory\");", smem);
-  w.open("extern \"C\" __global__ void __launch_bounds__(KA::THREADS) {}({}) {{", name, a.params());
   w.line("extern __shared__ __align__(128) unsigned short kc_smem[];");
   w.line("const long long qt = (long long)blockIdx.x % {};", qt_c);
   w.line("long long bz = (long long)blockIdx.x / {};", qt_c);
@@ -64,12 +65,13 @@ KernelSpec emit_attention(const EmitContext& cx, const FusionGroup& grp) {
       "(int){}, (int){}, (int)(qt * 64), {:.9g}f);",
       qs, qo, c.q_strides[r - 2], ks, ko, c.k_strides[r - 2], vs, vo, c.v_strides[r - 2], os, oo,
       c.o_strides[r - 2], tq_c, tk_c, scale_log2);
-  w.close();
 
   KernelSpec k;
   k.name = k.entry = name;
-  k.source = contraction::device_preamble() + contraction::device_text("contraction_mma.cuh") +
-             "\n" + contraction::device_text("kiln_attention.cuh") + "\n" + w.str();
+  const std::string device = contraction::device_preamble() +
+                             contraction::device_text("contraction_mma.cuh") + "\n" +
+                             contraction::device_text("kiln_attention.cuh") + "\n" + dev.str();
+  k.source = assemble_kernel(device, {name, "KA::THREADS", 0, 0, a.params()}, w.str());
   k.args = a.args();
   k.grid = {qtiles * batch, Dim(1), Dim(1)};
   k.block = {128, 1, 1};

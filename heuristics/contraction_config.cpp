@@ -45,8 +45,7 @@ struct WgCandidate {
   double tile_eff;
   // The same for a conv whose A arrives by im2col TMA: every BN-column tile re-reads its rows'
   // R x S windows of the input (the im2col operand is R*S times the input), so narrow tiles pay
-  // more. Measured on the H200 (run 29, N = 128): res5 3x3 512@7 128x64 0.080 ms vs 64x128 (in
-  // spatial blocks, 23 % of them empty) 0.069; res3 3x3 128@28 128x128 0.071 vs 128x64 0.083.
+  // more (docs/PERFORMANCE.md has the ResNet-50 layers' times).
   double i2c_eff;
 };
 // 256x128 runs four warpgroups (512 threads, 64x128 each): the same operand reuse per warpgroup
@@ -166,12 +165,12 @@ int64_t m_tiles(const ContractionProblemInfo& p, int bm, bool spatial) {
 
 }  // namespace
 
-// TMA loads (one producer thread issues whole boxes; measured on the H200, 2026-11-30, run 15:
-// every ResNet-50 conv layer and the 8192x4096x16384 matmul ran 1.05-1.6x faster than the same
-// tile with cp.async) are preferred wherever the operands allow them. Those kernels take tiles of
-// at most two consumer warpgroups and no split-K. A conv that is not a plain GEMM takes the
-// im2col form where it can: its M tiles are whole (the spatial form's pixel blocks of one image
-// leave 23 % of a 128-pixel block empty on 28x28, 14x14 and 7x7 outputs).
+// TMA loads (one producer thread issues whole boxes; faster than the same tile with cp.async on
+// every ResNet-50 conv layer and the large matmul, docs/PERFORMANCE.md) are preferred wherever
+// the operands allow them. Those kernels take tiles of at most two consumer warpgroups and no
+// split-K. A conv that is not a plain GEMM takes the im2col form where it can: its M tiles are
+// whole (the spatial form's pixel blocks of one image leave 23 % of a 128-pixel block empty on
+// 28x28, 14x14 and 7x7 outputs).
 ContractionConfig choose_wgmma_config(const ContractionProblemInfo& p) {
   ContractionConfig c;
   if (!p.wgmma_ok || p.sm != 90 || !tensor_core_ok(p)) return c;
@@ -187,8 +186,6 @@ ContractionConfig choose_wgmma_config(const ContractionProblemInfo& p) {
   // epilogue's latency, not by the tensor cores: the R CTAs an SM holds overlap their epilogues,
   // so a wave of sm_count x R CTAs takes about one tile's epilogue, which grows with its area.
   // Cost = waves x BM x BN, the pipeline no deeper than 3 stages (more holds nothing).
-  // H200 run 43: the encoder's q @ k^T ([384, 197, 64] x [384, 64, 197]) 128x256 s4 (1 CTA per
-  // SM) 0.096 ms.
   const int64_t ktiles = (p.k + 63) / 64;
   if (!tma && ktiles <= 2) {
     double best_cost = -1;
@@ -291,7 +288,7 @@ std::vector<ContractionConfig> contraction_candidates(const ContractionProblemIn
   add(rule);
   if (rule.kind == ContractionConfig::Kind::Wgmma) {
     const int64_t ktiles = (p.k + 63) / 64;
-    // TMA tiles first where the operands take them (they won every layer measured), one stage
+    // TMA tiles first where the operands take them (see choose_wgmma_config), one stage
     // more too (TMA keeps a whole tile per stage in flight).
     // An im2col conv also tries the spatial pixel blocks (better L2 reuse of the windows).
     if (rule.rowfold)

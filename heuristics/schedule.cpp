@@ -28,7 +28,6 @@ constexpr OverrideKey kOverrideKeys[] = {
     {"channelnorm.iters", &ScheduleOverrides::channelnorm_iters, 1, 64},
     {"channelnorm.onewave", &ScheduleOverrides::channelnorm_onewave, 1, 2},
     {"window.vec", &ScheduleOverrides::window_vec, 1, 2},
-    {"contraction.staged", &ScheduleOverrides::contraction_staged, 1, 2},
     {"contraction.im2col", &ScheduleOverrides::contraction_im2col, 1, 2},
     {"contraction.prefetch", &ScheduleOverrides::contraction_prefetch, 1, 2},
     {"contraction.tmastore", &ScheduleOverrides::contraction_tmastore, 1, 2},
@@ -53,8 +52,7 @@ const char* schedule_override_keys() {
          "(power of two 64..1024), channelnorm.slice_kb (8..200), channelnorm.cluster (1, 2, 4, "
          "8), channelnorm.cb (channels per cluster), channelnorm.algo (split, cluster, pergroup), "
          "channelnorm.vecs (1..16), channelnorm.threads (32..1024), channelnorm.iters (1..64), "
-         "channelnorm.onewave (1 on, 2 off), contraction.staged "
-         "(1 on, 2 off: the rule), "
+         "channelnorm.onewave (1 on, 2 off), "
          "contraction.im2col (1 on: the rule, 2 off), contraction.prefetch (1 on: the rule, 2 "
          "off), contraction.tmastore (1 on: the rule, 2 off), contraction.rowfold (1 on: the rule, "
          "2 off), attention.fused (1 on: the rule, 2 off), window.vec (1 on: the rule, 2 off)";

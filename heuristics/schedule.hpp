@@ -32,7 +32,6 @@ struct ScheduleOverrides {
   int channelnorm_iters = 0;     // split groupnorm: chunks per CTA, 1..64
   int channelnorm_onewave = 0;   // cluster groupnorm in one wave, part from L2: 1 on, 2 off
   int window_vec = 0;            // pools: 8 channels (16 bytes) per thread: 1 on (the rule), 2 off
-  int contraction_staged = 0;    // TMA GEMM epilogue through shared memory: 1 on (the rule), 2 off
   int contraction_prefetch = 0;  // TMA kernels' residual tile prefetched: 1 on (the rule), 2 off
   int contraction_tmastore = 0;  // TMA kernels' output tile stored by TMA: 1 on (the rule), 2 off
   int contraction_im2col = 0;    // convs by im2col-mode TMA: 1 on (the rule), 2 off (pixel blocks)

@@ -799,7 +799,7 @@ TEST(Contraction, TmaKernelsCompileForSm90a) {
         }));
       }
       // A and B, and the output where its tile fits beside the stages (TMA store epilogue).
-      const bool stored = k.source.find("kc_tma_store_2d(&kc_omap") != std::string::npos;
+      const bool stored = k.source.find("kc_tile_store<") != std::string::npos;
       EXPECT_EQ(maps, stored ? 3 : 2);
       // ... where the tile costs no CTA per SM (228 KB per SM, 1 KB reserved per CTA).
       auto per_sm = [](int64_t smem) { return 233472 / (smem + 1024); };
@@ -1204,11 +1204,11 @@ size_t count(const std::string& s, const std::string& what) {
 
 // The tiled epilogue reads a 16-bit operand that runs along the columns (bias, residual) as one
 // 32-bit word per column pair (half the loads, less NVRTC time); f32 operands stay scalar loads.
-// (The TMA kernels' staged epilogue is off here: see StagedEpilogue.)
+// (The residual prefetch is off here: see PrefetchedResidualTile.)
 TEST(Contraction, EpiloguePairLoads) {
-  const std::string unstaged = "contraction.staged=2,contraction.prefetch=2";
+  const std::string no_prefetch = "contraction.prefetch=2";
   {  // bias and residual as pairs
-    KernelSpec k = emit_arch_specific(residual_conv_graph(256, DType::F16), unstaged);
+    KernelSpec k = emit_arch_specific(residual_conv_graph(256, DType::F16), no_prefetch);
     SCOPED_TRACE(k.name);
     std::string body = k.source.substr(k.source.find("extern \"C\""));
     EXPECT_EQ(count(body, "kc_ld_x2("), 2u);
@@ -1218,7 +1218,7 @@ TEST(Contraction, EpiloguePairLoads) {
     compile_for(k, {"sm_90a"});
   }
   {  // an f32 residual stays a scalar load; the bias is still a pair
-    KernelSpec k = emit_arch_specific(residual_conv_graph(256, DType::F32), unstaged);
+    KernelSpec k = emit_arch_specific(residual_conv_graph(256, DType::F32), no_prefetch);
     SCOPED_TRACE(k.name);
     std::string body = k.source.substr(k.source.find("extern \"C\""));
     EXPECT_EQ(count(body, "kc_ld_x2("), 1u);
@@ -1232,7 +1232,7 @@ TEST(Contraction, EpiloguePairLoads) {
         g.constant_random("w", {DType::BF16, {512, 768}, Layout::NCHW, {}}, "normal", 0, 0.05, 1);
     Tensor b = g.constant_random("b", {DType::BF16, {768}, Layout::NCHW, {}}, "normal", 0, 1, 2);
     g.output(g.add(g.matmul(a, w, b), b));
-    KernelSpec k = emit_arch_specific(g, unstaged);
+    KernelSpec k = emit_arch_specific(g, no_prefetch);
     SCOPED_TRACE(k.name);
     std::string body = k.source.substr(k.source.find("extern \"C\""));
     EXPECT_EQ(count(body, "kc_ld_x2("), 1u);
@@ -1242,7 +1242,8 @@ TEST(Contraction, EpiloguePairLoads) {
   {  // K = 200 (a partial last column tile) and mma.sync alike
     Graph g = residual_conv_graph(200, DType::F16);
     for (bool arch_specific : {false, true}) {
-      KernelSpec k = arch_specific ? emit_arch_specific(g, unstaged) : emit(g, make_group(g), 80);
+      KernelSpec k =
+          arch_specific ? emit_arch_specific(g, no_prefetch) : emit(g, make_group(g), 80);
       SCOPED_TRACE(k.name);
       EXPECT_TRUE(uses_mma(k));
       std::string body = k.source.substr(k.source.find("extern \"C\""));
@@ -1253,14 +1254,11 @@ TEST(Contraction, EpiloguePairLoads) {
   }
 }
 
-// With contraction.staged=1 (opt-in), the TMA GEMM kernels (1x1 convs, plain matmuls) stage the
-// accumulator tile through shared memory and run the epilogue over 8-column vectors: one 16-byte
-// load per 16-bit operand vector (f32 operands: scalar), one 16-byte store per output vector; a
-// full-tile loop and an edge-tile loop with row checks; a column check only for a partial last
-// column tile.
 // The TMA kernels prefetch a 16-bit residual operand's tile into shared memory with TMA (one
 // barrier of its own, BN / 64 swizzled slabs after the stages) and read it there in the
-// epilogue; an f32 residual, or KILN_SCHEDULE contraction.prefetch=2, keeps the global loads.
+// epilogue; an f32 residual, or KILN_SCHEDULE contraction.prefetch=2, keeps the global loads. A
+// single 16-bit output is written into the same tile and stored by TMA
+// (contraction_epilogue_tile.cuh).
 TEST(Contraction, PrefetchedResidualTile) {
   auto maps = [](const KernelSpec& k) {
     int n = 0;
@@ -1274,7 +1272,8 @@ TEST(Contraction, PrefetchedResidualTile) {
   EXPECT_EQ(count(body, "kc_mbar_wait(kc_rbar, 0);"), 1u);
   // read there, and the output written over it, then stored by TMA
   EXPECT_EQ(count(body, "*kc_tword(lrow, lcol)"), 2u);
-  EXPECT_EQ(count(body, "kc_tma_store_2d(&kc_omap"), 1u);
+  EXPECT_EQ(count(body, "kc_tile_load<"), 1u);
+  EXPECT_EQ(count(body, "kc_tile_store<"), 1u);
   EXPECT_EQ(count(body, "kc_ld_x2("), 1u);  // the bias only
   EXPECT_EQ(maps(k), 4);
   compile_for(k, {"sm_90a"});
@@ -1293,7 +1292,7 @@ TEST(Contraction, PrefetchedResidualTile) {
   EXPECT_LT(none.smem_bytes, k.smem_bytes);
   KernelSpec f32 = emit_arch_specific(residual_conv_graph(256, DType::F32));
   EXPECT_EQ(f32.source.find("kc_mbar_wait(kc_rbar"), std::string::npos);
-  EXPECT_NE(f32.source.find("kc_tma_store_2d(&kc_omap"), std::string::npos);  // f16 output
+  EXPECT_NE(f32.source.find("kc_tile_store<"), std::string::npos);  // f16 output
   compile_for(f32, {"sm_90a"});
   // Two outputs (the pre-activation kept): per-fragment global stores.
   Graph g2("two_outputs");
@@ -1304,43 +1303,13 @@ TEST(Contraction, PrefetchedResidualTile) {
   g2.output(c);
   g2.output(g2.relu(c));
   KernelSpec two = emit_arch_specific(g2);
-  EXPECT_EQ(two.source.find("kc_tma_store_2d(&kc_omap"), std::string::npos) << two.name;
+  EXPECT_EQ(two.source.find("kc_tile_store<"), std::string::npos) << two.name;
+  EXPECT_EQ(two.source.find("kc_tile_word"), std::string::npos) << two.name;  // no tile code
   EXPECT_EQ(make_group(g2).outputs.size(), 2u);
 }
 
-TEST(Contraction, StagedEpilogue) {
-  {
-    KernelSpec k = emit_arch_specific(residual_conv_graph(256, DType::F16), "contraction.staged=1");
-    SCOPED_TRACE(k.name);
-    ASSERT_NE(k.name.find("_tma"), std::string::npos);
-    std::string body = k.source.substr(k.source.find("extern \"C\""));
-    EXPECT_EQ(count(body, "staged epilogue"), 1u);
-    EXPECT_EQ(count(body, "bar.sync 1, "), 2u);
-    EXPECT_EQ(count(body, "kc_ld_x8("), 4u);  // bias and residual, in both loops
-    EXPECT_EQ(count(body, "kc_st_f16x8("), 2u);
-    EXPECT_EQ(count(body, "kc_ld_x2("), 0u);
-    EXPECT_EQ(count(body, "if (row >= "), 1u);  // the edge-tile loop only
-    EXPECT_EQ(count(body, "if (col0 >="), 0u);
-    compile_for(k, {"sm_90a"});
-    // The rule (and contraction.staged=2): the per-fragment epilogue.
-    for (const char* spec : {"", "contraction.staged=2"}) {
-      KernelSpec off = emit_arch_specific(residual_conv_graph(256, DType::F16), spec);
-      EXPECT_EQ(off.source.find("staged epilogue"), std::string::npos) << spec;
-    }
-  }
-  {  // an f32 residual: scalar loads; K = 200: a partial last column tile, 8-column vectors
-    for (auto [kk, dt] : {std::pair<int64_t, DType>{256, DType::F32}, {200, DType::F16}}) {
-      KernelSpec k = emit_arch_specific(residual_conv_graph(kk, dt), "contraction.staged=1");
-      SCOPED_TRACE(k.name);
-      std::string body = k.source.substr(k.source.find("extern \"C\""));
-      EXPECT_EQ(count(body, "staged epilogue"), 1u);
-      if (dt == DType::F32) EXPECT_EQ(count(body, "kc_ld_f32("), 2u);
-      if (kk == 200) EXPECT_EQ(count(body, "if (col0 >= 200LL) continue;"), 2u);
-      compile_for(k, {"sm_90a"});
-    }
-  }
-  {  // K = 196: not a multiple of 8 columns: the per-fragment epilogue
-    KernelSpec k = emit_arch_specific(residual_conv_graph(196, DType::F16), "contraction.staged=1");
-    EXPECT_EQ(k.source.find("staged epilogue"), std::string::npos) << k.name;
-  }
+// The staged epilogue (contraction.staged) is gone: the key is refused like any unknown one.
+TEST(Contraction, StagedEpilogueKeyIsRefused) {
+  EXPECT_THROW(parse_schedule_overrides("contraction.staged=1"), Error);
+  EXPECT_NO_THROW(parse_schedule_overrides("contraction.prefetch=2,contraction.tmastore=2"));
 }
