@@ -121,7 +121,7 @@ PointwiseSchedule choose_pointwise(int max_elem_bytes, int sm, const ScheduleOve
   s.vec = std::max(1, 16 / std::max(1, max_elem_bytes));
   s.threads = 256;
   // One vector per thread for 16-bit data, two for f32: with plain loads and stores one vector
-  // per thread streams fastest (bias + gelu and bench/stream_probe.cu, docs/PERFORMANCE.md).
+  // per thread streams fastest (docs/PERFORMANCE.md).
   s.vecs = s.vec > 1 && s.vec <= 4 ? 2 : 1;
   if (o.pointwise_vecs) s.vecs = o.pointwise_vecs;
   if (o.pointwise_threads) s.threads = o.pointwise_threads;

@@ -31,8 +31,8 @@ int64_t padded_channels(const Graph& g, const Node& n) {
   if (xd.layout != Layout::NHWC || xd.rank() != 4 || !xd.shape[1].is_static()) return 0;
   const int64_t c = xd.shape[1].value();
   // C = 4 convs load 8-byte halves of a chunk (the "_c4" kernels), so C = 1..3 (the RGB stem) pad
-  // to 4: half the MMA work of 8 (7x7 stem: 196 reduction terms, not 392). Wider C keep the
-  // 16-byte loads measured on the H200 (padded 20 -> 24 and 60 -> 64 gained 1.1-2x).
+  // to 4: half the MMA work of 8 (7x7 stem: 196 reduction terms, not 392). Wider C pad to the
+  // next multiple of 8 for 16-byte loads (docs/PERFORMANCE.md has the gains).
   if (c % kChannelAlign == 0 || c == kHalfAlign || c >= kMaxPaddedConvChannels) return 0;
   if (!is_const(g, n.inputs[1])) return 0;
   const TensorDesc& wd = g.tensor(n.inputs[1]).desc;

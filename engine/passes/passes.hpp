@@ -27,9 +27,8 @@ bool has_batchnorm_after_contraction(const Graph& g);
 // consecutive f16/bf16 channels, so a conv whose input has C % 8 != 0 channels (the RGB stem:
 // C = 3) would load them one by one. A conv2d qualifies when x is f16/bf16 NHWC, groups is 1,
 // C % 8 != 0 and C != 4 (C = 4 convs load 8-byte halves of a chunk), C < kMaxPaddedConvChannels
-// (the small channel counts of input stems), the filter is a constant and it is not 1x1 (measured
-// on the H200, docs/PERFORMANCE.md: R x S > 1 convs gain 1.03-2x even counting the pad's pass over
-// x, a 1x1 conv loses it). Its filter becomes a constant [K, Cp, R, S] (Cp = 4 for C < 4, which
+// (the small channel counts of input stems), the filter is a constant and it is not 1x1 (an R x S
+// > 1 conv gains more than the pad's pass over x costs, a 1x1 conv does not: docs/PERFORMANCE.md). Its filter becomes a constant [K, Cp, R, S] (Cp = 4 for C < 4, which
 // halves the stem's MMA work against 8; else C rounded up to 8) whose extra channels are 0, and it
 // reads x
 // through a new `pad` node ("<conv>_pad_c<Cp>", output "<x>_c<Cp>") that appends Cp - C zero
