@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "engine/base/check.hpp"
+#include "engine/base/memory_budget.hpp"
 #include "engine/ir/json_io.hpp"
 
 namespace kiln {
@@ -165,6 +166,10 @@ ojson parse_json(const std::string& text, const std::string& source) {
   if (f.at != std::string::npos)
     KILN_FAIL("{}:{}: invalid JSON: nesting deeper than {} levels", source, line_col(text, f.at),
               kMaxJsonDepth);
+  // The DOM costs at most ~16 bytes per byte of text (a one-digit number in a list: 2 bytes of
+  // text, a 16-byte value): bounded by the host memory budget before it is built.
+  check_host_bytes(fmt::format("{}: the parsed JSON of {} bytes of text", source, text.size()),
+                   static_cast<uint64_t>(text.size()) * 16);
   DomBuilder b(source);
   if (!ojson::sax_parse(text, &b, ojson::input_format_t::json, /*strict=*/true)) {
     // The message is "[json.exception.parse_error.101] parse error at line 1, column 2: what".
