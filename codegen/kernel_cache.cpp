@@ -1,19 +1,19 @@
 #include "codegen/kernel_cache.hpp"
 
 #include <fmt/format.h>
-#include <unistd.h>
+#include <sys/stat.h>
 
 #include <atomic>
-#include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
+#include <set>
 #include <thread>
 
-#include "engine/base/hash.hpp"
 #include "codegen/nvrtc.hpp"
 #include "engine/base/check.hpp"
 #include "engine/base/env.hpp"
+#include "engine/base/file_io.hpp"
+#include "engine/base/hash.hpp"
 
 #ifndef KILN_VERSION
 #define KILN_VERSION "unknown"
@@ -42,16 +42,23 @@ uint64_t get_le(const char* p, int n) {
   return v;
 }
 
-bool read_file(const fs::path& p, std::vector<char>* out) {
-  std::ifstream f(p, std::ios::binary);
-  if (!f) return false;
-  f.seekg(0, std::ios::end);
-  std::streamoff n = f.tellg();
-  if (n < 0) return false;
-  f.seekg(0);
-  out->resize(static_cast<size_t>(n));
-  f.read(out->data(), n);
-  return static_cast<bool>(f);
+// An entry is a cubin and a small header: anything much larger is not one of kiln's (a sparse
+// file planted there would otherwise be read into memory on every run).
+constexpr uint64_t kMaxEntryBytes = uint64_t{256} << 20;
+
+// Warnings about an unusable cache directory: once per directory and process.
+void warn_once(const std::string& dir, const std::string& what) {
+  static std::mutex mu;
+  static std::set<std::string> warned;
+  std::lock_guard<std::mutex> lock(mu);
+  if (warned.insert(dir).second)
+    fmt::print(stderr, "kiln: warning: kernel cache {}: {}\n", dir, what);
+}
+
+// Removes whatever is at `p` (a file, a link, a directory planted in place of an entry).
+void remove_entry(const fs::path& p) {
+  std::error_code ec;
+  if (!fs::remove(p, ec) || ec) fs::remove_all(p, ec);
 }
 
 }  // namespace
@@ -69,15 +76,7 @@ const char* cache_source_name(CacheSource s) {
 }
 
 std::string default_cache_dir() {
-  const EnvConfig& e = env();
-  if (!e.cache_dir.empty()) return e.cache_dir;
-  const char* xdg = std::getenv("XDG_CACHE_HOME");
-  if (xdg && *xdg) return (fs::path(xdg) / "kiln").string();
-  const char* home = std::getenv("HOME");
-  if (home && *home) return (fs::path(home) / ".cache" / "kiln").string();
-  std::error_code ec;
-  fs::path tmp = fs::temp_directory_path(ec);
-  return ((ec ? fs::path("/tmp") : tmp) / "kiln-cache").string();
+  return kiln_cache_dir();
 }
 
 std::vector<char> encode_cache_entry(const std::string& key, const std::vector<char>& payload) {
@@ -118,8 +117,26 @@ bool decode_cache_entry(const std::vector<char>& b, const std::string& key,
 }
 
 KernelCache::KernelCache(Options opts)
-    : dir_(opts.dir.empty() ? default_cache_dir() : opts.dir), disk_(opts.disk) {
+    : dir_(opts.dir.empty() ? default_cache_dir() : opts.dir),
+      disk_(opts.disk),
+      require_disk_(opts.require_disk) {
   stats_.dir = dir_;
+  if (disk_ && require_disk_) disk_ready();  // a cache that must be written fails up front
+}
+
+bool KernelCache::disk_ready() {
+  std::lock_guard<std::mutex> lock(disk_mu_);
+  if (!disk_checked_) {
+    // The per-user default under /tmp must be a real directory: a link planted in its place
+    // would send the entries elsewhere.
+    bool follow = !(dir_ == kiln_cache_dir() && kiln_cache_dir_is_shared_fallback());
+    disk_ok_ = prepare_private_dir(dir_, &disk_why_, follow);
+    disk_checked_ = true;
+    if (!disk_ok_ && !require_disk_)
+      warn_once(dir_, disk_why_ + ": compiling without the disk cache");
+  }
+  KILN_CHECK(disk_ok_ || !require_disk_, "kernel cache {}: {}", dir_, disk_why_);
+  return disk_ok_;
 }
 
 KernelCache::~KernelCache() = default;
@@ -141,37 +158,34 @@ std::string KernelCache::entry_path(const std::string& key) const {
 
 bool KernelCache::read_disk(const std::string& key, std::vector<char>* cubin) {
   fs::path p = entry_path(key);
-  std::error_code ec;
-  if (!fs::exists(p, ec)) return false;
+  struct stat st {};
+  if (::lstat(p.c_str(), &st) != 0) return false;  // no entry
+  std::string why;
   std::vector<char> bytes;
-  std::string why = "unreadable";
-  if (read_file(p, &bytes) && decode_cache_entry(bytes, key, cubin, &why)) return true;
+  ReadOnlyFile f;
+  // Only a regular file of plausible size is read (never through a link, never a FIFO); a
+  // directory or a sparse giant in its place is removed like a corrupt entry.
+  if (S_ISREG(st.st_mode) && static_cast<uint64_t>(st.st_size) <= kMaxEntryBytes &&
+      f.open(p.string(), &why, /*follow_links=*/false) && f.size() <= kMaxEntryBytes) {
+    bytes.resize(static_cast<size_t>(f.size()));
+    if (f.read_at(0, bytes.data(), bytes.size()) && decode_cache_entry(bytes, key, cubin, &why))
+      return true;
+  }
   // Never load a bad entry: delete it so that the rebuilt one replaces it.
-  fs::remove(p, ec);
+  remove_entry(p);
   std::lock_guard<std::mutex> lock(mu_);
   ++stats_.disk_rejected;
   return false;
 }
 
 void KernelCache::write_disk(const std::string& key, const std::vector<char>& cubin) {
-  static std::atomic<uint64_t> counter{0};
-  std::error_code ec;
-  fs::create_directories(dir_, ec);
-  fs::path final_path = entry_path(key);
-  fs::path tmp = fs::path(dir_) / fmt::format(".{}.tmp.{}.{}", key, static_cast<long>(getpid()),
-                                              counter.fetch_add(1));
   std::vector<char> bytes = encode_cache_entry(key, cubin);
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    if (f) f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    f.close();
-    if (!f) {
-      fs::remove(tmp, ec);
-      return;  // a cache that cannot be written is only slower, never wrong
-    }
-  }
-  fs::rename(tmp, final_path, ec);
-  if (ec) fs::remove(tmp, ec);
+  std::string why;
+  if (write_file_atomic(entry_path(key), std::string_view(bytes.data(), bytes.size()), &why))
+    return;
+  // A cache that cannot be written is only slower, never wrong; `cache warm` exists to write it.
+  KILN_CHECK(!require_disk_, "kernel cache {}: {}", dir_, why);
+  warn_once(dir_, why + ": compiled kernels are not kept on disk");
 }
 
 CachedKernel KernelCache::get(const std::string& source, const std::string& name,
@@ -205,7 +219,8 @@ CachedKernel KernelCache::get(const std::string& source, const std::string& name
   try {
     Entry e;
     std::vector<char> cubin;
-    bool from_disk = disk_ && !env().disable_disk_cache && read_disk(key, &cubin);
+    const bool disk = disk_ && !env().disable_disk_cache && disk_ready();
+    bool from_disk = disk && read_disk(key, &cubin);
     if (from_disk) {
       out.source = CacheSource::Disk;
     } else {
@@ -214,7 +229,7 @@ CachedKernel KernelCache::get(const std::string& source, const std::string& name
       out.source = CacheSource::Nvrtc;
       out.compile_ms = r.ms;
       out.log = std::move(r.log);
-      if (disk_ && !env().disable_disk_cache) write_disk(key, cubin);
+      if (disk) write_disk(key, cubin);
     }
     e.cubin = std::make_shared<const std::vector<char>>(std::move(cubin));
     {

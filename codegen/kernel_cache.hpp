@@ -2,8 +2,11 @@
 //
 // Key: a 128-bit hash of (source, NVRTC options, arch, nvrtc_version(), KILN_VERSION). Disk entries
 // are `<dir>/<key>.cubin` with a header (magic, format version, full key, payload size, payload
-// checksum); they are written atomically (temp file in the same directory + rename), and an entry
-// that fails any check is deleted and rebuilt, never loaded. Concurrent requests for one key
+// checksum); they are written atomically (an unpredictable temp file created O_EXCL|O_NOFOLLOW in
+// the same directory + rename) into a directory kiln owns (engine/base/file_io.hpp), and an entry
+// that fails any check (not a regular file, implausibly large, corrupt) is deleted and rebuilt,
+// never loaded. An unusable directory is a warning (memory-only cache), or an error under
+// require_disk. Concurrent requests for one key
 // compile once. Loaded modules are kept by the runtime (runtime/executor.hpp), not here.
 #pragma once
 
@@ -43,12 +46,16 @@ struct KernelCacheStats {
   int64_t disk_bytes = 0;
 };
 
-// $KILN_CACHE_DIR, else $XDG_CACHE_HOME/kiln, else $HOME/.cache/kiln (else <tmp>/kiln-cache).
+// $KILN_CACHE_DIR, else $XDG_CACHE_HOME/kiln, else $HOME/.cache/kiln, else /tmp/kiln-<uid>
+// (engine/base/env.hpp kiln_cache_dir).
 std::string default_cache_dir();
 
 struct KernelCacheOptions {
   std::string dir;   // empty: default_cache_dir()
   bool disk = true;  // false: memory only
+  // true: a directory that cannot be used or an entry that cannot be written is a user error
+  // (`kiln cache warm`), not a warning.
+  bool require_disk = false;
 };
 
 class KernelCache {
@@ -82,9 +89,15 @@ class KernelCache {
   };
   bool read_disk(const std::string& key, std::vector<char>* cubin);
   void write_disk(const std::string& key, const std::vector<char>& cubin);
+  // Creates and checks the directory once; false (after one warning) when it cannot be used.
+  bool disk_ready();
 
   std::string dir_;
   bool disk_ = true;
+  bool require_disk_ = false;
+  std::mutex disk_mu_;
+  bool disk_checked_ = false, disk_ok_ = false;
+  std::string disk_why_;  // why the directory cannot be used
   mutable std::mutex mu_;
   std::map<std::string, Entry> mem_;
   std::map<std::string, std::shared_future<Entry>> inflight_;

@@ -7,13 +7,13 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <future>
 #include <mutex>
 
-#include "engine/base/hash.hpp"
 #include "engine/base/check.hpp"
 #include "engine/base/env.hpp"
+#include "engine/base/file_io.hpp"
+#include "engine/base/hash.hpp"
 #include "heuristics/device_info.hpp"
 
 namespace kiln {
@@ -28,19 +28,22 @@ std::string safe_name(const std::string& name) {
   return s.empty() ? "kernel" : s;
 }
 
-// Writes `text` to dump_dir()/<file>; returns the path, or "" (with the reason in *err) on failure.
+// Writes `text` to dump_dir()/<file>, a directory kiln owns, atomically and never through a link
+// planted at that name; returns the path, or "" (with the reason in *err) on failure.
 std::string write_dump(const std::string& file, const std::string& text, std::string* err) {
-  std::error_code ec;
-  std::filesystem::path dir = dump_dir();
-  std::filesystem::create_directories(dir, ec);
-  std::filesystem::path path = dir / file;
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  if (f) f.write(text.data(), static_cast<std::streamsize>(text.size()));
-  if (!f) {
-    if (err) *err = fmt::format("could not write {}", path.string());
+  std::string dir = dump_dir();
+  std::string why;
+  bool follow = !kiln_cache_dir_is_shared_fallback();
+  if (!prepare_private_dir(dir, &why, follow)) {
+    if (err) *err = fmt::format("could not write {} in {}: the directory {}", file, dir, why);
     return {};
   }
-  return path.string();
+  std::string path = (std::filesystem::path(dir) / file).string();
+  if (!write_file_atomic(path, text, &why)) {
+    if (err) *err = fmt::format("could not write {}: {}", path, why);
+    return {};
+  }
+  return path;
 }
 
 std::string join(const std::vector<std::string>& v) {

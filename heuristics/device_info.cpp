@@ -26,7 +26,12 @@ int parse_arch(const std::string& arch, bool* arch_specific, const std::string& 
     if (arch[i] != 'a' || i + 1 != arch.size()) bad();
     a = true;
   }
-  if (v < 70) KILN_FAIL("{}: kiln needs sm_70 or newer, found '{}'", where, arch);
+  // The f16/bf16 kernels (mma.sync m16n8k16, bf16 conversions, cp.async) need sm_80.
+  if (v < kMinSm)
+    KILN_FAIL(
+        "{}: kiln needs sm_80 or newer (Ampere: sm_80, sm_86, sm_87; Ada: sm_89; Hopper: "
+        "sm_90, sm_90a; and later), found '{}'",
+        where, arch);
   if (arch_specific) *arch_specific = a;
   return v;
 }

@@ -19,9 +19,12 @@ struct DeviceInfo {
   bool from_device = false;       // true when queried from a real device
 };
 
+// The oldest arch kiln generates kernels for: the f16/bf16 kernels need sm_80.
+constexpr int kMinSm = 80;
+
 // Parses "sm_90", "sm_90a", "sm_80", "sm_86", "sm_89", "sm_100"... into the numeric sm (90) and
-// whether it is the arch-specific 'a' variant. Throws a user error for anything else, naming
-// `where` and the accepted form.
+// whether it is the arch-specific 'a' variant. Throws a user error for anything else (an arch
+// older than kMinSm included), naming `where` and the accepted form.
 int parse_arch(const std::string& arch, bool* arch_specific = nullptr,
                const std::string& where = "arch");
 

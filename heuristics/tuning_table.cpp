@@ -3,12 +3,10 @@
 #include <fmt/format.h>
 
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
-#include <thread>
 
 #include "engine/base/check.hpp"
+#include "engine/base/file_io.hpp"
 
 namespace kiln {
 
@@ -16,6 +14,9 @@ namespace {
 
 using nlohmann::json;
 namespace fs = std::filesystem;
+
+// A tuning file holds one small entry per contraction shape class.
+constexpr uint64_t kMaxTuningFileBytes = uint64_t{16} << 20;
 
 const char* kind_name(ContractionConfig::Kind k) {
   switch (k) {
@@ -63,12 +64,29 @@ std::string contraction_tuning_key(const ContractionProblemInfo& p, const std::s
 }
 
 TuningTable::TuningTable(std::string path, std::string* note) : path_(std::move(path)) {
-  std::ifstream f(path_, std::ios::binary);
-  if (!f) return;  // no file yet: an empty table
-  std::stringstream ss;
-  ss << f.rdbuf();
+  std::error_code ec;
+  if (!fs::exists(fs::symlink_status(path_, ec))) return;  // no file yet: an empty table
+  // Only a regular file of plausible size is read (a FIFO there would block the process).
+  ReadOnlyFile f;
+  std::string why, text;
+  bool ok = f.open(path_, &why);
+  if (ok && f.size() > kMaxTuningFileBytes) {
+    ok = false;
+    why = fmt::format("{} bytes, over the limit of {}", f.size(), kMaxTuningFileBytes);
+  }
+  if (ok) {
+    text.resize(static_cast<size_t>(f.size()));
+    ok = f.read_at(0, text.data(), text.size());
+    if (!ok) why = "cannot be read";
+  }
+  if (!ok) {
+    if (note)
+      *note = fmt::format("tuning file {}: {}: ignored (it is rewritten on the next autotune)",
+                          path_, why);
+    return;
+  }
   std::map<std::string, TuningEntry> e;
-  if (parse(ss.str(), &e)) {
+  if (parse(text, &e)) {
     entries_ = std::move(e);
   } else if (note) {
     *note = fmt::format(
@@ -165,19 +183,8 @@ void TuningTable::save() const {
   std::error_code ec;
   fs::path p(path_);
   if (p.has_parent_path()) fs::create_directories(p.parent_path(), ec);
-  std::string tmp =
-      fmt::format("{}.tmp.{}", path_, std::hash<std::thread::id>{}(std::this_thread::get_id()));
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    KILN_CHECK(static_cast<bool>(f), "tuning file {}: cannot write {}", path_, tmp);
-    f << to_json();
-    KILN_CHECK(static_cast<bool>(f), "tuning file {}: write to {} failed", path_, tmp);
-  }
-  fs::rename(tmp, p, ec);
-  if (ec) {
-    fs::remove(tmp, ec);
-    KILN_FAIL("tuning file {}: cannot replace it ({})", path_, ec.message());
-  }
+  std::string why;
+  KILN_CHECK(write_file_atomic(path_, to_json(), &why), "tuning file {}: {}", path_, why);
 }
 
 }  // namespace kiln

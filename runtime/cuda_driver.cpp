@@ -11,6 +11,7 @@
 #include <string_view>
 
 #include "engine/base/check.hpp"
+#include "engine/base/memory_budget.hpp"
 
 namespace kiln::cuda {
 
@@ -45,7 +46,8 @@ namespace {
 
 // Optional entry points: a driver without them still runs everything else (TMA needs a CUDA 12
 // driver; kernels that use it say so when the entry point is missing).
-#define KILN_CU_OPTIONAL_FUNCS(X) X(cuTensorMapEncodeTiled) X(cuTensorMapEncodeIm2col)
+#define KILN_CU_OPTIONAL_FUNCS(X) \
+  X(cuTensorMapEncodeTiled) X(cuTensorMapEncodeIm2col) X(cuMemGetInfo)
 
 struct Api {
 #define KILN_X(name) decltype(&::name) name = nullptr;
@@ -353,8 +355,21 @@ void encode_im2col_tensor_map(void* out, DType dtype, uint64_t ptr,
                     pixels, ptr));
 }
 
+bool mem_info(size_t* free_bytes, size_t* total_bytes) {
+  const Api& a = ctx_api();
+  return a.cuMemGetInfo != nullptr && a.cuMemGetInfo(free_bytes, total_bytes) == CUDA_SUCCESS;
+}
+
+void check_device_bytes(const std::string& what, uint64_t bytes) {
+  size_t free = 0, total = 0;
+  if (!mem_info(&free, &total)) return;  // unknown: cuMemAlloc says what it can
+  KILN_CHECK(bytes <= free, "{}: {} of device memory, but the device has {} free (of {})", what,
+             bytes_text(bytes), bytes_text(free), bytes_text(total));
+}
+
 uint64_t mem_alloc(size_t bytes) {
   const Api& a = ctx_api();
+  check_device_bytes(fmt::format("a device buffer of {} bytes", bytes), bytes);
   CUdeviceptr p = 0;
   check(a.cuMemAlloc(&p, bytes), fmt::format("cuMemAlloc({} bytes)", bytes));
   return static_cast<uint64_t>(p);

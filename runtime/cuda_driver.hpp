@@ -60,6 +60,12 @@ void encode_im2col_tensor_map(void* out, DType dtype, uint64_t ptr,
                               const int upper[2], uint32_t channels, uint32_t pixels);
 
 // ---- memory
+// Free and total memory of the device (cuMemGetInfo); false when the driver cannot say.
+bool mem_info(size_t* free_bytes, size_t* total_bytes);
+// A user error "<what>: <size> of device memory, but the device has <free> free (of <total>)"
+// when `bytes` is more than the device has free.
+void check_device_bytes(const std::string& what, uint64_t bytes);
+// Checks the request against the free memory first (a user error naming the size).
 uint64_t mem_alloc(size_t bytes);
 void mem_free(uint64_t ptr);  // never throws (logs nothing; errors are ignored on free)
 void memcpy_htod(uint64_t dst, const void* src, size_t bytes);

@@ -8,6 +8,7 @@
 
 #include "engine/base/check.hpp"
 #include "engine/base/env.hpp"
+#include "engine/base/memory_budget.hpp"
 #include "runtime/event_timer.hpp"
 
 // NVTX3 (header-only, from the CUDA toolkit): without a profiler attached the calls are no-ops
@@ -142,6 +143,9 @@ Executor::Executor(std::shared_ptr<const Graph> g, std::vector<ExecutorKernel> k
     total += (blobs.back().second.size() + kArenaAlign - 1) / kArenaAlign * kArenaAlign;
   }
   if (total == 0) return;
+  const std::string what = fmt::format("graph '{}': its {} constants", graph_->name(), used.size());
+  check_host_bytes(what, total);
+  cuda::check_device_bytes(what, total);
   std::vector<std::byte> host(total);
   size_t off = 0;
   std::vector<std::pair<int, size_t>> offsets;
@@ -265,6 +269,15 @@ Executor::Prepared Executor::prepare(const std::map<std::string, DeviceTensor>& 
       // synchronize) a logarithmic number of times, not at every new size.
       constexpr size_t kGranule = size_t{2} << 20;
       size_t want = std::max(static_cast<size_t>(ap->peak), arena_.bytes() + arena_.bytes() / 2);
+      if (want > static_cast<size_t>(ap->peak)) {  // growth beyond the need: only if it fits
+        size_t free = 0, total = 0;
+        if (cuda::mem_info(&free, &total) && want > free + arena_.bytes())
+          want = static_cast<size_t>(ap->peak);
+      }
+      cuda::check_device_bytes(
+          fmt::format("graph '{}': the workspace (intermediate tensors) for {}", graph_->name(),
+                      bindings_str(b)),
+          static_cast<uint64_t>(ap->peak));
       arena_ = cuda::DeviceBuffer((want + kGranule - 1) / kGranule * kGranule);
       ++arena_generation_;  // CUDA graphs captured on the old arena are never replayed again
     }

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "engine/base/check.hpp"
+#include "engine/base/memory_budget.hpp"
 #include "engine/ir/graph_queries.hpp"
 
 namespace kiln {
@@ -54,18 +55,25 @@ MemoryPlan plan_memory(const std::vector<BufferRequest>& bufs, int64_t align) {
 int64_t tensor_bytes(const TensorDesc& d, const Bindings& b) {
   std::vector<int64_t> shape = eval_shape(d.shape, b);
   int64_t es = static_cast<int64_t>(dtype_size(d.dtype));
+  auto overflow = [&] {
+    KILN_FAIL("a tensor {} would be more than 2^63 bytes for these shapes", d.str());
+  };
   if (d.layout != Layout::Strided) {
-    int64_t n = 1;
-    for (int64_t s : shape) n *= s;
-    return n * es;
+    int64_t n = es;
+    for (int64_t s : shape)
+      if (!checked_mul(n, s, &n)) overflow();
+    return n;
   }
   std::vector<int64_t> st = layout_strides(shape, d.layout, d.strides);
   int64_t extent = 1;
   for (size_t i = 0; i < shape.size(); ++i) {
     if (shape[i] == 0) return 0;
-    extent += (shape[i] - 1) * std::abs(st[i]);
+    int64_t span = 0;
+    if (!checked_mul(shape[i] - 1, std::abs(st[i]), &span) || !checked_add(extent, span, &extent))
+      overflow();
   }
-  return extent * es;
+  if (!checked_mul(extent, es, &extent)) overflow();
+  return extent;
 }
 
 ArenaPlan plan_arena(const Graph& g, const std::vector<KernelSpec>& kernels, const Bindings& b) {

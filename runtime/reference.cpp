@@ -12,9 +12,10 @@
 
 #include "engine/base/check.hpp"
 #include "engine/base/half.hpp"
+#include "engine/base/memory_budget.hpp"
+#include "engine/base/thread_pool.hpp"
 #include "engine/ir/op_table.hpp"
 #include "runtime/reference_ops.hpp"
-#include "engine/base/thread_pool.hpp"
 
 namespace kiln {
 namespace ref {
@@ -296,6 +297,70 @@ void run_node(const Node& node, const std::string& where, ref::NodeArgs& args) {
 
 }  // namespace
 
+namespace {
+
+// The f64 values the run holds at its peak (every input and constant when first read, each
+// node's output until its last use, the outputs' host tensors at the end), checked against the
+// host memory budget before anything is allocated, naming where the peak is and its largest
+// tensor.
+void check_reference_memory(const Graph& g, const std::vector<Dims>& concrete,
+                            const std::vector<int>& last_use, const std::string& where) {
+  const std::vector<TensorInfo>& tensors = g.tensors();
+  // Sizes saturate instead of wrapping (bind bounds each tensor to 2^63 bytes of its dtype).
+  auto sat_add = [](uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; };
+  std::vector<uint64_t> bytes(tensors.size());
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    uint64_t n = static_cast<uint64_t>(ref::numel(concrete[i]));
+    bytes[i] = n > UINT64_MAX / sizeof(double) ? UINT64_MAX : n * sizeof(double);
+  }
+  std::vector<bool> live(tensors.size(), false);
+  uint64_t now = 0, peak = 0;
+  int peak_node = -1, peak_largest = -1;
+  auto hold = [&](int id) {
+    if (!live[id]) {
+      live[id] = true;
+      now = sat_add(now, bytes[id]);
+    }
+  };
+  auto note_peak = [&](int node, const std::vector<int>& ids) {
+    if (now <= peak) return;
+    peak = now;
+    peak_node = node;
+    peak_largest = ids.empty() ? -1 : ids[0];
+    for (int id : ids)
+      if (bytes[id] > bytes[peak_largest]) peak_largest = id;
+  };
+  const std::vector<Node>& nodes = g.nodes();
+  for (int i = 0; i < static_cast<int>(nodes.size()); ++i) {
+    std::vector<int> ids = nodes[i].inputs;
+    ids.insert(ids.end(), nodes[i].outputs.begin(), nodes[i].outputs.end());
+    for (int id : ids) hold(id);
+    note_peak(i, ids);
+    for (int id : ids)
+      if (live[id] && last_use[id] <= i) {
+        live[id] = false;
+        now -= bytes[id];
+      }
+  }
+  for (int id : g.outputs()) {
+    hold(id);
+    now = sat_add(now, bytes[id] / sizeof(double) * dtype_size(tensors[id].desc.dtype));
+  }
+  note_peak(-1, g.outputs());
+  if (peak_largest < 0) return;
+  const TensorInfo& t = tensors[peak_largest];
+  std::string at = peak_node >= 0 ? fmt::format("node '{}' ({})", nodes[peak_node].name,
+                                                op_name(nodes[peak_node].op))
+                                  : std::string("the outputs");
+  check_host_bytes(
+      fmt::format("{}: f64 values at {}, the largest tensor '{}' {}[{}] ({})", where, at, t.name,
+                  dtype_name(t.desc.dtype), fmt::join(concrete[peak_largest], ", "),
+                  bytes_text(bytes[peak_largest])),
+      peak);
+}
+
+}  // namespace
+
 std::map<std::string, HostTensor> run_reference(const Graph& g,
                                                 const std::map<std::string, HostTensor>& inputs,
                                                 const ReferenceOptions& opts) {
@@ -339,6 +404,7 @@ std::map<std::string, HostTensor> run_reference(const Graph& g,
   std::vector<std::unique_ptr<std::vector<double>>> values(tensors.size());
   std::vector<Dims> concrete(tensors.size());
   for (size_t i = 0; i < tensors.size(); ++i) concrete[i] = eval_shape(tensors[i].desc.shape, b);
+  check_reference_memory(g, concrete, last_use, where);
 
   // Inputs and constants are converted when first needed.
   auto value_of = [&](int id) -> const std::vector<double>& {

@@ -43,12 +43,26 @@ TEST(Env, ParsesListsAndPath) {
   EXPECT_FALSE(parse_env({{"KILN_DUMP", ""}}).dump_plan);
 }
 
-TEST(Env, RejectsUnknownVariableListingValidNames) {
-  std::string m = user_error({{"KILN_DUMPS", "plan"}});
-  EXPECT_NE(m.find("KILN_DUMPS"), std::string::npos) << m;
-  EXPECT_NE(m.find("KILN_DUMP,"), std::string::npos) << m;
-  EXPECT_NE(m.find("KILN_DISABLE"), std::string::npos) << m;
-  EXPECT_NE(m.find("KILN_CACHE_DIR"), std::string::npos) << m;
+TEST(Env, ListsUnknownVariablesInsteadOfRefusingThem) {
+  // Another tool may own a KILN_* name: it is listed (env() warns once), never an error.
+  EnvConfig c = parse_env({{"KILN_DUMPS", "plan"}, {"KILN_DUMP", "plan"}, {"KILN_ZZZ", ""}});
+  EXPECT_TRUE(c.dump_plan);
+  EXPECT_EQ(c.unknown, (std::vector<std::string>{"KILN_DUMPS", "KILN_ZZZ"}));
+  std::string names = env_variable_names();
+  for (const char* n : {"KILN_DUMP,", "KILN_DISABLE", "KILN_CACHE_DIR", "KILN_MEMORY_BUDGET"})
+    EXPECT_NE(names.find(n), std::string::npos) << n;
+}
+
+TEST(Env, MemoryBudgetInBytesOrPercent) {
+  EXPECT_EQ(parse_env({{"KILN_MEMORY_BUDGET", "8G"}}).memory_budget, uint64_t{8} << 30);
+  EXPECT_EQ(parse_env({{"KILN_MEMORY_BUDGET", "512MiB"}}).memory_budget, uint64_t{512} << 20);
+  EXPECT_EQ(parse_env({{"KILN_MEMORY_BUDGET", "1000"}}).memory_budget, 1000u);
+  EXPECT_DOUBLE_EQ(parse_env({{"KILN_MEMORY_BUDGET", "75%"}}).memory_budget_fraction, 0.75);
+  EXPECT_EQ(parse_env({{"KILN_MEMORY_BUDGET", ""}}).memory_budget, 0u);  // empty: the default
+  for (const char* bad : {"0", "8X", "-1", "150%", "0%", "G", "99999999999T"}) {
+    std::string m = user_error({{"KILN_MEMORY_BUDGET", bad}});
+    EXPECT_NE(m.find("KILN_MEMORY_BUDGET="), std::string::npos) << bad << ": " << m;
+  }
 }
 
 TEST(Env, RejectsUnknownListItemsListingValidOnes) {

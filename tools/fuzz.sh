@@ -1,16 +1,24 @@
 #!/usr/bin/env bash
-# Builds the graph-loader fuzzer with clang (ASan + UBSan + libFuzzer) into build-fuzz and runs it
-# for SECONDS (default 60) on a seed corpus. Exits non-zero when the fuzzer finds a crash.
+# Builds the fuzz targets with clang (ASan + UBSan + libFuzzer) into build-fuzz and runs them on
+# their seed corpora for SECONDS in all (default 60), split evenly over the targets: every target
+# in tests/fuzz, or those named. Exits non-zero when a fuzzer finds a crash.
 #
-#   tools/fuzz.sh [SECONDS]
+#   tools/fuzz.sh [SECONDS] [TARGET...]      e.g. tools/fuzz.sh 600 fuzz_safetensors
 #
-# The corpus grows in build-fuzz/corpus (seeded from examples/graphs, tests/bad_graphs and
-# tests/fuzz/corpus); crash inputs land in build-fuzz/crashes.
+# Targets: fuzz_graph_loader (graph files; seeds: examples/graphs, tests/bad_graphs,
+# tests/fuzz/corpus/graph_loader) and fuzz_safetensors (safetensors headers; seeds:
+# tests/fuzz/corpus/safetensors). Each has a dictionary (tests/fuzz/<name>.dict) and a max_len
+# large enough for deep and big inputs. The corpora grow in build-fuzz/corpus/<target>, crash
+# inputs land in build-fuzz/crashes/<target>; docs/FUZZING.md has the details.
 set -euo pipefail
 SECONDS_TO_RUN=${1:-60}
+shift || true
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUILD=$ROOT/build-fuzz
 JOBS=$(nproc 2>/dev/null || echo 2)
+ALL_TARGETS=(fuzz_graph_loader fuzz_safetensors)
+TARGETS=("$@")
+[ ${#TARGETS[@]} -eq 0 ] && TARGETS=("${ALL_TARGETS[@]}")
 
 for tool in clang clang++; do
   command -v $tool >/dev/null || { echo "fuzz.sh: $tool not found (apt-get install clang libclang-rt-dev)" >&2; exit 2; }
@@ -18,31 +26,43 @@ done
 
 CC=clang CXX=clang++ cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DKILN_BUILD_FUZZERS=ON -DKILN_BUILD_TESTS=OFF >/dev/null
-ninja -C "$BUILD" -j "$JOBS" fuzz_graph_loader
+ninja -C "$BUILD" -j "$JOBS" "${TARGETS[@]}"
 
-CORPUS=$BUILD/corpus
-CRASHES=$BUILD/crashes
-mkdir -p "$CORPUS" "$CRASHES"
-SEEDS=()
-for d in "$ROOT/examples/graphs" "$ROOT/tests/bad_graphs" "$ROOT/tests/fuzz/corpus"; do
-  [ -d "$d" ] && SEEDS+=("$d")
+PER_TARGET=$(( SECONDS_TO_RUN / ${#TARGETS[@]} ))
+[ "$PER_TARGET" -lt 1 ] && PER_TARGET=1
+FAILED=0
+for T in "${TARGETS[@]}"; do
+  case "$T" in
+    fuzz_graph_loader)
+      SEED_DIRS=("$ROOT/examples/graphs" "$ROOT/tests/bad_graphs" "$ROOT/tests/fuzz/corpus/graph_loader")
+      DICT=$ROOT/tests/fuzz/graph_loader.dict ;;
+    fuzz_safetensors)
+      SEED_DIRS=("$ROOT/tests/fuzz/corpus/safetensors")
+      DICT=$ROOT/tests/fuzz/safetensors.dict ;;
+    *) echo "fuzz.sh: unknown target '$T' (targets: ${ALL_TARGETS[*]})" >&2; exit 2 ;;
+  esac
+  CORPUS=$BUILD/corpus/$T
+  CRASHES=$BUILD/crashes/$T
+  mkdir -p "$CORPUS" "$CRASHES"
+  SEEDS=()
+  for d in "${SEED_DIRS[@]}"; do [ -d "$d" ] && SEEDS+=("$d"); done
+  LOG=$BUILD/$T.log
+  echo "fuzz.sh: running $T for ${PER_TARGET}s (log: $LOG)"
+  set +e
+  UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ASAN_OPTIONS=detect_leaks=1 \
+    "$BUILD/$T" "$CORPUS" "${SEEDS[@]}" -dict="$DICT" \
+    -max_total_time="$PER_TARGET" -rss_limit_mb=2048 -max_len=262144 -timeout=10 \
+    -artifact_prefix="$CRASHES/" -print_final_stats=1 >"$LOG" 2>&1
+  RC=$?
+  set -e
+  EXECS=$(grep -E "^stat::number_of_executed_units" "$LOG" | awk "{print \$2}" | tail -1 || true)
+  tail -n 3 "$LOG"
+  echo "fuzz.sh: $T: executions: ${EXECS:-unknown}, exit status: $RC, corpus: $(ls "$CORPUS" | wc -l) files"
+  if [ $RC -ne 0 ]; then
+    echo "fuzz.sh: $T: CRASH found; inputs in $CRASHES:" >&2
+    ls -1 "$CRASHES" >&2
+    FAILED=1
+  fi
 done
-
-LOG=$BUILD/fuzz.log
-echo "fuzz.sh: running fuzz_graph_loader for ${SECONDS_TO_RUN}s (log: $LOG)"
-set +e
-UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ASAN_OPTIONS=detect_leaks=1 \
-  "$BUILD/fuzz_graph_loader" "$CORPUS" "${SEEDS[@]}" \
-  -max_total_time="$SECONDS_TO_RUN" -rss_limit_mb=2048 -max_len=65536 -timeout=10 \
-  -artifact_prefix="$CRASHES/" -print_final_stats=1 >"$LOG" 2>&1
-RC=$?
-set -e
-EXECS=$(grep -E "^stat::number_of_executed_units" "$LOG" | awk "{print \$2}" | tail -1 || true)
-tail -n 5 "$LOG"
-echo "fuzz.sh: executions: ${EXECS:-unknown}, exit status: $RC, corpus: $(ls "$CORPUS" | wc -l) files"
-if [ $RC -ne 0 ]; then
-  echo "fuzz.sh: CRASH found; inputs in $CRASHES:" >&2
-  ls -1 "$CRASHES" >&2
-  exit 1
-fi
+[ $FAILED -ne 0 ] && exit 1
 echo "fuzz.sh: no crash"

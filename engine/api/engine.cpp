@@ -155,8 +155,10 @@ class EngineImpl {
     }
     s.schedule =
         opts.schedule.empty() ? env_schedule_overrides() : parse_schedule_overrides(opts.schedule);
+    // Compiling without loading (`kiln cache warm`) is for the disk cache: it must be writable.
+    const bool disk = opts.disk_cache && !e.disable_disk_cache;
     s.cache = std::make_shared<KernelCache>(
-        KernelCacheOptions{opts.cache_dir, opts.disk_cache && !e.disable_disk_cache});
+        KernelCacheOptions{opts.cache_dir, disk, /*require_disk=*/disk && !opts.load_kernels});
     if (!e.disable_autotune) {
       std::string note;
       std::string path = opts.tuning_file.empty()

@@ -1,5 +1,11 @@
 #include "engine/base/env.hpp"
 
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <charconv>
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <mutex>
 #include <optional>
@@ -72,7 +78,41 @@ void parse_list(const std::string& var, const std::string& value,
 }  // namespace
 
 const char* env_variable_names() {
-  return "KILN_DUMP, KILN_DISABLE, KILN_CACHE_DIR, KILN_NVTX, KILN_SCHEDULE";
+  return "KILN_DUMP, KILN_DISABLE, KILN_CACHE_DIR, KILN_MEMORY_BUDGET, KILN_NVTX, KILN_SCHEDULE";
+}
+
+void parse_memory_budget(const std::string& value, uint64_t* bytes, double* fraction) {
+  std::string v = trim(value);
+  auto bad = [&] {
+    KILN_FAIL(
+        "environment variable KILN_MEMORY_BUDGET={}: expected bytes with an optional K, M, G or "
+        "T suffix (powers of 1024, e.g. 8G) or a percentage of physical memory (e.g. 75%)",
+        value);
+  };
+  *bytes = 0;
+  *fraction = 0;
+  if (v.empty()) return;  // set but empty: the default, like the other variables
+  if (v.back() == '%') {
+    double pct = 0;
+    auto [p, ec] = std::from_chars(v.data(), v.data() + v.size() - 1, pct);
+    if (ec != std::errc() || p != v.data() + v.size() - 1 || !(pct > 0 && pct <= 100)) bad();
+    *fraction = pct / 100.0;
+    return;
+  }
+  uint64_t n = 0;
+  auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+  if (ec != std::errc() || p == v.data() || n == 0) bad();
+  std::string suffix(p, static_cast<const char*>(v.data() + v.size()));
+  if (suffix.size() > 1 && (suffix.substr(1) == "B" || suffix.substr(1) == "iB"))
+    suffix = suffix.substr(0, 1);
+  int shift = suffix.empty() || suffix == "B" ? 0
+              : suffix == "K"                 ? 10
+              : suffix == "M"                 ? 20
+              : suffix == "G"                 ? 30
+              : suffix == "T"                 ? 40
+                                              : -1;
+  if (shift < 0 || n > (UINT64_MAX >> shift)) bad();
+  *bytes = n << shift;
 }
 
 EnvConfig parse_env(const std::map<std::string, std::string>& vars) {
@@ -93,11 +133,10 @@ EnvConfig parse_env(const std::map<std::string, std::string>& vars) {
       cfg.nvtx = v == "1";
     } else if (name == "KILN_SCHEDULE") {
       cfg.schedule = value;  // parsed by the heuristics that own its keys
+    } else if (name == "KILN_MEMORY_BUDGET") {
+      parse_memory_budget(value, &cfg.memory_budget, &cfg.memory_budget_fraction);
     } else {
-      KILN_FAIL(
-          "environment variable {}: unknown kiln variable, expected one of: {} (KILN_DUMP: {}; "
-          "KILN_DISABLE: {})",
-          name, env_variable_names(), item_names(dump_items()), item_names(disable_items()));
+      cfg.unknown.push_back(name);  // another tool's variable, or a misspelling: warned about
     }
   }
   return cfg;
@@ -130,16 +169,45 @@ const EnvConfig& env() {
       vars.emplace(std::string(kv.substr(0, eq)), std::string(kv.substr(eq + 1)));
     }
     parsed = parse_env(vars);  // throws (and stays unparsed) on error
+    if (!parsed->unknown.empty()) {
+      std::string names;
+      for (const std::string& n : parsed->unknown) names += (names.empty() ? "" : ", ") + n;
+      std::fprintf(stderr,
+                   "kiln: warning: environment variable%s %s: not kiln's, ignored (kiln reads: %s; "
+                   "KILN_DUMP: %s; KILN_DISABLE: %s)\n",
+                   parsed->unknown.size() == 1 ? "" : "s", names.c_str(), env_variable_names(),
+                   item_names(dump_items()).c_str(), item_names(disable_items()).c_str());
+    }
   }
   return *parsed;
 }
 
-std::string dump_dir() {
-  const EnvConfig& e = env();
-  if (!e.cache_dir.empty()) return e.cache_dir;
+namespace {
+// The per-user fallback, in the system temp directory (which everyone shares).
+std::string shared_fallback_dir() {
   std::error_code ec;
   std::filesystem::path tmp = std::filesystem::temp_directory_path(ec);
-  return ec ? std::string("/tmp") : tmp.string();
+  if (ec) tmp = "/tmp";
+  return (tmp / fmt::format("kiln-{}", static_cast<unsigned long>(::geteuid()))).string();
+}
+}  // namespace
+
+std::string kiln_cache_dir() {
+  const EnvConfig& e = env();
+  if (!e.cache_dir.empty()) return e.cache_dir;
+  const char* xdg = std::getenv("XDG_CACHE_HOME");
+  if (xdg && *xdg) return (std::filesystem::path(xdg) / "kiln").string();
+  const char* home = std::getenv("HOME");
+  if (home && *home) return (std::filesystem::path(home) / ".cache" / "kiln").string();
+  return shared_fallback_dir();
+}
+
+bool kiln_cache_dir_is_shared_fallback() {
+  return kiln_cache_dir() == shared_fallback_dir();
+}
+
+std::string dump_dir() {
+  return kiln_cache_dir();
 }
 
 }  // namespace kiln

@@ -2,6 +2,9 @@
 
 #include <cmath>
 
+#include "engine/base/check.hpp"
+#include "engine/base/memory_budget.hpp"
+
 namespace kiln {
 
 double Rng::normal() {
@@ -18,6 +21,10 @@ double Rng::normal() {
 }
 
 std::vector<double> random_values(bool normal, double a, double b, uint64_t seed, int64_t n) {
+  check_host_bytes(fmt::format("{} random values", n),
+                   n < 0 || static_cast<uint64_t>(n) > UINT64_MAX / sizeof(double)
+                       ? UINT64_MAX
+                       : static_cast<uint64_t>(n) * sizeof(double));
   Rng rng(seed);
   std::vector<double> v(static_cast<size_t>(n));
   for (auto& x : v) x = normal ? a + b * rng.normal() : a + (b - a) * rng.uniform();

@@ -5,8 +5,9 @@
 #include <set>
 
 #include "engine/base/check.hpp"
-#include "engine/ir/op_table.hpp"
+#include "engine/base/memory_budget.hpp"
 #include "engine/base/random.hpp"
+#include "engine/ir/op_table.hpp"
 
 namespace kiln {
 
@@ -94,19 +95,43 @@ Tensor Graph::input(const std::string& name, const TensorDesc& desc) {
   return {id};
 }
 
-Tensor Graph::constant(const std::string& name, const TensorDesc& desc, HostTensor data,
-                       ConstantSource source) {
-  std::string where = fmt::format("constant '{}'", name);
-  check_desc(desc, where);
-  KILN_CHECK(shape_is_static(desc.shape), "{}: constants need a static shape, found {}", where,
-             shape_str(desc.shape));
-  std::vector<int64_t> shape = eval_shape(desc.shape, {});
+namespace {
+// Data for a constant of `desc`: its logical shape, converted to desc.dtype, row-major.
+HostTensor conform(HostTensor data, const TensorDesc& desc, const std::vector<int64_t>& shape,
+                   const std::string& where) {
   KILN_CHECK(data.shape == shape, "{}: data has shape {} but the constant is declared {}", where,
              shape_str(Shape(data.shape.begin(), data.shape.end())), shape_str(desc.shape));
   if (data.dtype != desc.dtype || !data.is_row_major())
     data = HostTensor::from_f64(desc.dtype, shape, data.to_f64());
+  return data;
+}
+
+std::vector<int64_t> constant_shape(const TensorDesc& desc, const std::string& where) {
+  check_desc(desc, where);
+  KILN_CHECK(shape_is_static(desc.shape), "{}: constants need a static shape, found {}", where,
+             shape_str(desc.shape));
+  return eval_shape(desc.shape, {});
+}
+}  // namespace
+
+Tensor Graph::constant(const std::string& name, const TensorDesc& desc, HostTensor data,
+                       ConstantSource source) {
+  std::string where = fmt::format("constant '{}'", name);
+  std::vector<int64_t> shape = constant_shape(desc, where);
+  data = conform(std::move(data), desc, shape, where);
   int id = new_tensor(name, desc, TensorRole::Constant, where);
   tensors_[id].data = std::move(data);
+  tensors_[id].source = std::move(source);
+  return {id};
+}
+
+Tensor Graph::constant_deferred(const std::string& name, const TensorDesc& desc,
+                                std::function<HostTensor()> make, ConstantSource source) {
+  std::string where = fmt::format("constant '{}'", name);
+  std::vector<int64_t> shape = constant_shape(desc, where);
+  int id = new_tensor(name, desc, TensorRole::Constant, where);
+  tensors_[id].data = LazyHostTensor::deferred(
+      [make = std::move(make), desc, shape, where] { return conform(make(), desc, shape, where); });
   tensors_[id].source = std::move(source);
   return {id};
 }
@@ -121,17 +146,31 @@ Tensor Graph::constant_random(const std::string& name, const TensorDesc& desc,
     KILN_CHECK(b >= 0, "{}: std must be >= 0, found {}", where, b);
   else
     KILN_CHECK(a <= b, "{}: low {} is greater than high {}", where, a, b);
-  std::vector<int64_t> shape = eval_shape(desc.shape, {});
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  std::vector<double> v = random_values(dist == "normal", a, b, seed, n);
   ConstantSource src;
   src.kind = ConstantSource::Kind::Init;
   src.dist = dist;
   src.a = a;
   src.b = b;
   src.seed = seed;
-  return constant(name, desc, HostTensor::from_f64(desc.dtype, shape, v), src);
+  // Made in its dtype, value by value: no f64 copy of a large constant.
+  auto make = [desc, where, normal = dist == "normal", a, b, seed] {
+    std::vector<int64_t> shape = eval_shape(desc.shape, {});
+    int64_t n = 1;
+    for (int64_t d : shape)
+      KILN_CHECK(checked_mul(n, d, &n), "{}: {} elements overflow 64 bits", where,
+                 shape_str(desc.shape));
+    const size_t es = dtype_size(desc.dtype);
+    check_host_bytes(fmt::format("{} ({})", where, desc.str()),
+                     static_cast<uint64_t>(n) * es);  // n <= 2^48 (the shape is bounded)
+    HostTensor t = HostTensor::zeros(desc.dtype, shape);
+    Rng rng(seed);
+    std::byte* p = t.data.data();
+    for (int64_t i = 0; i < n; ++i)
+      store_element(desc.dtype, p + static_cast<size_t>(i) * es,
+                    normal ? a + b * rng.normal() : a + (b - a) * rng.uniform());
+    return t;
+  };
+  return constant_deferred(name, desc, std::move(make), src);
 }
 
 void Graph::output(Tensor t) {
@@ -286,6 +325,14 @@ std::vector<std::string> Graph::symbols() const {
   return s;
 }
 
+namespace {
+std::string bindings_text(const Bindings& b) {
+  std::string s;
+  for (const auto& [k, v] : b) s += fmt::format("{}{}={}", s.empty() ? "" : ", ", k, v);
+  return s.empty() ? "static shapes" : s;
+}
+}  // namespace
+
 Bindings Graph::bind(const std::map<std::string, std::vector<int64_t>>& input_shapes,
                      const Bindings& extra) const {
   Bindings b;
@@ -329,13 +376,25 @@ Bindings Graph::bind(const std::map<std::string, std::vector<int64_t>>& input_sh
                  want, t.desc.shape[i].str(), it->second[i]);
     }
   }
-  // Derived dims (conv outputs) must stay positive for these sizes.
-  for (const TensorInfo& t : tensors_)
+  // Derived dims (conv outputs) must stay positive for these sizes, and every tensor's size fit
+  // 64 bits, so that no later size arithmetic wraps.
+  for (const TensorInfo& t : tensors_) {
+    int64_t bytes = static_cast<int64_t>(dtype_size(t.desc.dtype));
     for (size_t i = 0; i < t.desc.shape.size(); ++i) {
-      int64_t v = t.desc.shape[i].eval(b);
+      int64_t v = 0;
+      try {
+        v = t.desc.shape[i].eval(b);
+      } catch (const Error& e) {
+        if (e.kind() != ErrorKind::User) throw;
+        KILN_FAIL("tensor '{}' ({}) dim {}: {}", t.name, t.desc.str(), i, e.what());
+      }
       KILN_CHECK(v > 0, "tensor '{}' dim {} ({}) is {} for these shapes", t.name, i,
                  t.desc.shape[i].str(), v);
+      KILN_CHECK(checked_mul(bytes, v, &bytes),
+                 "tensor '{}' ({}) would be more than 2^63 bytes with {}", t.name, t.desc.str(),
+                 bindings_text(b));
     }
+  }
   return b;
 }
 

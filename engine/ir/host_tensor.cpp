@@ -1,9 +1,12 @@
 // Host tensors and f16/bf16 conversion (round to nearest even).
+#include <atomic>
 #include <cmath>
 #include <cstring>
+#include <mutex>
 
 #include "engine/base/check.hpp"
 #include "engine/base/half.hpp"
+#include "engine/base/memory_budget.hpp"
 #include "kiln/host_tensor.hpp"
 
 namespace kiln {
@@ -108,11 +111,20 @@ double round_to(DType t, double v) {
 
 HostTensor HostTensor::zeros(DType dtype, std::vector<int64_t> shape, Layout layout) {
   KILN_ASSERT(layout != Layout::Strided, "zeros() needs a dense layout");
+  // The last guard for sizes that a file or a flag decided: callers that know the tensor's name
+  // check the budget first, with it.
+  int64_t bytes = static_cast<int64_t>(dtype_size(dtype));
+  for (int64_t d : shape)
+    KILN_CHECK(d >= 0 && checked_mul(bytes, d, &bytes),
+               "a host tensor {}[{}]: the size overflows 64 bits", dtype_name(dtype),
+               fmt::join(shape, ", "));
+  check_host_bytes(fmt::format("a host tensor {}[{}]", dtype_name(dtype), fmt::join(shape, ", ")),
+                   static_cast<uint64_t>(bytes));
   HostTensor t;
   t.dtype = dtype;
   t.strides = layout_strides(shape, layout);
   t.shape = std::move(shape);
-  t.data.assign(static_cast<size_t>(t.numel()) * dtype_size(dtype), std::byte{0});
+  t.data.assign(static_cast<size_t>(bytes), std::byte{0});
   return t;
 }
 
@@ -262,6 +274,47 @@ HostTensor HostTensor::relayout(Layout layout) const {
     for_each_offset2(shape, strides, t.strides,
                      [&](int64_t a, int64_t b) { std::memcpy(dst + b * es, src + a * es, es); });
   return t;
+}
+
+struct LazyHostTensor::State {
+  std::function<HostTensor()> make;
+  std::once_flag once;
+  std::atomic<bool> made{false};
+  HostTensor value;
+};
+
+LazyHostTensor::LazyHostTensor(HostTensor t) : state_(std::make_shared<State>()) {
+  state_->value = std::move(t);
+  std::call_once(state_->once, [] {});
+  state_->made = true;
+}
+
+LazyHostTensor LazyHostTensor::deferred(std::function<HostTensor()> make) {
+  LazyHostTensor l;
+  l.state_ = std::make_shared<State>();
+  l.state_->make = std::move(make);
+  return l;
+}
+
+bool LazyHostTensor::materialized() const {
+  return state_ && state_->made.load();
+}
+
+const HostTensor& LazyHostTensor::value() const {
+  KILN_ASSERT(state_ != nullptr, "a constant without data");
+  State& s = *state_;
+  std::call_once(s.once, [&s] {
+    s.value = s.make();
+    s.make = nullptr;  // what it captured (a file's header, an init's parameters) is not needed
+    s.made = true;
+  });
+  return s.value;
+}
+
+HostTensor& LazyHostTensor::mutable_value() {
+  const HostTensor& v = value();
+  if (state_.use_count() > 1) *this = LazyHostTensor(HostTensor(v));  // copy on write
+  return state_->value;
 }
 
 }  // namespace kiln

@@ -12,6 +12,8 @@
 #include <sstream>
 
 #include "engine/base/check.hpp"
+#include "engine/base/file_io.hpp"
+#include "engine/base/memory_budget.hpp"
 #include "engine/ir/json_io.hpp"
 #include "engine/ir/op_table.hpp"
 #include "kiln/io.hpp"
@@ -23,55 +25,6 @@ using ojson = nlohmann::ordered_json;
 LoadLimits& load_limits() {
   static LoadLimits l;
   return l;
-}
-
-std::string line_col(const std::string& text, size_t byte) {
-  byte = std::min(byte, text.size());
-  size_t line = 1, col = 1;
-  for (size_t i = 0; i < byte; ++i) {
-    if (text[i] == '\n') {
-      ++line;
-      col = 1;
-    } else {
-      ++col;
-    }
-  }
-  return fmt::format("{}:{}", line, col);
-}
-
-ojson parse_json(const std::string& text, const std::string& source) {
-  // Duplicate keys would silently keep the last value: refuse them. One set of keys per open
-  // object.
-  std::vector<std::set<std::string>> open;
-  auto cb = [&](int depth, ojson::parse_event_t ev, ojson& parsed) {
-    switch (ev) {
-      case ojson::parse_event_t::object_start:
-        open.emplace_back();
-        break;
-      case ojson::parse_event_t::object_end:
-        if (!open.empty()) open.pop_back();
-        break;
-      case ojson::parse_event_t::key: {
-        const std::string& k = parsed.get_ref<const std::string&>();
-        KILN_CHECK(open.empty() || open.back().insert(k).second,
-                   "{}: duplicate key '{}' in an object (at nesting depth {})", source, k, depth);
-        break;
-      }
-      default:
-        break;
-    }
-    return true;
-  };
-  try {
-    return ojson::parse(text, cb);
-  } catch (const ojson::parse_error& e) {
-    // e.what() is "[json.exception.parse_error.101] parse error at line 1, column 2: what".
-    std::string what = e.what();
-    size_t colon = what.find(": ", what.find("parse error"));
-    std::string detail = colon == std::string::npos ? what : what.substr(colon + 2);
-    size_t byte = e.byte > 0 ? e.byte - 1 : 0;
-    KILN_FAIL("{}:{}: invalid JSON: {}", source, line_col(text, byte), detail);
-  }
 }
 
 namespace {
@@ -150,7 +103,7 @@ struct Loader {
   std::string base_dir;  // constant files are relative to it
   Graph g;
   int64_t constant_total = 0;
-  std::map<std::string, std::unique_ptr<SafetensorsFile>> files;  // by resolved path
+  std::map<std::string, std::shared_ptr<const SafetensorsFile>> files;  // by resolved path
 
   std::string at(const std::string& place) const { return fmt::format("{}: {}", src, place); }
 
@@ -304,6 +257,8 @@ struct Loader {
       KILN_CHECK(static_cast<int64_t>(data.size()) == numel,
                  "{}.data: expected {} values for shape {}, found {}", where, numel,
                  shape_str(d.shape), data.size());
+      check_host_bytes(fmt::format("{}.data ({} values)", where, numel),
+                       static_cast<uint64_t>(numel) * (sizeof(double) + dtype_size(d.dtype)));
       std::vector<double> v(data.size());
       for (size_t i = 0; i < data.size(); ++i) {
         const ojson& x = data[i];
@@ -337,9 +292,9 @@ struct Loader {
       std::string path = p.lexically_normal().string();
       auto it = files.find(path);
       if (it == files.end()) {
-        std::unique_ptr<SafetensorsFile> f;
+        std::shared_ptr<const SafetensorsFile> f;
         try {
-          f = std::make_unique<SafetensorsFile>(path);
+          f = std::make_shared<const SafetensorsFile>(path);
         } catch (const Error& e) {
           if (e.kind() != ErrorKind::User) throw;
           KILN_FAIL("{}.file: {}", where, e.what());
@@ -363,14 +318,16 @@ struct Loader {
                  "(safetensors holds the logical shape)",
                  where, shape_str(d.shape), key, path,
                  shape_str(Shape(e.shape.begin(), e.shape.end())));
-      HostTensor t;
-      try {
-        t = f.read(key);
-      } catch (const Error& err) {
-        if (err.kind() != ErrorKind::User) throw;
-        KILN_FAIL("{}.file: {}", where, err.what());
-      }
-      located(where, [&] { return g.constant(name, d, std::move(t), s); });
+      // The data is read when first used: checking a graph reads only the header.
+      auto read = [file = it->second, key, where] {
+        try {
+          return file->read(key);
+        } catch (const Error& err) {
+          if (err.kind() != ErrorKind::User) throw;
+          KILN_FAIL("{}.file: {}", where, err.what());
+        }
+      };
+      located(where, [&] { return g.constant_deferred(name, d, std::move(read), s); });
     } else {
       const ojson& init = spec["init"];
       std::string w = where + ".init";
@@ -674,12 +631,7 @@ struct Loader {
 };
 
 std::string read_file(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  KILN_CHECK(f.good(), "{}: cannot open graph file: {}", path, std::strerror(errno));
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  KILN_CHECK(!f.bad(), "{}: cannot read graph file", path);
-  return ss.str();
+  return read_regular_file(path, "graph file", static_cast<uint64_t>(load_limits().max_file_bytes));
 }
 
 // ------------------------------------------------------------------------------- saving

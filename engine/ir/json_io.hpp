@@ -21,13 +21,19 @@ struct LoadLimits {
   int64_t max_constant_numel = int64_t{1} << 31;        // elements of one constant
   int64_t max_total_constant_numel = int64_t{1} << 32;  // all constants of one file
   int64_t max_attr_int = (int64_t{1} << 31) - 1;        // |integer attribute|
+  int64_t max_file_bytes = int64_t{256} << 20;          // a graph file (big data: safetensors)
 };
 // The limits in force (process-wide; the fuzzer lowers them). Not thread-safe to change while
 // loading.
 LoadLimits& load_limits();
 
-// Parses JSON text, refusing duplicate object keys. Errors are kiln::Error(User) starting with
-// "<source>:<line>:<column>: " (or "<source>: " for duplicate keys).
+// How deeply JSON values may nest (graph files and safetensors headers need a handful of levels).
+constexpr int kMaxJsonDepth = 256;
+
+// Parses JSON text in linear time, refusing duplicate object keys, NUL bytes, trailing bytes
+// after the value and nesting deeper than kMaxJsonDepth (engine/ir/json_parse.cpp). Errors are
+// kiln::Error(User) starting with "<source>:<line>:<column>: " (or "<source>: " for duplicate
+// keys).
 nlohmann::ordered_json parse_json(const std::string& text, const std::string& source);
 // "line:column" (1-based) of a byte offset in text.
 std::string line_col(const std::string& text, size_t byte);

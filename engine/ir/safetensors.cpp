@@ -7,6 +7,8 @@
 #include <fstream>
 
 #include "engine/base/check.hpp"
+#include "engine/base/file_io.hpp"
+#include "engine/base/memory_budget.hpp"
 #include "engine/ir/json_io.hpp"
 #include "kiln/io.hpp"
 
@@ -18,7 +20,8 @@ namespace {
 
 using ojson = nlohmann::ordered_json;
 
-// Header length limit of the reference implementation (100 MB).
+// Header length limit of the reference implementation (100 MB): a header is parsed into a DOM
+// before anything else is checked, so its size bounds the parse's time and memory.
 constexpr uint64_t kMaxHeader = 100'000'000;
 
 // Element size of every dtype the format defines (0: unknown name).
@@ -63,20 +66,14 @@ const char* safetensors_dtype_name(DType t) {
 }
 
 SafetensorsFile::SafetensorsFile(std::string path) : path_(std::move(path)) {
-  std::ifstream f(path_, std::ios::binary);
-  KILN_CHECK(f.good(), "{}: cannot open safetensors file: {}", path_, std::strerror(errno));
-  f.seekg(0, std::ios::end);
-  std::streamoff size = f.tellg();
-  KILN_CHECK(size >= 0, "{}: cannot read the file size (not a regular file?)", path_);
-  file_size_ = static_cast<uint64_t>(size);
+  ReadOnlyFile f(path_, "safetensors file");
+  file_size_ = f.size();
   KILN_CHECK(file_size_ >= 8,
              "{}: file is {} bytes, too short for a safetensors file (8-byte header length, then "
              "the header)",
              path_, file_size_);
-  f.seekg(0);
   unsigned char len_bytes[8];
-  f.read(reinterpret_cast<char*>(len_bytes), 8);
-  KILN_CHECK(f.good(), "{}: cannot read the header length", path_);
+  KILN_CHECK(f.read_at(0, len_bytes, 8), "{}: cannot read the header length", path_);
   uint64_t n = 0;
   for (int i = 7; i >= 0; --i) n = (n << 8) | len_bytes[i];
   KILN_CHECK(n <= file_size_ - 8,
@@ -87,8 +84,8 @@ SafetensorsFile::SafetensorsFile(std::string path) : path_(std::move(path)) {
              kMaxHeader);
   KILN_CHECK(n >= 2, "{}: header length {} is too short for a JSON object", path_, n);
   std::string header(static_cast<size_t>(n), '\0');
-  f.read(header.data(), static_cast<std::streamsize>(n));
-  KILN_CHECK(f.good(), "{}: cannot read the {}-byte header", path_, n);
+  KILN_CHECK(f.read_at(8, header.data(), header.size()), "{}: cannot read the {}-byte header",
+             path_, n);
   data_start_ = 8 + n;
   uint64_t data_size = file_size_ - data_start_;
 
@@ -189,14 +186,15 @@ HostTensor SafetensorsFile::read(const std::string& key) const {
   t.dtype = dt;
   t.shape = e.shape;
   t.strides = layout_strides(t.shape, Layout::NCHW);
+  check_host_bytes(fmt::format("{}: tensor '{}' ({} {})", path_, key, e.dtype,
+                               shape_str(Shape(e.shape.begin(), e.shape.end()))),
+                   e.end - e.begin);
   t.data.resize(static_cast<size_t>(e.end - e.begin));
   if (!t.data.empty()) {
-    std::ifstream f(path_, std::ios::binary);
-    KILN_CHECK(f.good(), "{}: cannot reopen: {}", path_, std::strerror(errno));
-    f.seekg(static_cast<std::streamoff>(data_start_ + e.begin));
-    f.read(reinterpret_cast<char*>(t.data.data()), static_cast<std::streamsize>(t.data.size()));
-    KILN_CHECK(f.good(), "{}: tensor '{}': short read (the file changed while reading?)", path_,
-               key);
+    ReadOnlyFile f(path_, "safetensors file");
+    KILN_CHECK(
+        f.size() == file_size_ && f.read_at(data_start_ + e.begin, t.data.data(), t.data.size()),
+        "{}: tensor '{}': short read (the file changed while reading?)", path_, key);
   }
   return t;
 }

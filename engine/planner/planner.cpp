@@ -13,11 +13,13 @@
 //  - Inference batchnorm (category Normalization, but no statistics) is a per-channel affine:
 //    its table role is Elementwise, and its per-channel operands (OpInfo::channel_operands)
 //    broadcast along dim 1 wherever it fuses.
-// Every tentative fusion is checked to keep the group graph acyclic; a tensor produced inside a
-// group and needed outside it (or a graph output) is written as an extra group output.
+// Every tentative fusion is checked to keep the group graph acyclic (engine/planner/group_order.hpp
+// keeps that check local); a tensor produced inside a group and needed outside it (or a graph
+// output) is written as an extra group output.
 #include <algorithm>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 
@@ -25,6 +27,7 @@
 #include "engine/ir/op_table.hpp"
 #include "engine/passes/passes.hpp"
 #include "engine/planner/attention_pattern.hpp"
+#include "engine/planner/group_order.hpp"
 #include "engine/planner/plan.hpp"
 
 namespace kiln {
@@ -106,6 +109,13 @@ class Planner {
       for (int t : nodes[i].inputs) consumers_[t].push_back(i);
     for (int t : g_.outputs()) is_output_.insert(t);
     compute_live();
+    order_ = std::make_unique<GroupOrder>(
+        2 * nn,
+        [this](int v, bool fwd, const std::function<void(int)>& f) { neighbours(v, fwd, f); },
+        [this] { return vertices(); },
+        [this](int v) {
+          return v < node_count() ? size_t{1} : groups_[v - node_count()].nodes.size();
+        });
 
     if (!opts_.fusion) {
       for (int i = 0; i < nn; ++i)
@@ -187,7 +197,45 @@ class Planner {
     groups_.push_back(std::move(grp));
     int gid = static_cast<int>(groups_.size()) - 1;
     group_of_[node] = gid;
+    if (order_) order_->rename(node, node_count() + gid);
     return gid;
+  }
+
+  // The group graph for GroupOrder: vertex node_count() + g is group g, vertex n < node_count() a
+  // live node not placed yet.
+  int node_count() const { return static_cast<int>(g_.nodes().size()); }
+  int vertex_of(int node) const {
+    return group_of_[node] >= 0 ? node_count() + group_of_[node] : node;
+  }
+  std::vector<int> vertices() const {
+    std::vector<int> vs;
+    std::vector<bool> in(2 * static_cast<size_t>(node_count()), false);
+    for (int n = 0; n < node_count(); ++n)
+      if (live_[n] && !in[vertex_of(n)]) {
+        in[vertex_of(n)] = true;
+        vs.push_back(vertex_of(n));
+      }
+    return vs;
+  }
+  void neighbours(int v, bool forward, const std::function<void(int)>& visit) const {
+    auto one = [&](int n) {
+      const Node& node = g_.nodes()[n];
+      if (forward) {
+        for (int t : node.outputs)
+          for (int c : consumers_[t])
+            if (live_[c] && vertex_of(c) != v) visit(vertex_of(c));
+      } else {
+        for (int t : node.inputs) {
+          int p = g_.tensor(t).producer;
+          if (p >= 0 && live_[p] && vertex_of(p) != v) visit(vertex_of(p));
+        }
+      }
+    };
+    if (v < node_count()) {
+      one(v);
+    } else {
+      for (int n : groups_[v - node_count()].nodes) one(n);
+    }
   }
 
   const Shape& out_shape(int node) const {
@@ -236,12 +284,11 @@ class Planner {
 
   // Tentatively adds `node` to `gid`; keeps it when the group graph stays acyclic.
   bool try_add(int gid, int node) {
-    group_of_[node] = gid;
-    if (acyclic()) {
+    if (order_->join(node_count() + gid, node, node_count() + gid)) {
+      group_of_[node] = gid;
       groups_[gid].nodes.insert(node);
       return true;
     }
-    group_of_[node] = -1;
     cycle_rejects_.insert(node);
     return false;
   }
@@ -261,6 +308,7 @@ class Planner {
       }
     // The chain's intermediates have no reader outside it, so no path leaves it and comes back.
     KILN_ASSERT(acyclic(), "attention group of {} makes the plan cyclic", nm(qk));
+    order_->invalidate();
     groups_[gid].notes.push_back(fmt::format(
         "attention: {} -> {}{} -> {}: scores and probabilities stay on chip (one kernel)", nm(qk),
         c->scale >= 0 ? nm(c->scale) + " -> " : std::string(), nm(c->softmax), nm(c->pv)));
@@ -366,17 +414,9 @@ class Planner {
   }
 
   bool try_merge(int into, int from) {
-    std::vector<int> moved(groups_[from].nodes.begin(), groups_[from].nodes.end());
-    for (int n : moved) group_of_[n] = into;
-    groups_[from].dead = true;
-    if (acyclic()) {
-      groups_[from].dead = false;
-      merge(into, from);
-      return true;
-    }
-    for (int n : moved) group_of_[n] = from;
-    groups_[from].dead = false;
-    return false;
+    if (!order_->join(node_count() + into, node_count() + from, node_count() + into)) return false;
+    merge(into, from);
+    return true;
   }
 
   void place_pointwise(int i) {
@@ -605,6 +645,7 @@ class Planner {
   std::set<int> is_output_;
   std::set<int> cycle_rejects_;
   std::vector<G> groups_;
+  std::unique_ptr<GroupOrder> order_;  // made in run()
 };
 
 }  // namespace

@@ -49,8 +49,9 @@ struct TensorInfo {
   // Set by the Engine's view pass (engine/fold_views.cpp): this tensor lives in the memory of
   // tensor `view_of` (its reshape or transpose, no copy; desc says how it is laid out there).
   int view_of = -1;
-  // Constants only: logical row-major data in desc.dtype, and where it came from.
-  std::optional<HostTensor> data;
+  // Constants only: logical row-major data in desc.dtype (made on first use for `init` and `file`
+  // constants of a graph file), and where it came from.
+  LazyHostTensor data;
   ConstantSource source;
 };
 
@@ -97,9 +98,14 @@ class Graph {
   // desc.dtype).
   Tensor constant(const std::string& name, const TensorDesc& desc, HostTensor data,
                   ConstantSource source = {});
-  // A constant filled with seeded random values (normal or uniform).
+  // A constant filled with seeded random values (normal or uniform), made in its dtype when first
+  // used (within the host memory budget, engine/base/memory_budget.hpp).
   Tensor constant_random(const std::string& name, const TensorDesc& desc, const std::string& dist,
                          double a, double b, uint64_t seed);
+  // A constant whose data `make` returns when first used (it must have desc's logical shape; it is
+  // converted to desc.dtype like constant()'s).
+  Tensor constant_deferred(const std::string& name, const TensorDesc& desc,
+                           std::function<HostTensor()> make, ConstantSource source = {});
   void output(Tensor t);
 
   // Adds a node of op `op` (its graph-file name). Checks arity, attributes and shapes; returns the

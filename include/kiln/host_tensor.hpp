@@ -3,6 +3,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
 #include <vector>
 
 #include "kiln/types.hpp"
@@ -28,6 +31,36 @@ struct HostTensor {
   std::vector<double> to_f64() const;
   // The same values re-laid out (row-major logical for NCHW).
   HostTensor relayout(Layout layout) const;
+};
+
+// A constant's data: held, or made on first use (a seeded random init, a tensor of a safetensors
+// file), so that loading and checking a graph allocate nothing that only running it needs.
+// Reads like a std::optional<HostTensor>. Copies share the data (made once, thread-safe); a
+// mutable access gives the copy its own.
+class LazyHostTensor {
+ public:
+  LazyHostTensor() = default;
+  LazyHostTensor(std::nullopt_t) {}  // NOLINT: like std::optional
+  LazyHostTensor(HostTensor t);      // NOLINT: `info.data = tensor`
+  // Data that `make` produces on the first access. An exception from `make` reaches that access
+  // (and the next one tries again).
+  static LazyHostTensor deferred(std::function<HostTensor()> make);
+
+  bool has_value() const { return state_ != nullptr; }
+  explicit operator bool() const { return has_value(); }
+  // False for deferred data not made yet.
+  bool materialized() const;
+  const HostTensor& value() const;
+  const HostTensor& operator*() const { return value(); }
+  const HostTensor* operator->() const { return &value(); }
+  HostTensor& operator*() { return mutable_value(); }
+  HostTensor* operator->() { return &mutable_value(); }
+  void reset() { state_.reset(); }
+
+ private:
+  struct State;
+  HostTensor& mutable_value();
+  std::shared_ptr<State> state_;
 };
 
 // Decodes/encodes one element of a dtype from/to raw storage (round-to-nearest-even).
