@@ -18,7 +18,6 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/base/random.hpp"
-#include "tests/test_paths.hpp"
 #include "kiln/io.hpp"
 #include "kiln/reference.hpp"
 #include "tests/test_paths.hpp"

@@ -98,7 +98,8 @@ TEST(HostileCli, Row5ShapeOverTheHostBudget) {
   write_file(d / "g.json", kSmallGraph);
   expect_one_line_error(
       {"run", (d / "g.json").string(), "--shape", "N=268435456", "--device", "cpu"},
-      {"of host memory is over the budget of 1 GiB (set by KILN_MEMORY_BUDGET)"},
+      {"random input 'x' (f32[N, 8] = [268435456, 8])",
+       "of host memory is over the budget of 1 GiB (set by KILN_MEMORY_BUDGET)"},
       {"KILN_MEMORY_BUDGET=1G"});
 }
 
@@ -138,7 +139,7 @@ TEST(HostileCli, Row10ExplainOfAWrappingShape) {
   TempDir d;
   write_file(d / "g.json", kSmallGraph);
   expect_one_line_error({"explain", (d / "g.json").string(), "--shape", "N=1152921504606846976"},
-                        {"overflows 64 bits", "N=1152921504606846976"});
+                        {"tensor 'x' (f32[N, 8])", "more than 2^63 bytes", "N=1152921504606846976"});
 }
 
 TEST(HostileCli, Row11NulAfterTheGraph) {

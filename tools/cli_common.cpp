@@ -8,6 +8,7 @@
 #include <set>
 
 #include "kiln/io.hpp"
+#include "kiln/memory_budget.hpp"
 #include "kiln/random.hpp"
 
 namespace kiln::cli {
@@ -268,6 +269,10 @@ PreparedInputs prepare_inputs(const std::string& cmd, const Graph& g, const Inpu
                  "input '{}' ({}) would be {} with these bindings: more than the {} elements a "
                  "random input may have",
                  t.name, t.desc.str(), dims_str(shape), kMaxRandomElements);
+    // The f64 values and the tensor made from them, both alive at once.
+    check_host_bytes(fmt::format("random input '{}' ({} = {})", t.name, t.desc.str(),
+                                 dims_str(shape)),
+                     static_cast<uint64_t>(n) * (sizeof(double) + dtype_size(t.desc.dtype)));
     std::vector<double> v = random_values(true, 0.0, 1.0, seed_for(o.seed, t.name), n);
     Layout layout = t.desc.layout == Layout::Strided ? Layout::NCHW : t.desc.layout;
     p.tensors[t.name] = HostTensor::from_f64(t.desc.dtype, shape, v, layout);

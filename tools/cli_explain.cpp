@@ -256,6 +256,8 @@ int run_explain(const std::vector<std::string>& argv) {
       shapes[sym] = 1;
       defaulted.push_back(sym);
     }
+  // Binding checks every tensor's size, so a shape that overflows names its tensor here.
+  shapes = g.bind({}, shapes);
   const bool gpu = cuda_available();
   DeviceFacts dev;
   if (a.has("--arch"))
