@@ -112,9 +112,15 @@ int run_run(const std::vector<std::string>& argv) {
   }
 
   const std::string& path = a.positional[0];
+  auto tl = std::chrono::steady_clock::now();
   Graph g = load_graph_file(path);
+  const double parse_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - tl).count();
   io.shapes = parse_shape_flags("run", a.all("--shape"), g);
+  tl = std::chrono::steady_clock::now();
   PreparedInputs in = prepare_inputs("run", g, io);
+  const double inputs_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - tl).count();
 
   std::string binding_str;
   for (const auto& [s, v] : in.bindings) binding_str += fmt::format(" {}={}", s, v);
@@ -181,6 +187,7 @@ int run_run(const std::vector<std::string>& argv) {
   }
   fmt::print("time: {:.3f} ms ({})\n", ms, backend);
   if (a.has("--stats")) {
+    fmt::print("load: graph file {:.1f} ms, inputs {:.1f} ms\n", parse_ms, inputs_ms);
     if (stats)
       fmt::print(
           "stats: plans {}, nvrtc compiles {}, memory cache hits {}, disk cache hits {}, graph "

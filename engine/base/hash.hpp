@@ -10,6 +10,17 @@
 
 namespace kiln {
 
+inline uint64_t hash_rotl(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
+// murmur3's 64-bit finalizer: every input bit affects every output bit.
+inline uint64_t hash_fmix64(uint64_t k) {
+  k ^= k >> 33;
+  k *= 0xff51afd7ed558ccdull;
+  k ^= k >> 33;
+  k *= 0xc4ceb9fe1a85ec53ull;
+  k ^= k >> 33;
+  return k;
+}
+
 class Hasher {
  public:
   Hasher& bytes(const void* data, size_t n) {
@@ -51,15 +62,8 @@ class Hasher {
   }
 
  private:
-  static uint64_t rotl(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
-  static uint64_t fmix(uint64_t k) {
-    k ^= k >> 33;
-    k *= 0xff51afd7ed558ccdull;
-    k ^= k >> 33;
-    k *= 0xc4ceb9fe1a85ec53ull;
-    k ^= k >> 33;
-    return k;
-  }
+  static uint64_t rotl(uint64_t x, int r) { return hash_rotl(x, r); }
+  static uint64_t fmix(uint64_t k) { return hash_fmix64(k); }
 
   uint64_t a_ = 0xcbf29ce484222325ull;  // FNV-1a offset basis
   uint64_t b_ = 0x84222325cbf29ce4ull;

@@ -6,6 +6,7 @@
 #include <type_traits>
 
 #include "engine/base/check.hpp"
+#include "engine/base/hash.hpp"
 #include "kiln/op_list.hpp"
 
 namespace kiln {
@@ -63,15 +64,8 @@ class KeyHasher {
  private:
   static constexpr uint64_t kMul[4] = {0x9e3779b97f4a7c15ull, 0xc2b2ae3d27d4eb4full,
                                        0x165667b19e3779f9ull, 0xff51afd7ed558ccdull};
-  static uint64_t rotl(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
-  static uint64_t fmix(uint64_t k) {
-    k ^= k >> 33;
-    k *= 0xff51afd7ed558ccdull;
-    k ^= k >> 33;
-    k *= 0xc4ceb9fe1a85ec53ull;
-    k ^= k >> 33;
-    return k;
-  }
+  static uint64_t rotl(uint64_t x, int r) { return hash_rotl(x, r); }
+  static uint64_t fmix(uint64_t k) { return hash_fmix64(k); }
   void mix(uint64_t v) {
     ++count_;
     for (int k = 0; k < 4; ++k) s_[k] = rotl(s_[k] ^ (v * kMul[k]), 31 - k) * kMul[(k + 1) & 3];

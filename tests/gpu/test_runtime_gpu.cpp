@@ -253,3 +253,33 @@ TEST_F(RuntimeGpu, EngineEndToEndTwoBatchSizes) {
   EXPECT_EQ(e.stats().nvrtc_compiles, s0.nvrtc_compiles);
   for (const KernelInfo& k : again.kernels()) EXPECT_EQ(k.cache, "memory") << k.name;
 }
+
+// Hostile input row 5 on the device: bindings whose intermediate is larger than the device's free
+// memory are refused before any allocation, with the graph, the bindings and the sizes.
+TEST_F(RuntimeGpu, WorkspaceOverFreeDeviceMemoryIsALocatedError) {
+  KILN_REQUIRE_DEVICE();
+  Graph g("outer");
+  Tensor a = g.input("a", DType::F32, {"N", 1});
+  Tensor b = g.input("b", DType::F32, {1, "N"});
+  Tensor h = g.relu(g.matmul(a, b));  // [N, N]: the intermediate in the workspace
+  g.output(g.reduce("reduce_sum", h, {1}, true));
+  Engine e;
+  ASSERT_TRUE(e.has_device());
+  CompiledGraph cg = e.compile(g);
+  const int64_t n = 200000;  // the [N, N] f32 intermediate is 149 GiB, more than an H200 holds
+  DeviceData da = upload(random_tensor(DType::F32, {n, 1}, 5));
+  DeviceData db = upload(random_tensor(DType::F32, {1, n}, 6));
+  std::string out_name = g.tensor(g.outputs()[0]).name;
+  DeviceData dy = alloc_poisoned(DType::F32, {n, 1});
+  std::string m = user_error([&] { cg.run({{"a", da.t}, {"b", db.t}}, {{out_name, dy.t}}); });
+  EXPECT_NE(m.find("graph 'outer': the workspace"), std::string::npos) << m;
+  EXPECT_NE(m.find("N=200000"), std::string::npos) << m;
+  EXPECT_NE(m.find("of device memory, but the device has"), std::string::npos) << m;
+  // The engine stays usable at a size that fits.
+  DeviceData sa = upload(random_tensor(DType::F32, {64, 1}, 7));
+  DeviceData sb = upload(random_tensor(DType::F32, {1, 64}, 8));
+  DeviceData sy = alloc_poisoned(DType::F32, {64, 1});
+  cg.run({{"a", sa.t}, {"b", sb.t}}, {{out_name, sy.t}});
+  HostTensor want = run_reference(g, {{"a", download(sa)}, {"b", download(sb)}}).at(out_name);
+  EXPECT_TRUE(all_close(download(sy), want, 1e-4));
+}
