@@ -156,11 +156,11 @@ def kiln_env(cache_dir):
 
 # ------------------------------------------------------------------------------- kiln steps
 
-def kiln_import(kiln, onnx_path, out_dir, dtype, layout, cache_dir, timeout):
-    """`kiln import` into out_dir; returns (record, graph path or None)."""
+def kiln_import(kiln, onnx_path, out_dir, dtype, layout, cache_dir, timeout, name="resnet50"):
+    """`kiln import` into out_dir as graph `name`; returns (record, graph path or None)."""
     rec, _ = run_cmd([kiln, "import", onnx_path, "--out", out_dir, "--dtype", dtype, "--layout", layout,
-                      "--name", "resnet50"], timeout, kiln_env(cache_dir))
-    graph = os.path.join(out_dir, "resnet50.json")
+                      "--name", name], timeout, kiln_env(cache_dir))
+    graph = os.path.join(out_dir, f"{name}.json")
     if rec["ok"] and not os.path.isfile(graph):
         rec.update(ok=False, error=f"kiln import exited 0 but wrote no {graph}")
     return rec, (graph if rec["ok"] else None)
