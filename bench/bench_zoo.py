@@ -36,6 +36,7 @@ import datetime
 import json
 import math
 import os
+import re
 import shlex
 import signal
 import sys
@@ -129,6 +130,9 @@ def select(args):
         if unknown:
             usage_exit(f"unknown model {', '.join(unknown)} (see --list)")
         chosen = [e for e in chosen if e.name in names]
+    if args.shard:
+        i, n = args.shard
+        chosen = chosen[(i - 1) * len(chosen) // n:i * len(chosen) // n]
     return chosen
 
 
@@ -459,12 +463,14 @@ class Fp32Strict:
 
     def __enter__(self):
         self.conv.__enter__()
-        self.old = self.torch.backends.cuda.matmul.allow_tf32
-        self.torch.backends.cuda.matmul.allow_tf32 = False
+        mm = self.torch.backends.cuda.matmul
+        self.attr = "fp32_precision" if self.conv.new_api and hasattr(mm, "fp32_precision") else "allow_tf32"
+        self.old = getattr(mm, self.attr)
+        setattr(mm, self.attr, "ieee" if self.attr == "fp32_precision" else False)
         return self
 
     def __exit__(self, *exc):
-        self.torch.backends.cuda.matmul.allow_tf32 = self.old
+        setattr(self.torch.backends.cuda.matmul, self.attr, self.old)
         return self.conv.__exit__(*exc)
 
 
@@ -499,7 +505,7 @@ def model16(torch, e, m):
     return m16
 
 
-def time_torch(torch, e, m16, n, args):
+def time_torch(torch, e, m16, n, args, compile_why_not=None):
     """{eager, eager_graph, compile} rows at batch n (each with ms or error)."""
     gen = torch.Generator().manual_seed(args.seed + 3)
     xs = to_device(torch, make_inputs(torch, e, args, n, gen), half=True)
@@ -521,8 +527,8 @@ def time_torch(torch, e, m16, n, args):
     except Exception as ex:  # noqa: BLE001
         out["eager_graph"] = {"error": err_text(ex)}
     torch.cuda.empty_cache()
-    if args.skip_compile:
-        out["compile"] = {"skipped": "--skip-compile"}
+    if args.skip_compile or compile_why_not:
+        out["compile"] = {"skipped": compile_why_not or "--skip-compile"}
         return out
     try:
         import torch._inductor.config as icfg
@@ -666,7 +672,8 @@ def run_model(torch, e, args, work, cache_dir, kiln, log):
                             row["kiln"]["error"] = one_line(kb)
                     else:
                         row["kiln"] = {"error": "no f16 graph"}
-                    row.update(time_torch(torch, e, m16, n, args))
+                    row.update(time_torch(torch, e, m16, n, args,
+                                          None if "ms" in row["kiln"] else "kiln has no time to compare with"))
                     run.rec["timing"][str(n)] = row
                     print(f"[{e.name}] N={n}: " + ", ".join(f"{k} {v.get('ms', 'ERR')}" for k, v in row.items()),
                           flush=True)
@@ -676,6 +683,7 @@ def run_model(torch, e, args, work, cache_dir, kiln, log):
         run.rec["interrupted"] = f"{ex.__class__.__name__} {getattr(ex, 'code', '')}".strip()
         raise
     finally:
+        signal.alarm(0)  # the limit covers the stages, not the bookkeeping below
         run.rec["elapsed_s"] = round(time.perf_counter() - run.t0, 1)
         log.write(run.rec)
         m = m16 = None
@@ -758,6 +766,12 @@ def fmt_ms(r):
     return "ERR " + cell(r.get("error", "?"), 40)
 
 
+def short_error(msg):
+    """kiln's / onnx2kiln's one line without the 'onnx2kiln: error: MODEL.onnx: ' prefix: the node
+    and what is refused."""
+    return re.sub(r"^(onnx2kiln|kiln)(: error)?: (\S+\.onnx: )?", "", msg.strip())
+
+
 def import_cell(rec):
     s = rec.get("stages", {})
     for key, label in (("build", "build"), ("export", "export")):
@@ -765,7 +779,7 @@ def import_cell(rec):
             return f"✗ {label}: " + cell(s[key].get("error", "?"))
     for key in ("import_f32", "import_f16"):
         if key in s and not s[key].get("ok"):
-            return "✗ " + cell(s[key].get("error", "?"))
+            return "✗ " + cell(short_error(s[key].get("error", "?")), 200)
     if "import_f16" not in s and "import_f32" not in s:
         return "-"
     ex = s.get("export", {}).get("exporter")
@@ -817,7 +831,7 @@ def render_table(objs, order=None):
             continue
         n_ok += accepted(rec)
         s = rec.get("stages", {})
-        first = [cell(import_cell(rec), 140), fmt_err(s.get("f32")), top1_cell(rec), fmt_err(s.get("f16"))]
+        first = [import_cell(rec), fmt_err(s.get("f32")), top1_cell(rec), fmt_err(s.get("f16"))]
         if rec.get("timed_out"):
             first[0] += f" (timed out: {cell(rec['timed_out'], 40)})"
         if rec.get("interrupted"):
@@ -846,6 +860,8 @@ def parse_args(argv=None):
     ap.add_argument("--markdown-out", metavar="FILE", help="with --table: also write the table to FILE")
     ap.add_argument("--models", default="", help="comma-separated model names (default: all; see --list)")
     ap.add_argument("--families", default="", help="comma-separated families (e.g. resnet,vit,hf_bert)")
+    ap.add_argument("--shard", default=None, metavar="I/N",
+                    help="the I-th of N contiguous parts of the selection (one device call each)")
     ap.add_argument("--stages", default=",".join(STAGES),
                     help=f"comma-separated stages of {','.join(STAGES)} (default all; a stage brings the ones it "
                          f"needs: f32/f16/time need import, import needs export)")
@@ -884,6 +900,11 @@ def parse_args(argv=None):
         ap.error(f"--batches: expected comma-separated positive integers, found '{args.batches}'")
     if not args.batch_list or min(args.batch_list) < 1:
         ap.error(f"--batches: expected comma-separated positive integers, found '{args.batches}'")
+    if args.shard is not None:
+        m = re.fullmatch(r"(\d+)/(\d+)", args.shard)
+        if not m or not 1 <= int(m.group(1)) <= int(m.group(2)):
+            ap.error(f"--shard: expected I/N with 1 <= I <= N, found '{args.shard}'")
+        args.shard = (int(m.group(1)), int(m.group(2)))
     stages = {s for s in args.stages.split(",") if s}
     if stages - set(STAGES):
         ap.error(f"--stages: unknown {', '.join(sorted(stages - set(STAGES)))} (stages: {', '.join(STAGES)})")
@@ -946,6 +967,8 @@ def run_all(args, entries, log):
         signal.alarm(limit)
         try:
             run_model(torch, e, args, work, cache_dir, kiln, log)
+        except ModelTimeout:  # fired between the stages' end and the disarm: the record is written
+            pass
         finally:
             signal.alarm(0)
 

@@ -131,7 +131,8 @@ def test_table_from_jsonl(jsonl, tmp_path):
     assert "**1.50×**" in r50[1] and "skipped" in r50[0]
     assert "killed during stage f32" in by_model["vgg16"][0]
     bert = by_model["hf_bert_base"][0]
-    assert "✗ onnx2kiln: error:" in bert and "INT64" in bert  # kiln's one line: the coverage list
+    # kiln's one line, less its 'onnx2kiln: error: FILE.onnx: ' prefix, whole: the coverage list
+    assert "| ✗ graph input 'input_ids' has element type INT64; kiln graphs compute in f32, f16 or bf16 only |" in bert
     assert "BackendCompilerFailed: x/y" in bert  # a pipe in an error does not break the table
     assert bert.count("|") == 12  # 11 columns
     assert "timed out" in by_model["unet_small"][0] and "0.003 ✗" in by_model["unet_small"][0]
@@ -153,3 +154,23 @@ def test_one_line_error():
     rec = {"error": "exit status 2", "stderr_tail": "some warning\n" + REFUSAL + "\n"}
     assert bench_zoo.one_line(rec) == REFUSAL
     assert bench_zoo.one_line({"error": "timed out after 240 s"}) == "timed out after 240 s"
+
+
+def test_shards_cover_the_selection_once():
+    names = []
+    for i in range(1, 6):
+        r = zoo("--list", "--shard", f"{i}/5")
+        assert r.returncode == 0, r.stderr
+        part = [line.split()[0] for line in r.stdout.splitlines()[1:]]
+        assert part, i
+        names += part
+    assert names == [e.name for e in bench_zoo.ZOO]
+    r = zoo("--list", "--shard", "6/5")
+    assert r.returncode == 2 and "--shard" in r.stderr
+
+
+def test_short_error():
+    assert bench_zoo.short_error("onnx2kiln: error: m.onnx: node 'a' (Einsum): unsupported op") == \
+        "node 'a' (Einsum): unsupported op"
+    assert bench_zoo.short_error("kiln: error: g.json: nodes[3] (x).axis: bad") == "g.json: nodes[3] (x).axis: bad"
+    assert bench_zoo.short_error("timed out after 240 s") == "timed out after 240 s"
