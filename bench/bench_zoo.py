@@ -505,11 +505,11 @@ def model16(torch, e, m):
     return m16
 
 
-def time_torch(torch, e, m16, n, args, compile_why_not=None):
-    """{eager, eager_graph, compile} rows at batch n (each with ms or error)."""
+def time_torch(torch, e, m16, n, args, out, compile_why_not=None):
+    """Adds the eager, eager_graph and compile rows at batch n (each with ms or error) to `out` as
+    they are measured (a timeout keeps the ones before it); returns it."""
     gen = torch.Generator().manual_seed(args.seed + 3)
     xs = to_device(torch, make_inputs(torch, e, args, n, gen), half=True)
-    out = {}
     try:
         with torch.inference_mode():
             ref = m16(*xs)
@@ -596,7 +596,10 @@ class _Stage:
             self.rec.update(ok=False, error=f"{'timed out' if et is ModelTimeout else 'interrupted'} "
                                             f"in this stage ({ev})")
             return False
-        status = "ok" if self.rec["ok"] else f"FAILED: {self.rec.get('error')}"
+        status = "ok" if self.rec["ok"] else f"FAILED: {self.rec.get('error', 'above its target')}"
+        if "max_rel_err" in self.rec:
+            status += f", max rel err {self.rec['max_rel_err']:.3g}" + (
+                f", top-1 {self.rec['top1_agree']}/{self.rec['images']}" if "top1_agree" in self.rec else "")
         print(f"[{self.run.e.name}] {self.name}: {status} ({self.rec['s']} s)", flush=True)
         return True  # an Exception is recorded: the next stages check ok() and go on
 
@@ -661,7 +664,7 @@ def run_model(torch, e, args, work, cache_dir, kiln, log):
         if "time" in stages and m16 is not None:
             for n in args.batch_list:
                 with run.stage(f"time_N{n}") as r:
-                    row = {}
+                    row = run.rec["timing"].setdefault(str(n), {})
                     if "f16" in graphs:
                         kb = kiln_bench(kiln, graphs["f16"], n, True, mdir, cache_dir, args.timeout,
                                         str(args.kiln_warmup), str(args.kiln_iters),
@@ -672,9 +675,8 @@ def run_model(torch, e, args, work, cache_dir, kiln, log):
                             row["kiln"]["error"] = one_line(kb)
                     else:
                         row["kiln"] = {"error": "no f16 graph"}
-                    row.update(time_torch(torch, e, m16, n, args,
-                                          None if "ms" in row["kiln"] else "kiln has no time to compare with"))
-                    run.rec["timing"][str(n)] = row
+                    time_torch(torch, e, m16, n, args, row,
+                               None if "ms" in row["kiln"] else "kiln has no time to compare with")
                     print(f"[{e.name}] N={n}: " + ", ".join(f"{k} {v.get('ms', 'ERR')}" for k, v in row.items()),
                           flush=True)
     except ModelTimeout as ex:

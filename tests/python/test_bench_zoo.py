@@ -174,3 +174,20 @@ def test_short_error():
         "node 'a' (Einsum): unsupported op"
     assert bench_zoo.short_error("kiln: error: g.json: nodes[3] (x).axis: bad") == "g.json: nodes[3] (x).axis: bad"
     assert bench_zoo.short_error("timed out after 240 s") == "timed out after 240 s"
+
+
+def test_rename_dims_of_a_dynamo_export(tmp_path):
+    # the dynamo exporter's own dim names (s0, s1) become the entry's N and S everywhere
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper
+    ids = helper.make_tensor_value_info("input_ids", TensorProto.FLOAT, ["s0", "s1"])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["s0", "s1"])
+    mid = helper.make_tensor_value_info("t", TensorProto.FLOAT, ["s0", "s1"])
+    g = helper.make_graph([helper.make_node("Relu", ["input_ids"], ["t"]), helper.make_node("Relu", ["t"], ["y"])],
+                          "g", [ids], [y], value_info=[mid])
+    path = str(tmp_path / "m.onnx")
+    onnx.save(helper.make_model(g), path)
+    bench_zoo.rename_dims(path, bench_zoo.BY_NAME["hf_gpt2"])
+    m = onnx.load(path)
+    for vi in list(m.graph.input) + list(m.graph.output) + list(m.graph.value_info):
+        assert [d.dim_param for d in vi.type.tensor_type.shape.dim] == ["N", "S"], vi.name
