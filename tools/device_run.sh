@@ -126,6 +126,13 @@ json.dump(b.make_cases()['groupnorm_silu']['graph'], open('/tmp/gn.json', 'w'))"
     models)  # the encoder stack and the UNet down block vs PyTorch eager (+ CUDA graph), f16
       timeout ${MODELS_TIMEOUT:-300} python3 bench/bench_models.py --kiln $B/kiln --out "$OUT" \
         ${MODELS_ARGS:-} 2>&1 | tee "$OUT/bench_models.log" | tail -30 ;;
+    zoo)  # the model zoo (bench/bench_zoo.py --list): ZOO_ARGS picks the part (--shard 2/5, --models a,b,
+          # --skip-compile, ...); JSON lines in $OUT/zoo.jsonl (+ .md), kept as each model ends. The
+          # soft budget (ZOO_BUDGET) ends the run with its table before the timeout would.
+      timeout ${ZOO_TIMEOUT:-560} python3 bench/bench_zoo.py --kiln $B/kiln --out "$OUT/zoo.jsonl" \
+        --budget-s ${ZOO_BUDGET:-500} ${ZOO_ARGS:-} > "$OUT/bench_zoo.log" 2>&1
+      echo "bench_zoo: exit $?"; grep -E "^\[|^===|not started" "$OUT/bench_zoo.log" | tail -60
+      cat "$OUT/zoo.jsonl.md" 2>/dev/null ;;
     resnet50)  # the whole ResNet-50 (ONNX -> kiln f16 NHWC, +/- CUDA graph) vs PyTorch eager, eager + CUDA
                # graph and torch.compile at N=1,32,128; time to first result; kiln vs torch outputs.
                # RESNET50_ARGS adds options (--no-compile, --batches 1,32, ...); JSON + plot land in $OUT.
