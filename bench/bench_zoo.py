@@ -33,6 +33,7 @@ skipped too unless --retry-killed). At the end a markdown table is printed (and 
 import argparse
 import copy
 import datetime
+import importlib.util
 import json
 import math
 import os
@@ -988,6 +989,10 @@ def main(argv=None):
     if args.list:
         print(list_text(entries, args))
         return 0
+    missing = [m for m in ("torch", "torchvision", "triton", "onnx", "numpy") if importlib.util.find_spec(m) is None]
+    if missing:  # the run's imports are inside its functions: say it once, here
+        usage_exit(f"a run needs {', '.join(missing)} (and transformers for the hf_* models); "
+                   f"--list, --table and --help do not")
     out = args.out or os.path.join(os.environ.get("OUT") or tempfile.mkdtemp(prefix="bench_zoo_out."), "zoo.jsonl")
     log = JsonLines(out)
     if args.resume and os.path.exists(out):
@@ -1004,6 +1009,8 @@ def main(argv=None):
     except (SystemExit, KeyboardInterrupt) as ex:
         print(f"interrupted ({ex.__class__.__name__} {getattr(ex, 'code', '')}): the results are partial", flush=True)
         code = 1
+    if not os.path.exists(out):
+        return code
     text = render_table(read_jsonl([out]))
     with open(out + ".md", "w") as f:
         f.write(text + "\n")
