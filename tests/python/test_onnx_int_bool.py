@@ -153,7 +153,7 @@ def test_attention_mask_from_token_ids(tmp_path):
     the shape computation beside it still folded."""
     nodes = [helper.make_node("Equal", ["ids", "pad"], ["is_pad"]),
              helper.make_node("Not", ["is_pad"], ["keep"]),
-             helper.make_node("Unsqueeze", ["keep", "axes"], ["keep4"]),
+             helper.make_node("Reshape", ["keep", "shape4"], ["keep4"]),
              helper.make_node("Where", ["keep4", "scores", "ninf"], ["masked"]),
              helper.make_node("Softmax", ["masked"], ["p"], axis=-1),
              helper.make_node("Shape", ["scores"], ["shp"]),
@@ -161,7 +161,7 @@ def test_attention_mask_from_token_ids(tmp_path):
              helper.make_node("Cast", ["seq"], ["seq_f"], to=F),
              helper.make_node("Div", ["p", "seq_f"], ["y"])]
     inits = [numpy_helper.from_array(np.array(0, np.int64), "pad"),
-             numpy_helper.from_array(np.array([1], np.int64), "axes"),
+             numpy_helper.from_array(np.array([2, 1, 1, 8], np.int64), "shape4"),
              numpy_helper.from_array(np.array(-1e9, np.float32), "ninf"),
              numpy_helper.from_array(np.array(3, np.int64), "last")]
     m = model(nodes, [vi("ids", [2, 1, 8], I64), vi("scores", [2, 4, 8, 8], F)],
