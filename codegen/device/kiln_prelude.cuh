@@ -98,37 +98,37 @@ KILN_DEVICE void kiln_st(kiln_bool* p, bool v) {
 // division with x / 0 = 0 and MIN / -1 = MIN, ONNX Mod (kiln_imod: the divisor's sign, Python;
 // kiln_ifmod: the dividend's, C; x mod 0 = 0). The CPU reference computes the same
 // (engine/ir/op_table.cpp).
-#define KILN_DEFINE_INT_MATH(T, U)                                \
-  KILN_DEVICE T kiln_iadd(T a, T b) {                             \
-    return static_cast<T>(static_cast<U>(a) + static_cast<U>(b)); \
-  }                                                               \
-  KILN_DEVICE T kiln_isub(T a, T b) {                             \
-    return static_cast<T>(static_cast<U>(a) - static_cast<U>(b)); \
-  }                                                               \
-  KILN_DEVICE T kiln_imul(T a, T b) {                             \
-    return static_cast<T>(static_cast<U>(a) * static_cast<U>(b)); \
-  }                                                               \
-  KILN_DEVICE T kiln_ineg(T a) {                                  \
-    return static_cast<T>(U(0) - static_cast<U>(a));              \
-  }                                                               \
-  KILN_DEVICE T kiln_iabs(T a) {                                  \
-    return a < 0 ? kiln_ineg(a) : a;                              \
-  }                                                               \
-  KILN_DEVICE T kiln_imax(T a, T b) {                             \
-    return a > b ? a : b;                                         \
-  }                                                               \
-  KILN_DEVICE T kiln_imin(T a, T b) {                             \
-    return a < b ? a : b;                                         \
-  }                                                               \
-  KILN_DEVICE T kiln_idiv(T a, T b) {                             \
-    return b == 0 ? T(0) : b == T(-1) ? kiln_ineg(a) : a / b;     \
-  }                                                               \
-  KILN_DEVICE T kiln_ifmod(T a, T b) {                            \
-    return b == 0 || b == T(-1) ? T(0) : a % b;                   \
-  }                                                               \
-  KILN_DEVICE T kiln_imod(T a, T b) {                             \
-    T r = kiln_ifmod(a, b);                                       \
-    return r != 0 && ((r < 0) != (b < 0)) ? r + b : r;            \
+#define KILN_DEFINE_INT_MATH(T, U)                                                      \
+  KILN_DEVICE T kiln_iadd(T a, T b) {                                                   \
+    return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));                       \
+  }                                                                                     \
+  KILN_DEVICE T kiln_isub(T a, T b) {                                                   \
+    return static_cast<T>(static_cast<U>(a) - static_cast<U>(b));                       \
+  }                                                                                     \
+  KILN_DEVICE T kiln_imul(T a, T b) {                                                   \
+    return static_cast<T>(static_cast<U>(a) * static_cast<U>(b));                       \
+  }                                                                                     \
+  KILN_DEVICE T kiln_ineg(T a) {                                                        \
+    return static_cast<T>(static_cast<U>(0) - static_cast<U>(a));                       \
+  }                                                                                     \
+  KILN_DEVICE T kiln_iabs(T a) {                                                        \
+    return a < 0 ? kiln_ineg(a) : a;                                                    \
+  }                                                                                     \
+  KILN_DEVICE T kiln_imax(T a, T b) {                                                   \
+    return a > b ? a : b;                                                               \
+  }                                                                                     \
+  KILN_DEVICE T kiln_imin(T a, T b) {                                                   \
+    return a < b ? a : b;                                                               \
+  }                                                                                     \
+  KILN_DEVICE T kiln_idiv(T a, T b) {                                                   \
+    return b == 0 ? static_cast<T>(0) : b == static_cast<T>(-1) ? kiln_ineg(a) : a / b; \
+  }                                                                                     \
+  KILN_DEVICE T kiln_ifmod(T a, T b) {                                                  \
+    return b == 0 || b == static_cast<T>(-1) ? static_cast<T>(0) : a % b;               \
+  }                                                                                     \
+  KILN_DEVICE T kiln_imod(T a, T b) {                                                   \
+    T r = kiln_ifmod(a, b);                                                             \
+    return r != 0 && ((r < 0) != (b < 0)) ? r + b : r;                                  \
   }
 KILN_DEFINE_INT_MATH(int, unsigned int)
 KILN_DEFINE_INT_MATH(long long, unsigned long long)
