@@ -13,6 +13,7 @@
 #include "codegen/pointwise_expr.hpp"
 #include "engine/base/check.hpp"
 #include "engine/ir/op_table.hpp"
+#include "kiln/host_tensor.hpp"
 
 namespace kiln {
 namespace {
@@ -99,19 +100,24 @@ class CopyKernel {
         gp_(g, grp),
         dp_(gp_.dims) {
     const size_t r = od_.shape.size();
-    if (node_.op == OpKind::Pad) fill_ = cuda_float(node_.attr_float("value"));
+    if (node_.op == OpKind::Pad)
+      fill_ = is_float(od_.dtype) ? cuda_float(node_.attr_float("value"))
+                                  : fmt::format("static_cast<{}>({}LL)", value_ctype(od_.dtype),
+                                                float_to_int(od_.dtype, node_.attr_float("value")));
     // 16-byte vectors along the output's innermost memory dim, or 8-byte ones where that dim is
     // a multiple of half a vector only (the RGB stem's input padded to 4 channels: one 8-byte
     // pixel per thread instead of one element).
     d_in_ = od_.layout == Layout::NHWC && r >= 3 ? 1 : r - 1;
     const bool inner_static =
         r >= 1 && od_.layout != Layout::Strided && od_.shape[d_in_].is_static();
-    V16_ = vec_elems(od_.dtype);
-    V_ = inner_static && od_.shape[d_in_].value() % V16_ != 0 &&
+    // Integer and bool tensors copy element by element (the vector stores pack f32 values).
+    const bool floating = is_float(od_.dtype);
+    V16_ = floating ? vec_elems(od_.dtype) : 1;
+    V_ = floating && inner_static && od_.shape[d_in_].value() % V16_ != 0 &&
                  od_.shape[d_in_].value() % (V16_ / 2) == 0
              ? V16_ / 2
              : V16_;
-    vec_ = inner_static && od_.shape[d_in_].value() % V_ == 0;
+    vec_ = floating && inner_static && od_.shape[d_in_].value() % V_ == 0;
     per_thread_ = vec_ ? V_ : 1;
     numel_ = shape_numel(od_.shape);
     const bool small = numel_.is_static() && numel_.value() + T * per_thread_ < (int64_t{1} << 31);
@@ -165,16 +171,18 @@ class CopyKernel {
     return oc;
   }
 
-  // The f32 value of the element whose input coordinates are `src` (a prologue, or the input
-  // loaded and converted); for pad, the fill outside. Returns the variable.
+  // The value of the element whose input coordinates are `src` (a prologue, or the input
+  // loaded and converted; f32 for the floating types, else its own type); for pad, the fill
+  // outside. Returns the variable.
   std::string value(const Source& src, const std::string& suffix) {
     std::string var = "val" + suffix;
+    const char* type = value_ctype(od_.dtype);
     if (src.inside == "false") {
-      w_.line("const float {} = {};", var, fill_);
+      w_.line("const {} {} = {};", type, var, fill_);
       return var;
     }
     if (!src.inside.empty()) {
-      w_.line("float {} = {};", var, fill_);
+      w_.line("{} {} = {};", type, var, fill_);
       w_.open("if ({}) {{", src.inside);
     }
     std::string v;
@@ -188,7 +196,7 @@ class CopyKernel {
       v = pe.values.at(in_);
     }
     if (src.inside.empty()) {
-      w_.line("const float {} = {};", var, v);
+      w_.line("const {} {} = {};", type, var, v);
     } else {
       w_.line("{} = {};", var, v);
       w_.close();

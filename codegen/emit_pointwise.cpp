@@ -14,6 +14,7 @@
 #include "codegen/emit.hpp"
 #include "codegen/pointwise_expr.hpp"
 #include "engine/base/check.hpp"
+#include "engine/ir/op_table.hpp"
 #include "heuristics/schedule.hpp"
 
 namespace kiln {
@@ -154,7 +155,7 @@ class PointwiseKernel {
   void load_vector(int u) {
     const std::string base = fmt::format("base{}", u);
     for (int t : dense_in_) {
-      w_.line("float a{}_{}[{}];", t, u, V_);
+      w_.line("{} a{}_{}[{}];", value_ctype(g_.tensor(t).desc.dtype), t, u, V_);
       if (vec_elems(g_.tensor(t).desc.dtype) == V_) {
         w_.line("kiln_ldv_plain({} + {}, a{}_{});", tensor_param(t), base, t, u);
       } else {
@@ -168,7 +169,7 @@ class PointwiseKernel {
       const BcastVec& bv = bvec_[b];
       std::string ptr = fmt::format("{} + {}", tensor_param(bv.t),
                                     operand_offset(g_.tensor(bv.t).desc, bv.map, coords, dp_));
-      w_.line("float b{}_{}[{}];", b, u, V_);
+      w_.line("{} b{}_{}[{}];", value_ctype(g_.tensor(bv.t).desc.dtype), b, u, V_);
       if (vec_elems(g_.tensor(bv.t).desc.dtype) == V_)
         w_.line("kiln_ldv({}, b{}_{});", ptr, b, u);
       else

@@ -17,11 +17,19 @@ const char* storage_type(DType t) {
       return "kiln_f16";
     case DType::BF16:
       return "kiln_bf16";
+    case DType::I32:
+      return "int";
+    case DType::I64:
+      return "long long";
+    case DType::Bool:
+      return "kiln_bool";
   }
   return "float";
 }
 
 int vec_elems(DType t) {
+  // Integer and bool tensors are never vector-loaded (the vector helpers unpack to f32).
+  if (!is_float(t)) return 0;
   return static_cast<int>(16 / dtype_size(t));
 }
 
@@ -157,6 +165,22 @@ std::string pointwise_node_expr(const Graph& g, const Node& n, const std::vector
                   static_cast<int>(x.size()) <= info.max_inputs,
               "{} with {} operands", info.name, x.size());
   std::vector<double> p = op_params(n);
+  std::vector<DType> dts;
+  for (int t : n.inputs) dts.push_back(g.tensor(t).desc.dtype);
+  if (integer_domain(info, dts)) {
+    // Integer / bool math in the operands' own C type: the widest value operand's (i32 with i64
+    // computes in long long), never through f32.
+    KILN_ASSERT(info.icuda, "{}: integer operands reached an op without integer math", info.name);
+    const size_t first = info.select ? 1 : 0;
+    DType wide = dts[first];
+    for (size_t i = first; i < dts.size(); ++i)
+      if (dts[i] == DType::I64) wide = DType::I64;
+    const std::string T = value_ctype(wide);
+    std::vector<std::string> xs = x;
+    for (size_t i = first; i < xs.size(); ++i)
+      if (dts[i] != wide) xs[i] = fmt::format("static_cast<{}>({})", T, xs[i]);
+    return info.icuda(xs, p.data(), T);
+  }
   // A 16-bit result takes the op's fast form where it has one.
   const bool wide = g.tensor(n.outputs[0]).desc.dtype == DType::F32;
   return (info.fast16 && !wide ? info.fast16 : info.cuda)(x, p.data());
@@ -177,7 +201,8 @@ void PointwiseEmitter::emit(Writer& w, const std::vector<int>& nodes) {
       }
     }
     std::string var = fmt::format("v{}{}", n.outputs[0], suffix);
-    w.line("const float {} = {};  // {}", var, pointwise_node_expr(graph, n, ops), ident(n.name));
+    w.line("const {} {} = {};  // {}", value_ctype(graph.tensor(n.outputs[0]).desc.dtype), var,
+           pointwise_node_expr(graph, n, ops), ident(n.name));
     values[n.outputs[0]] = var;
   }
 }
@@ -322,7 +347,8 @@ std::string ElementLoader::load(Writer& w, int node, int slot) {
   auto it = cache.find(key);
   if (it != cache.end()) return it->second;
   std::string var = fmt::format("l{}_{}{}", t, cache.size(), suffix);
-  w.line("const float {} = {};", var, load_f32(tensor_param(t) + " + " + offset(t, map)));
+  w.line("const {} {} = {};", value_ctype(graph.tensor(t).desc.dtype), var,
+         load_f32(tensor_param(t) + " + " + offset(t, map)));
   cache[key] = var;
   return var;
 }

@@ -32,11 +32,14 @@
 namespace kiln {
 
 // ---- storage types (codegen/device/kiln_prelude.cuh defines them)
-// "float", "kiln_f16", "kiln_bf16".
+// "float", "kiln_f16", "kiln_bf16", "int", "long long", "kiln_bool".
 const char* storage_type(DType t);
-// Elements per 16-byte vector: 4 (f32) or 8 (f16/bf16).
+// Elements per 16-byte vector: 4 (f32) or 8 (f16/bf16); 0 for integer and bool tensors, which
+// are read and written element by element.
 int vec_elems(DType t);
-// f32 expression loading one element at `ptr` (an expression of type const T*): "kiln_ld(p + i)".
+// Expression loading one element at `ptr` (an expression of type const T*): "kiln_ld(p + i)".
+// f32 for the floating types; integer and bool elements load as their own C type (int, long
+// long, bool: value_ctype), the prelude's kiln_ld overloads.
 std::string load_f32(const std::string& ptr);
 // Statement text (no ';') storing f32 `value` to `ptr` (T*), rounding to T: "kiln_st(p + i, v)".
 std::string store_f32(const std::string& ptr, const std::string& value);

@@ -20,13 +20,54 @@
 namespace kiln {
 namespace ref {
 
+namespace {
+
+// One element's math on slots: in the integer domain (every value operand integer or bool)
+// exact int64 math, else f64 math with integer / bool operands (where's condition) read as
+// numbers; the result converted to the output dtype's slot (integers: toward zero, saturating,
+// NaN to 0, i32 wrapping; bool x != 0; integer to floating: int_to_double).
+struct SlotMath {
+  RefFn fn;
+  IntRefFn ifn;
+  const double* p;
+  bool int_domain;
+  bool int_in[4];
+  DType out;
+
+  double operator()(const double* x, size_t k) const {
+    if (int_domain) {
+      int64_t xi[4];
+      for (size_t j = 0; j < k; ++j) xi[j] = slot_int(x[j]);
+      int64_t r = ifn(xi, p);
+      return is_float(out) ? int_to_double(out, r) : int_slot(wrap_int(out, r));
+    }
+    double xd[4];
+    for (size_t j = 0; j < k; ++j) xd[j] = int_in[j] ? static_cast<double>(slot_int(x[j])) : x[j];
+    double r = fn(xd, p);
+    return is_float(out) ? r : int_slot(float_to_int(out, r));
+  }
+};
+
+}  // namespace
+
 void pointwise(const NodeArgs& a) {
   const OpInfo& info = op_info(a.node.op);
   KILN_ASSERT(info.ref != nullptr, "{}: pointwise op without reference math", a.where);
   const std::vector<double> params = op_params(a.node);
-  const double* p = params.data();
-  const RefFn fn = info.ref;
   const size_t k = a.in.size();
+  KILN_ASSERT(a.in_dtypes.size() == k, "{}: operand dtypes missing", a.where);
+  SlotMath m{info.ref, info.iref,  params.data(), integer_domain(info, a.in_dtypes),
+             {},       a.out_dtype};
+  KILN_ASSERT(!m.int_domain || m.ifn, "{}: integer operands reached an op without integer math",
+              a.where);
+  for (size_t j = 0; j < k && j < 4; ++j) m.int_in[j] = !is_float(a.in_dtypes[j]);
+  // The all-floating path keeps calling the row's math directly (no slot conversions).
+  const bool plain =
+      !m.int_domain && is_float(a.out_dtype) &&
+      std::none_of(m.int_in, m.int_in + std::min<size_t>(k, 4), [](bool b) { return b; });
+  const double* p = params.data();
+  const RefFn rf = info.ref;
+  auto fn = [&](const double* x, const double*) { return plain ? rf(x, p) : m(x, k); };
   KILN_ASSERT(k >= 1 && k <= 4, "{}: {} operands", a.where, k);
   const int64_t n = numel(a.out_shape);
   constexpr int64_t kGrain = 1 << 14;
@@ -120,7 +161,10 @@ void pad(const NodeArgs& a) {
   const size_t r = is.size();
   KILN_ASSERT(r >= 1 && pads.size() == 2 * r, "{}: pad of rank {} with {} pads", a.where, r,
               pads.size());
-  std::fill(a.out, a.out + numel(os), a.node.attr_float("value"));
+  const double value = a.node.attr_float("value");
+  // An integer tensor pads with the value cast to its dtype (toward zero).
+  std::fill(a.out, a.out + numel(os),
+            is_float(a.out_dtype) ? value : int_slot(float_to_int(a.out_dtype, value)));
   // Each input row (the last dim) lands contiguously in the output, shifted by the befores.
   const Dims ost = row_major_strides(os);
   const int64_t inner = is[r - 1];
@@ -210,6 +254,13 @@ void round_all(std::vector<double>& v, DType t, int threads) {
         for (int64_t i = b * kGrain; i < e; ++i)
           v[i] = bf16_bits_to_f32(f32_to_bf16_bits(static_cast<float>(v[i])));
         break;
+      case DType::I32:
+      case DType::Bool:
+        for (int64_t i = b * kGrain; i < e; ++i)
+          v[i] = ref::int_slot(wrap_int(t, ref::slot_int(v[i])));
+        break;
+      case DType::I64:
+        break;
     }
   });
 }
@@ -231,9 +282,23 @@ void check_storage(const HostTensor& t, const std::string& where) {
              t.data.size());
 }
 
+// A tensor's values as slots (ref::NodeArgs): f64, or exact integers for integer / bool dtypes.
+std::vector<double> to_slots(const HostTensor& h) {
+  if (is_float(h.dtype)) return h.to_f64();
+  std::vector<int64_t> iv = h.to_i64();
+  std::vector<double> v(iv.size());
+  for (size_t i = 0; i < iv.size(); ++i) v[i] = ref::int_slot(iv[i]);
+  return v;
+}
+
 HostTensor to_host(const TensorInfo& t, const Dims& shape, const std::vector<double>& v) {
-  if (t.desc.layout != Layout::Strided)
-    return HostTensor::from_f64(t.desc.dtype, shape, v, t.desc.layout);
+  const bool ints = !is_float(t.desc.dtype);
+  if (t.desc.layout != Layout::Strided) {
+    if (!ints) return HostTensor::from_f64(t.desc.dtype, shape, v, t.desc.layout);
+    std::vector<int64_t> iv(v.size());
+    for (size_t i = 0; i < v.size(); ++i) iv[i] = ref::slot_int(v[i]);
+    return HostTensor::from_i64(t.desc.dtype, shape, iv, t.desc.layout);
+  }
   HostTensor h;
   h.dtype = t.desc.dtype;
   h.shape = shape;
@@ -246,7 +311,11 @@ HostTensor to_host(const TensorInfo& t, const Dims& shape, const std::vector<dou
   for (size_t i = 0; i < v.size(); ++i) {
     int64_t off = 0;
     for (size_t d = 0; d < shape.size(); ++d) off += idx[d] * h.strides[d];
-    store_element(h.dtype, h.data.data() + off * static_cast<int64_t>(es), v[i]);
+    std::byte* at = h.data.data() + off * static_cast<int64_t>(es);
+    if (ints)
+      store_int(h.dtype, at, ref::slot_int(v[i]));
+    else
+      store_element(h.dtype, at, v[i]);
     for (int d = static_cast<int>(shape.size()) - 1; d >= 0; --d) {
       if (++idx[d] < shape[d]) break;
       idx[d] = 0;
@@ -411,11 +480,11 @@ std::map<std::string, HostTensor> run_reference(const Graph& g,
     if (!values[id]) {
       const TensorInfo& t = tensors[id];
       if (t.role == TensorRole::Input) {
-        values[id] = std::make_unique<std::vector<double>>(inputs.at(t.name).to_f64());
+        values[id] = std::make_unique<std::vector<double>>(to_slots(inputs.at(t.name)));
       } else {
         KILN_ASSERT(t.role == TensorRole::Constant && t.data.has_value(),
                     "tensor '{}' is read before it is computed", t.name);
-        values[id] = std::make_unique<std::vector<double>>(t.data->to_f64());
+        values[id] = std::make_unique<std::vector<double>>(to_slots(*t.data));
       }
       KILN_ASSERT(static_cast<int64_t>(values[id]->size()) == ref::numel(concrete[id]),
                   "tensor '{}': {} values for shape of {} elements", t.name, values[id]->size(),
@@ -433,9 +502,11 @@ std::map<std::string, HostTensor> run_reference(const Graph& g,
     auto out = std::make_unique<std::vector<double>>(
         static_cast<size_t>(ref::numel(concrete[out_id])), 0.0);
     ref::NodeArgs args{node, node_where, {}, {}, out->data(), concrete[out_id], threads};
+    args.out_dtype = tensors[out_id].desc.dtype;
     for (int id : node.inputs) {
       args.in.push_back(value_of(id).data());
       args.in_shapes.push_back(concrete[id]);
+      args.in_dtypes.push_back(tensors[id].desc.dtype);
     }
     run_node(node, node_where, args);
     round_all(*out, tensors[out_id].desc.dtype, threads);

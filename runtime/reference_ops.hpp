@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,11 @@ namespace kiln::ref {
 using Dims = std::vector<int64_t>;
 
 // One node's evaluation. `out` holds numel(out_shape) values, zero-filled on entry.
+//
+// Each value is an 8-byte slot: an f64 for floating tensors, an exact int64 (bool 0/1) stored
+// bit for bit for integer and bool tensors (int_slot / slot_int), so i64 values beyond 2^53
+// stay exact. Movement copies slots whatever they hold; pointwise ops read each slot by its
+// tensor's dtype.
 struct NodeArgs {
   const Node& node;
   const std::string& where;  // "node 'conv1' (conv2d)" for messages
@@ -22,7 +28,20 @@ struct NodeArgs {
   double* out;
   Dims out_shape;
   int threads;  // already resolved (>= 1)
+  std::vector<DType> in_dtypes;
+  DType out_dtype = DType::F32;
 };
+
+inline double int_slot(int64_t v) {
+  double d;
+  std::memcpy(&d, &v, sizeof d);
+  return d;
+}
+inline int64_t slot_int(double d) {
+  int64_t v;
+  std::memcpy(&v, &d, sizeof v);
+  return v;
+}
 
 inline int64_t numel(const Dims& s) {
   int64_t n = 1;

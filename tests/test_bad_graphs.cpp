@@ -31,7 +31,8 @@ const std::map<std::string, std::vector<std::string>>& expectations() {
       {"unknown_top_key.json", {"unknown key 'node'", "valid: kiln, name, doc, metadata"}},
       {"unknown_tensor_key.json",
        {"inputs.x: unknown key 'dype'", "valid: dtype, shape, layout, strides"}},
-      {"unknown_dtype.json", {"inputs.x.dtype: expected f32, f16 or bf16, found 'f64'"}},
+      {"unknown_dtype.json",
+       {"inputs.x.dtype: expected f32, f16, bf16, i32, i64 or bool, found 'f64'"}},
       {"zero_dim.json", {"inputs.x.shape[1]: expected a positive integer", "found 0"}},
       {"bad_symbol.json", {"inputs.x.shape[0]:", "symbol name", "found '2N'"}},
       {"nhwc_3d.json", {"inputs.x.layout: NHWC needs a 4-D tensor, found rank 3"}},
@@ -101,6 +102,28 @@ const std::map<std::string, std::vector<std::string>>& expectations() {
       {"pad_negative.json",
        {"nodes[0] (crop).pads[3]: expected an integer in 0..2147483647 (pad never crops), found "
         "-1"}},
+      // Integer and bool tensors (docs/graph_format.md, "Integer and bool tensors").
+      {"relu_int_input.json",
+       {"nodes[0] (r).inputs[0]: relu takes a floating tensor, got i64 'ids'"}},
+      {"where_float_cond.json",
+       {"nodes[0] (w).inputs[0]: where takes a bool condition, got f32 'c'"}},
+      {"where_value_mismatch.json",
+       {"nodes[0] (w).inputs[2]: where's values must have one dtype: 'z' is f16 but 'x' is f32"}},
+      {"add_int_float.json",
+       {"nodes[0] (a).inputs[1]: add mixes integer and floating operands: 'x' is f32 but 'ids' "
+        "is i64 (insert a cast)"}},
+      {"matmul_int.json", {"nodes[0] (mm).inputs[0]: matmul takes a floating tensor, got i32 'a'"}},
+      {"logical_float.json", {"nodes[0] (l).inputs[0]: and takes a bool tensor, got f32 'x'"}},
+      {"order_bool.json",
+       {"nodes[0] (cmp).inputs[0]: lt takes a numeric tensor (floating or integer, not bool), got "
+        "bool 'm'"}},
+      {"reduce_bool.json",
+       {"nodes[0] (count).inputs[0]: reduce_sum takes a floating tensor, got bool 'm'"}},
+      {"int_data_out_of_range.json", {"constants.c.data[1]: 30000000000 is out of range for i32"}},
+      {"int_data_fraction.json",
+       {"constants.c.data[1]: expected an integer (i64 data), found number 1.5"}},
+      {"cast_unknown_dtype.json",
+       {"nodes[0] (c).dtype: expected one of f32|f16|bf16|i32|i64|bool"}},
   };
   return t;
 }

@@ -3,6 +3,7 @@
 // the compile-only path and the CPU reference through kiln_run_host.
 #include <gtest/gtest.h>
 
+#include <climits>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -309,3 +310,57 @@ TEST(CApi, DeviceCallsWithoutADeviceFailCleanly) {
 }
 
 }  // namespace
+
+// Integer and bool tensors through the C ABI: their dtype values, and kiln_run_host on i64 token
+// ids (values beyond 2^53 stay exact) and a bool mask.
+TEST(CApi, IntegerAndBoolTensors) {
+  const char* graph = R"({"kiln": 1, "name": "ids",
+    "inputs": {"ids": {"dtype": "i64", "shape": ["N"]}, "m": {"dtype": "bool", "shape": ["N"]},
+               "k": {"dtype": "i32", "shape": [1]}},
+    "nodes": [{"op": "add", "inputs": ["ids", "k"], "outputs": ["s"]},
+              {"op": "where", "inputs": ["m", "s", "ids"], "outputs": ["y"]},
+              {"op": "gt", "inputs": ["y", "ids"], "outputs": ["up"]}],
+    "outputs": ["y", "up"]})";
+  kiln_graph g = nullptr;
+  ASSERT_EQ(kiln_graph_load_string(graph, nullptr, &g), KILN_OK) << err();
+  kiln_dtype dt = KILN_F32;
+  ASSERT_EQ(kiln_graph_tensor_dtype(g, "ids", &dt), KILN_OK);
+  EXPECT_EQ(dt, KILN_I64);
+  ASSERT_EQ(kiln_graph_tensor_dtype(g, "k", &dt), KILN_OK);
+  EXPECT_EQ(dt, KILN_I32);
+  ASSERT_EQ(kiln_graph_tensor_dtype(g, "up", &dt), KILN_OK);
+  EXPECT_EQ(dt, KILN_BOOL);
+  EXPECT_EQ(KILN_I32, 3);
+  EXPECT_EQ(KILN_I64, 4);
+  EXPECT_EQ(KILN_BOOL, 5);
+
+  const int64_t big = (int64_t{1} << 53) + 1;  // not an f64
+  std::vector<int64_t> ids = {big, -7, 3, INT64_MAX};
+  std::vector<uint8_t> m = {1, 0, 1, 1};
+  int32_t k = 2;
+  auto host = [](const char* name, void* data, uint64_t bytes, int64_t n) {
+    kiln_host_tensor t;
+    std::memset(&t, 0, sizeof(t));
+    t.name = name;
+    t.data = data;
+    t.bytes = bytes;
+    t.rank = 1;
+    t.shape[0] = n;
+    return t;
+  };
+  kiln_host_tensor in[3] = {host("ids", ids.data(), 32, 4), host("m", m.data(), 4, 4),
+                            host("k", &k, 4, 1)};
+  std::vector<int64_t> y(4, 0);
+  std::vector<uint8_t> up(4, 9);
+  kiln_host_tensor out[2] = {host("y", y.data(), 32, 0), host("up", up.data(), 4, 0)};
+  ASSERT_EQ(kiln_run_host(g, in, 3, out, 2), KILN_OK) << err();
+  // INT64_MAX + 2 wraps (two's complement).
+  EXPECT_EQ(y, (std::vector<int64_t>{big + 2, -7, 5, INT64_MIN + 1}));
+  EXPECT_EQ(up, (std::vector<uint8_t>{1, 0, 1, 0}));
+  kiln_host_tensor bad = in[0];
+  bad.bytes = 16;  // i64 takes 8 bytes an element
+  in[0] = bad;
+  EXPECT_EQ(kiln_run_host(g, in, 3, out, 2), KILN_ERROR_USER);
+  EXPECT_NE(err().find("the shape needs 32 (i64)"), std::string::npos) << err();
+  kiln_graph_destroy(g);
+}

@@ -109,6 +109,8 @@ TEST(Codegen, EveryPointwiseOpCompiles) {
   for (size_t k = 0; k < static_cast<size_t>(OpKind::Count); ++k) {
     const OpInfo& info = op_info(static_cast<OpKind>(k));
     if (info.category != OpCategory::Pointwise) continue;
+    // The integer / bool ops (bool results, bool operands, where) compile in test_int_bool.cpp.
+    if (info.kind >= OpKind::Mod && info.kind <= OpKind::Where) continue;
     for (DType dt : kDtypes)
       for (Layout l : {Layout::NCHW, Layout::NHWC}) {
         Graph g(fmt::format("{}_{}", info.name, dtype_name(dt)));

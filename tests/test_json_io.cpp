@@ -116,6 +116,16 @@ Graph all_ops_graph() {
   sd.strides = {1, 3};
   Tensor st = g.input("st", sd);
   outs.push_back(g.neg(st));
+  // Integer and bool tensors: comparisons, logical ops, mod, where.
+  Tensor ids = g.input("ids", desc(DType::I64, {"N", 6}));
+  Tensor k32 = g.input("k32", desc(DType::I32, {6}));
+  Tensor mask = g.input("mask", desc(DType::Bool, {"N", 6}));
+  outs.push_back(g.add_node1("mod", {ids, k32}, {{"fmod", int64_t{1}}}));
+  for (const char* op : {"eq", "ne", "lt", "le", "gt", "ge"})
+    outs.push_back(g.add_node1(op, {ids, k32}));
+  for (const char* op : {"and", "or", "xor"}) outs.push_back(g.add_node1(op, {mask, mask}));
+  outs.push_back(g.add_node1("not", {mask}));
+  outs.push_back(g.where(mask, ids, g.cast(k32, DType::I64)));
   for (Tensor t : outs) g.output(t);
   return g;
 }

@@ -101,23 +101,24 @@ TEST_F(Safetensors, NhwcIsWrittenInLogicalOrder) {
 }
 
 TEST_F(Safetensors, LazyFileSkipsUnsupportedDtypes) {
-  // A PyTorch state_dict often holds I64 buffers (num_batches_tracked): the file loads, only
-  // asking for that tensor fails.
+  // A file may hold dtypes kiln does not read (an I16 buffer): the file loads, only asking for
+  // that tensor fails. I64 (PyTorch's num_batches_tracked) reads since kiln holds integers.
   std::string p = raw(
-      "i64.safetensors",
-      R"({"__metadata__": {"format": "pt"}, "bn.num_batches_tracked": {"dtype": "I64", "shape": [], "data_offsets": [0, 8]}, "bn.weight": {"dtype": "F32", "shape": [2], "data_offsets": [8, 16]}})",
-      16);
+      "i16.safetensors",
+      R"({"__metadata__": {"format": "pt"}, "bn.num_batches_tracked": {"dtype": "I64", "shape": [], "data_offsets": [0, 8]}, "bn.weight": {"dtype": "F32", "shape": [2], "data_offsets": [8, 16]}, "q": {"dtype": "I16", "shape": [], "data_offsets": [16, 18]}})",
+      18);
   SafetensorsFile f(p);
   EXPECT_EQ(f.metadata().at("format"), "pt");
   EXPECT_EQ(f.read("bn.weight").shape, std::vector<int64_t>{2});
-  std::string e = user_error([&] { f.read("bn.num_batches_tracked"); });
-  EXPECT_NE(e.find("has dtype I64, which kiln does not read"), std::string::npos) << e;
+  EXPECT_EQ(f.read("bn.num_batches_tracked").dtype, DType::I64);
+  std::string e = user_error([&] { f.read("q"); });
+  EXPECT_NE(e.find("has dtype I16, which kiln does not read"), std::string::npos) << e;
   e = user_error([&] { f.read("nope"); });
-  EXPECT_NE(e.find("no tensor 'nope' (the file has: bn.num_batches_tracked, bn.weight)"),
+  EXPECT_NE(e.find("no tensor 'nope' (the file has: bn.num_batches_tracked, bn.weight, q)"),
             std::string::npos)
       << e;
   e = user_error([&] { read_safetensors(p); });
-  EXPECT_NE(e.find("I64"), std::string::npos) << e;
+  EXPECT_NE(e.find("I16"), std::string::npos) << e;
 }
 
 TEST_F(Safetensors, CorruptFilesAreUserErrors) {
@@ -191,8 +192,9 @@ TEST_F(Safetensors, UnsupportedDtype) {
   std::string p = raw("f64.safetensors",
                       R"({"w": {"dtype": "F64", "shape": [2], "data_offsets": [0, 16]}})", 16);
   std::string e = user_error([&] { read_safetensors(p); });
-  EXPECT_NE(e.find("tensor 'w' has dtype F64, which kiln does not read (F32, F16, BF16)"),
-            std::string::npos)
+  EXPECT_NE(
+      e.find("tensor 'w' has dtype F64, which kiln does not read (F32, F16, BF16, I32, I64, BOOL)"),
+      std::string::npos)
       << e;
 }
 

@@ -137,6 +137,7 @@ int run_bench(const std::vector<std::string>& argv) {
                        {"--inputs", true, false},
                        {"--input", true, true},
                        {"--seed", true, false},
+                       {"--int-range", true, false},
                        {"--warmup", true, false},
                        {"--iters", true, false},
                        {"--json", true, false},
@@ -157,6 +158,7 @@ int run_bench(const std::vector<std::string>& argv) {
   io.inputs_file = a.get("--inputs");
   io.input_flags = a.all("--input");
   io.seed = static_cast<uint64_t>(parse_int("bench", "--seed", a.get("--seed", "1"), 0));
+  if (a.has("--int-range")) parse_int_range("bench", a.get("--int-range"), &io);
   PreparedInputs in = prepare_inputs("bench", g, io);
   EngineOptions eo;
   eo.fusion = !a.has("--no-fusion");
@@ -186,8 +188,8 @@ int run_bench(const std::vector<std::string>& argv) {
 KILN_CLI_COMMAND(
     bench, "bench", "time each kernel on the GPU against the copy-bandwidth ceiling",
     "usage: kiln bench GRAPH [--shape SYM=V ...] [--inputs F] [--input NAME=F ...]\n"
-    "                  [--seed S] [--warmup W] [--iters I] [--json FILE] [--no-fusion]\n"
-    "                  [--cuda-graph] [--specialize] [--autotune]\n\n"
+    "                  [--seed S] [--int-range LO:HI] [--warmup W] [--iters I] [--json FILE]\n"
+    "                  [--no-fusion] [--cuda-graph] [--specialize] [--autotune]\n\n"
     "Compiles the graph, uploads seeded random (or given) inputs, and prints per kernel\n"
     "the median of CUDA-event-timed launches, bytes moved, achieved GB/s and the share\n"
     "of the device-to-device copy bandwidth measured in the same process; then the\n"

@@ -185,6 +185,19 @@ uint64_t seed_for(uint64_t seed, const std::string& name) {
 }
 }  // namespace
 
+void parse_int_range(const std::string& cmd, const std::string& value, InputOptions* o) {
+  size_t colon = value.find(':', 1);
+  if (colon == std::string::npos)
+    usage_error(cmd, fmt::format("--int-range: expected LO:HI (integers), found '{}'", value));
+  constexpr int64_t kMax = int64_t{1} << 53;
+  int64_t lo = parse_int(cmd, "--int-range", value.substr(0, colon), -kMax);
+  int64_t hi = parse_int(cmd, "--int-range", value.substr(colon + 1), -kMax);
+  if (lo >= hi || lo < -kMax || hi > kMax)
+    usage_error(cmd, fmt::format("--int-range: expected LO < HI within +-2^53, found '{}'", value));
+  o->int_lo = lo;
+  o->int_hi = hi;
+}
+
 PreparedInputs prepare_inputs(const std::string& cmd, const Graph& g, const InputOptions& o) {
   PreparedInputs p;
   auto input_info = [&](const std::string& name, const std::string& where) -> const TensorInfo& {
@@ -270,13 +283,29 @@ PreparedInputs prepare_inputs(const std::string& cmd, const Graph& g, const Inpu
                  "random input may have",
                  t.name, t.desc.str(), dims_str(shape), kMaxRandomElements);
     // The f64 values and the tensor made from them, both alive at once.
-    check_host_bytes(fmt::format("random input '{}' ({} = {})", t.name, t.desc.str(),
-                                 dims_str(shape)),
-                     static_cast<uint64_t>(n) * (sizeof(double) + dtype_size(t.desc.dtype)));
-    std::vector<double> v = random_values(true, 0.0, 1.0, seed_for(o.seed, t.name), n);
+    check_host_bytes(
+        fmt::format("random input '{}' ({} = {})", t.name, t.desc.str(), dims_str(shape)),
+        static_cast<uint64_t>(n) * (sizeof(double) + dtype_size(t.desc.dtype)));
+    const DType dt = t.desc.dtype;
     Layout layout = t.desc.layout == Layout::Strided ? Layout::NCHW : t.desc.layout;
-    p.tensors[t.name] = HostTensor::from_f64(t.desc.dtype, shape, v, layout);
-    p.origin[t.name] = fmt::format("random normal(0, 1), seed {}", o.seed);
+    if (is_float(dt)) {
+      std::vector<double> v = random_values(true, 0.0, 1.0, seed_for(o.seed, t.name), n);
+      p.tensors[t.name] = HostTensor::from_f64(dt, shape, v, layout);
+      p.origin[t.name] = fmt::format("random normal(0, 1), seed {}", o.seed);
+    } else {
+      // Uniform integers: the floor of a uniform draw over [lo, hi) (exact: |lo|, |hi| <= 2^53).
+      const bool b = dt == DType::Bool;
+      const double lo = b ? 0.0 : static_cast<double>(o.int_lo);
+      const double hi = b ? 2.0 : static_cast<double>(o.int_hi);
+      std::vector<double> v = random_values(false, lo, hi, seed_for(o.seed, t.name), n);
+      std::vector<int64_t> iv(v.size());
+      for (size_t i = 0; i < v.size(); ++i)
+        iv[i] = std::min(static_cast<int64_t>(std::floor(v[i])), static_cast<int64_t>(hi) - 1);
+      p.tensors[t.name] = HostTensor::from_i64(dt, shape, iv, layout);
+      p.origin[t.name] =
+          b ? fmt::format("random 0/1, seed {}", o.seed)
+            : fmt::format("random integers in [{}, {}), seed {}", o.int_lo, o.int_hi, o.seed);
+    }
   }
   // Safetensors files hold logical row-major data; every input leaves here in its declared
   // layout, because the GPU session copies the bytes as they are (an NHWC input read from a file

@@ -87,7 +87,11 @@ struct InputOptions {
   std::vector<std::string> input_flags;  // --input NAME=FILE (key NAME or the file's only tensor)
   Bindings shapes;                       // --shape
   uint64_t seed = 1;                     // --seed: random inputs
+  int64_t int_lo = 0, int_hi = 16;       // --int-range LO:HI: random i32/i64 inputs in [LO, HI)
 };
+
+// Parses --int-range LO:HI (LO < HI, both within +-2^53) into `o`; a usage error otherwise.
+void parse_int_range(const std::string& cmd, const std::string& value, InputOptions* o);
 
 struct PreparedInputs {
   std::map<std::string, HostTensor> tensors;  // every graph input, by name
@@ -96,8 +100,9 @@ struct PreparedInputs {
 };
 
 // Reads the given inputs, binds every symbol, and fills the rest with seeded normal(0, 1) values
-// (in the input's declared dtype and layout). Each input's random stream depends only on the seed
-// and its name.
+// (in the input's declared dtype and layout): integer inputs with uniform integers in
+// [int_lo, int_hi), bool inputs with 0/1 each of probability 1/2. Each input's random stream
+// depends only on the seed and its name.
 PreparedInputs prepare_inputs(const std::string& cmd, const Graph& g, const InputOptions& o);
 
 // ---- printing ----

@@ -31,7 +31,19 @@ struct CheckResult {
 
 CheckResult compare_outputs(const HostTensor& got, const HostTensor& ref) {
   CheckResult c;
-  c.tolerance = got.dtype == DType::F32 ? 1e-5 : 1e-2;
+  c.tolerance = got.dtype == DType::F32 ? 1e-5 : is_float(got.dtype) ? 1e-2 : 0;
+  if (!is_float(got.dtype)) {  // integers and bools: exact, compared as integers
+    std::vector<int64_t> gi = got.to_i64(), ri = ref.to_i64();
+    int64_t bad = 0;
+    for (size_t i = 0; i < gi.size() && i < ri.size(); ++i) {
+      bad += gi[i] != ri[i];
+      c.ref_max = std::max(c.ref_max, std::fabs(static_cast<double>(ri[i])));
+      c.max_abs = std::max(c.max_abs, std::fabs(static_cast<double>(gi[i]) - ri[i]));
+    }
+    c.ok = bad == 0 && gi.size() == ri.size();
+    if (!c.ok) c.why = fmt::format("{} elements differ", bad);
+    return c;
+  }
   std::vector<double> g = got.to_f64(), r = ref.to_f64();
   if (g.size() != r.size()) {
     c.ok = false;
@@ -69,6 +81,7 @@ int run_run(const std::vector<std::string>& argv) {
                        {"--inputs", true, false},
                        {"--input", true, true},
                        {"--seed", true, false},
+                       {"--int-range", true, false},
                        {"--output", true, false},
                        {"--device", true, false},
                        {"--threads", true, false},
@@ -87,6 +100,7 @@ int run_run(const std::vector<std::string>& argv) {
       a.has("--seed") ? static_cast<uint64_t>(parse_int("run", "--seed", a.get("--seed"), 0)) : 1;
   io.inputs_file = a.get("--inputs");
   io.input_flags = a.all("--input");
+  if (a.has("--int-range")) parse_int_range("run", a.get("--int-range"), &io);
 
   // Decide the backend before any heavy work, so that a refused --device fails fast.
   std::string why;
@@ -221,7 +235,7 @@ int run_run(const std::vector<std::string>& argv) {
 KILN_CLI_COMMAND(
     run, "run", "run a graph on given or random inputs and print its outputs",
     "usage: kiln run GRAPH [--shape SYM=V ...] [--inputs FILE.safetensors]\n"
-    "                      [--input NAME=FILE.safetensors ...] [--seed S]\n"
+    "                      [--input NAME=FILE.safetensors ...] [--seed S] [--int-range LO:HI]\n"
     "                      [--output FILE.safetensors] [--device auto|cpu|gpu] [--threads T] "
     "[--check] [--stats]\n"
     "\n"
@@ -234,15 +248,18 @@ KILN_CLI_COMMAND(
     "  --input NAME=FILE  read input NAME from a safetensors file: its tensor NAME, or its only\n"
     "                     tensor (repeatable; overrides --inputs)\n"
     "  --seed S           seed of the random inputs (default 1)\n"
+    "  --int-range LO:HI  random i32/i64 inputs are uniform integers in [LO, HI) (default 0:16)\n"
     "  --output FILE      write every output to a safetensors file (logical shape, row-major)\n"
     "  --device D         auto (the GPU when there is one, else the CPU reference), cpu, gpu\n"
     "  --check            run on the GPU and on the CPU reference; print the max abs/rel error\n"
-    "                     per output (tolerance 1e-5 f32, 1e-2 f16/bf16); exit 1 on a mismatch\n"
+    "                     per output (tolerance 1e-5 f32, 1e-2 f16/bf16, exact for\n"
+    "                     i32/i64/bool); exit 1 on a mismatch\n"
     "  --stats            after the run, print the Engine's counters: plans, NVRTC compiles,\n"
     "                     memory/disk/graph cache hits, NVRTC ms (KILN_DUMP=launch: each launch)\n"
     "  --threads T        CPU reference threads (default: all cores)\n"
     "\n"
-    "Inputs not given are filled with seeded normal(0, 1) values; each symbol of such an input\n"
+    "Inputs not given are filled with seeded normal(0, 1) values (i32/i64: uniform integers in\n"
+    "[0, 16) or --int-range; bool: 0/1); each symbol of such an input\n"
     "must be bound by --shape or by a given input. Files hold tensors in their logical shape,\n"
     "row-major, in the input's declared dtype.\n",
     run_run);

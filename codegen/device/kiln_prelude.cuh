@@ -71,6 +71,74 @@ KILN_DEVICE void kiln_st(kiln_bf16* p, float v) {
   p->bits = kiln_f32_to_bf16(v);
 }
 
+// Integer and bool elements load and store as their own type (no f32 round trip). Bool is one
+// byte; any nonzero byte reads as true.
+typedef unsigned char kiln_bool;
+KILN_DEVICE int kiln_ld(const int* p) {
+  return *p;
+}
+KILN_DEVICE long long kiln_ld(const long long* p) {
+  return *p;
+}
+KILN_DEVICE bool kiln_ld(const kiln_bool* p) {
+  return *p != 0;
+}
+KILN_DEVICE void kiln_st(int* p, int v) {
+  *p = v;
+}
+KILN_DEVICE void kiln_st(long long* p, long long v) {
+  *p = v;
+}
+KILN_DEVICE void kiln_st(kiln_bool* p, bool v) {
+  *p = v ? 1 : 0;
+}
+
+// ---------------------------------------------------------------- integer math
+// Two's complement wrapping (through the unsigned type: no signed overflow), truncating
+// division with x / 0 = 0 and MIN / -1 = MIN, ONNX Mod (kiln_imod: the divisor's sign, Python;
+// kiln_ifmod: the dividend's, C; x mod 0 = 0). The CPU reference computes the same
+// (engine/ir/op_table.cpp).
+#define KILN_DEFINE_INT_MATH(T, U)                                                      \
+  KILN_DEVICE T kiln_iadd(T a, T b) {                                                   \
+    return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));                       \
+  }                                                                                     \
+  KILN_DEVICE T kiln_isub(T a, T b) {                                                   \
+    return static_cast<T>(static_cast<U>(a) - static_cast<U>(b));                       \
+  }                                                                                     \
+  KILN_DEVICE T kiln_imul(T a, T b) {                                                   \
+    return static_cast<T>(static_cast<U>(a) * static_cast<U>(b));                       \
+  }                                                                                     \
+  KILN_DEVICE T kiln_ineg(T a) {                                                        \
+    return static_cast<T>(static_cast<U>(0) - static_cast<U>(a));                       \
+  }                                                                                     \
+  KILN_DEVICE T kiln_iabs(T a) {                                                        \
+    return a < 0 ? kiln_ineg(a) : a;                                                    \
+  }                                                                                     \
+  KILN_DEVICE T kiln_imax(T a, T b) {                                                   \
+    return a > b ? a : b;                                                               \
+  }                                                                                     \
+  KILN_DEVICE T kiln_imin(T a, T b) {                                                   \
+    return a < b ? a : b;                                                               \
+  }                                                                                     \
+  KILN_DEVICE T kiln_idiv(T a, T b) {                                                   \
+    return b == 0 ? static_cast<T>(0) : b == static_cast<T>(-1) ? kiln_ineg(a) : a / b; \
+  }                                                                                     \
+  KILN_DEVICE T kiln_ifmod(T a, T b) {                                                  \
+    return b == 0 || b == static_cast<T>(-1) ? static_cast<T>(0) : a % b;               \
+  }                                                                                     \
+  KILN_DEVICE T kiln_imod(T a, T b) {                                                   \
+    T r = kiln_ifmod(a, b);                                                             \
+    return r != 0 && ((r < 0) != (b < 0)) ? r + b : r;                                  \
+  }
+KILN_DEFINE_INT_MATH(int, unsigned int)
+KILN_DEFINE_INT_MATH(long long, unsigned long long)
+#undef KILN_DEFINE_INT_MATH
+// Float Mod with fmod = 0: the divisor's sign.
+KILN_DEVICE float kiln_fmod_py(float a, float b) {
+  float r = fmodf(a, b);
+  return r != 0.0f && ((r < 0.0f) != (b < 0.0f)) ? r + b : r;
+}
+
 // ---------------------------------------------------------------- 16-byte vectors
 // kiln_ldv(p, v): 16 bytes at p (16-byte aligned) into kiln_vec<T>::N floats; kiln_stv stores.
 template <class T>

@@ -292,6 +292,15 @@ kiln_status kiln_graph_tensor_dtype(kiln_graph g, const char* name, kiln_dtype* 
     case kiln::DType::BF16:
       *dtype = KILN_BF16;
       break;
+    case kiln::DType::I32:
+      *dtype = KILN_I32;
+      break;
+    case kiln::DType::I64:
+      *dtype = KILN_I64;
+      break;
+    case kiln::DType::Bool:
+      *dtype = KILN_BOOL;
+      break;
   }
   return KILN_OK;
 }

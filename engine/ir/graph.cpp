@@ -101,8 +101,13 @@ HostTensor conform(HostTensor data, const TensorDesc& desc, const std::vector<in
                    const std::string& where) {
   KILN_CHECK(data.shape == shape, "{}: data has shape {} but the constant is declared {}", where,
              shape_str(Shape(data.shape.begin(), data.shape.end())), shape_str(desc.shape));
-  if (data.dtype != desc.dtype || !data.is_row_major())
-    data = HostTensor::from_f64(desc.dtype, shape, data.to_f64());
+  if (data.dtype != desc.dtype || !data.is_row_major()) {
+    // Between integer / bool types exactly (an i64 beyond 2^53 survives), else through f64.
+    if (!is_float(data.dtype) && !is_float(desc.dtype))
+      data = HostTensor::from_i64(desc.dtype, shape, data.to_i64());
+    else
+      data = HostTensor::from_f64(desc.dtype, shape, data.to_f64());
+  }
   return data;
 }
 
@@ -207,6 +212,7 @@ std::vector<Tensor> Graph::add_node(const std::string& op, const std::vector<Ten
   node.name = node_name;
   for (Tensor t : inputs) node.inputs.push_back(t.id);
   node.attrs = normalize_attrs(*info, attrs, where);
+  check_operand_dtypes(*info, InferArgs{where, in, node});
   std::vector<TensorDesc> outs = info->infer(InferArgs{where, in, node});
   KILN_CHECK(output_names.empty() || output_names.size() == outs.size(),
              "{}: op {} has {} output{}, found {} output names", where, op, outs.size(),
@@ -266,6 +272,9 @@ Tensor Graph::clamp(Tensor x, double lo, double hi) {
 }
 Tensor Graph::cast(Tensor x, DType dtype) {
   return add_node1("cast", {x}, {{"dtype", std::string(dtype_name(dtype))}});
+}
+Tensor Graph::where(Tensor cond, Tensor x, Tensor y) {
+  return add_node1("where", {cond, x, y});
 }
 Tensor Graph::batchnorm(Tensor x, Tensor scale, Tensor bias, Tensor mean, Tensor var, double eps) {
   return add_node1("batchnorm", {x, scale, bias, mean, var}, {{"eps", eps}});

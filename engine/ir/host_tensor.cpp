@@ -1,5 +1,6 @@
 // Host tensors and f16/bf16 conversion (round to nearest even).
 #include <atomic>
+#include <climits>
 #include <cmath>
 #include <cstring>
 #include <mutex>
@@ -63,6 +64,65 @@ float bf16_bits_to_f32(uint16_t b) {
   return f;
 }
 
+int64_t float_to_int(DType t, double v) {
+  if (t == DType::Bool) return v != 0 ? 1 : 0;
+  if (std::isnan(v)) return 0;
+  const double lo = t == DType::I32 ? -2147483648.0 : -9223372036854775808.0;
+  const double hi = t == DType::I32 ? 2147483647.0 : 9223372036854775807.0;
+  if (v <= lo) return t == DType::I32 ? INT32_MIN : INT64_MIN;
+  if (v >= hi) return t == DType::I32 ? INT32_MAX : INT64_MAX;
+  return static_cast<int64_t>(v);  // truncates toward zero
+}
+
+int64_t wrap_int(DType t, int64_t v) {
+  if (t == DType::Bool) return v != 0 ? 1 : 0;
+  if (t == DType::I32) return static_cast<int32_t>(static_cast<uint32_t>(v));
+  return v;
+}
+
+int64_t load_int(DType t, const std::byte* p) {
+  switch (t) {
+    case DType::I32: {
+      int32_t v;
+      std::memcpy(&v, p, 4);
+      return v;
+    }
+    case DType::I64: {
+      int64_t v;
+      std::memcpy(&v, p, 8);
+      return v;
+    }
+    case DType::Bool:
+      return std::to_integer<uint8_t>(*p) != 0 ? 1 : 0;
+    default:
+      return float_to_int(DType::I64, load_element(t, p));
+  }
+}
+
+void store_int(DType t, std::byte* p, int64_t v) {
+  switch (t) {
+    case DType::I32: {
+      int32_t x = static_cast<int32_t>(wrap_int(t, v));
+      std::memcpy(p, &x, 4);
+      return;
+    }
+    case DType::I64:
+      std::memcpy(p, &v, 8);
+      return;
+    case DType::Bool:
+      *p = std::byte{static_cast<uint8_t>(v != 0 ? 1 : 0)};
+      return;
+    default:
+      store_element(t, p, int_to_double(t, v));
+  }
+}
+
+double int_to_double(DType t, int64_t v) {
+  // Through f32 for the 32-bit and 16-bit types, as the kernels convert (one rounding to f32).
+  return t == DType::I64 || t == DType::I32 || t == DType::Bool ? static_cast<double>(v)
+                                                                : static_cast<float>(v);
+}
+
 double load_element(DType t, const std::byte* p) {
   switch (t) {
     case DType::F32: {
@@ -80,6 +140,10 @@ double load_element(DType t, const std::byte* p) {
       std::memcpy(&h, p, 2);
       return bf16_bits_to_f32(h);
     }
+    case DType::I32:
+    case DType::I64:
+    case DType::Bool:
+      return static_cast<double>(load_int(t, p));
   }
   return 0;
 }
@@ -100,11 +164,16 @@ void store_element(DType t, std::byte* p, double v) {
       std::memcpy(p, &h, 2);
       break;
     }
+    case DType::I32:
+    case DType::I64:
+    case DType::Bool:
+      store_int(t, p, float_to_int(t, v));
+      break;
   }
 }
 
 double round_to(DType t, double v) {
-  std::byte buf[4];
+  std::byte buf[8];
   store_element(t, buf, v);
   return load_element(t, buf);
 }
@@ -208,6 +277,12 @@ void with_dtype(DType t, F&& f) {
             std::memcpy(p, &h, 2);
           });
       return;
+    case DType::I32:
+    case DType::I64:
+    case DType::Bool:
+      f([t](const std::byte* p) { return load_element(t, p); },
+        [t](std::byte* p, double v) { store_element(t, p, v); });
+      return;
   }
 }
 
@@ -249,6 +324,37 @@ HostTensor HostTensor::from_f64(DType dtype, std::vector<int64_t> shape,
   return t;
 }
 
+std::vector<int64_t> HostTensor::to_i64() const {
+  std::vector<int64_t> v(static_cast<size_t>(numel()));
+  const int64_t es = static_cast<int64_t>(dtype_size(dtype));
+  const std::byte* base = data.data();
+  if (is_row_major()) {
+    for (size_t i = 0; i < v.size(); ++i)
+      v[i] = load_int(dtype, base + static_cast<int64_t>(i) * es);
+    return v;
+  }
+  for_each_offset2(shape, row_major_strides(shape), strides,
+                   [&](int64_t i, int64_t off) { v[i] = load_int(dtype, base + off * es); });
+  return v;
+}
+
+HostTensor HostTensor::from_i64(DType dtype, std::vector<int64_t> shape,
+                                const std::vector<int64_t>& v, Layout layout) {
+  HostTensor t = zeros(dtype, std::move(shape), layout);
+  KILN_ASSERT(static_cast<int64_t>(v.size()) == t.numel(), "from_i64: {} values for {} elements",
+              v.size(), t.numel());
+  const int64_t es = static_cast<int64_t>(dtype_size(dtype));
+  std::byte* base = t.data.data();
+  if (t.is_row_major()) {
+    for (size_t i = 0; i < v.size(); ++i)
+      store_int(dtype, base + static_cast<int64_t>(i) * es, v[i]);
+    return t;
+  }
+  for_each_offset2(t.shape, row_major_strides(t.shape), t.strides,
+                   [&](int64_t i, int64_t off) { store_int(dtype, base + off * es, v[i]); });
+  return t;
+}
+
 HostTensor HostTensor::relayout(Layout layout) const {
   // Already laid out that way (the common case for weights): one copy, no per-element walk.
   if (strides == layout_strides(shape, layout) &&
@@ -266,10 +372,14 @@ HostTensor HostTensor::relayout(Layout layout) const {
       std::memcpy(dst + b * es, &x, sizeof(W));
     });
   };
-  if (es == 2)
+  if (es == 1)
+    copy(uint8_t{});
+  else if (es == 2)
     copy(uint16_t{});
   else if (es == 4)
     copy(uint32_t{});
+  else if (es == 8)
+    copy(uint64_t{});
   else
     for_each_offset2(shape, strides, t.strides,
                      [&](int64_t a, int64_t b) { std::memcpy(dst + b * es, src + a * es, es); });

@@ -80,6 +80,22 @@ int64_t get_int(const ojson& j, const std::string& where, const char* what) {
   return j.get<int64_t>();
 }
 
+// One element of an integer or bool constant's data: an integer in the dtype's range (bool:
+// true, false, 0 or 1).
+int64_t get_int_value(const ojson& j, const std::string& where, DType t) {
+  if (t == DType::Bool && j.is_boolean()) return j.get<bool>() ? 1 : 0;
+  KILN_CHECK(j.is_number_integer(), "{}: expected an integer ({} data), found {} {}", where,
+             dtype_name(t), type_of(j), brief(j));
+  KILN_CHECK(!j.is_number_unsigned() || j.get<uint64_t>() <= uint64_t{INT64_MAX},
+             "{}: {} is out of range for {}", where, j.get<uint64_t>(), dtype_name(t));
+  int64_t v = j.get<int64_t>();
+  int64_t lo = t == DType::I64 ? INT64_MIN : t == DType::I32 ? INT32_MIN : 0;
+  int64_t hi = t == DType::I64 ? INT64_MAX : t == DType::I32 ? INT32_MAX : 1;
+  KILN_CHECK(v >= lo && v <= hi, "{}: {} is out of range for {} ({}..{})", where, v, dtype_name(t),
+             lo, hi);
+  return v;
+}
+
 double get_number(const ojson& j, const std::string& where) {
   if (j.is_string()) {
     const std::string& s = j.get_ref<const std::string&>();
@@ -138,10 +154,11 @@ struct Loader {
   TensorDesc parse_desc(const ojson& spec, const std::string& where) {
     const LoadLimits& lim = load_limits();
     TensorDesc d;
-    KILN_CHECK(spec.contains("dtype"), "{}: missing 'dtype' (f32, f16 or bf16)", where);
+    KILN_CHECK(spec.contains("dtype"), "{}: missing 'dtype' (f32, f16, bf16, i32, i64 or bool)",
+               where);
     const std::string& dt = get_string(spec["dtype"], where + ".dtype", "a dtype name");
-    KILN_CHECK(parse_dtype(dt, &d.dtype), "{}.dtype: expected f32, f16 or bf16, found '{}'", where,
-               dt);
+    KILN_CHECK(parse_dtype(dt, &d.dtype),
+               "{}.dtype: expected f32, f16, bf16, i32, i64 or bool, found '{}'", where, dt);
     KILN_CHECK(spec.contains("shape"), "{}: missing 'shape' (a list of sizes and symbols)", where);
     const ojson& shape = spec["shape"];
     KILN_CHECK(shape.is_array(), "{}.shape: expected a list of sizes and symbols, found {} {}",
@@ -250,7 +267,23 @@ struct Loader {
                where, sources);
     KILN_CHECK(!spec.contains("key") || spec.contains("file"), "{}.key: 'key' needs 'file'", where);
 
-    if (spec.contains("data")) {
+    if (spec.contains("data") && !is_float(d.dtype)) {
+      // Integer and bool constants are read exactly (an i64 id beyond 2^53 stays itself).
+      const ojson& data = spec["data"];
+      KILN_CHECK(data.is_array(), "{}.data: expected a flat list of integers, found {} {}", where,
+                 type_of(data), brief(data));
+      KILN_CHECK(static_cast<int64_t>(data.size()) == numel,
+                 "{}.data: expected {} values for shape {}, found {}", where, numel,
+                 shape_str(d.shape), data.size());
+      check_host_bytes(fmt::format("{}.data ({} values)", where, numel),
+                       static_cast<uint64_t>(numel) * (sizeof(int64_t) + dtype_size(d.dtype)));
+      std::vector<int64_t> iv(data.size());
+      for (size_t i = 0; i < data.size(); ++i)
+        iv[i] = get_int_value(data[i], fmt::format("{}.data[{}]", where, i), d.dtype);
+      located(where, [&] {
+        return g.constant(name, d, HostTensor::from_i64(d.dtype, shape, iv), ConstantSource{});
+      });
+    } else if (spec.contains("data")) {
       const ojson& data = spec["data"];
       KILN_CHECK(data.is_array(), "{}.data: expected a flat list of numbers, found {} {}", where,
                  type_of(data), brief(data));
@@ -307,7 +340,8 @@ struct Loader {
       const SafetensorsEntry& e = f.entries().at(key);
       DType fdt;
       KILN_CHECK(safetensors_dtype(e.dtype, &fdt),
-                 "{}: tensor '{}' in {} has dtype {}, which kiln does not read (F32, F16, BF16)",
+                 "{}: tensor '{}' in {} has dtype {}, which kiln does not read (F32, F16, BF16, "
+                 "I32, I64, BOOL)",
                  where, key, path, e.dtype);
       KILN_CHECK(fdt == d.dtype,
                  "{}.dtype: the constant is declared {} but tensor '{}' in {} is {} ({}); convert "
@@ -826,6 +860,12 @@ std::string save_graph_string(const Graph& g) {
       case ConstantSource::Kind::Data: {
         KILN_ASSERT(t.data.has_value(), "constant {} has no data", t.name);
         ojson data = ojson::array();
+        if (!is_float(t.desc.dtype)) {
+          for (int64_t v : t.data->to_i64())
+            data.push_back(t.desc.dtype == DType::Bool ? ojson(v != 0) : ojson(v));
+          c["data"] = std::move(data);
+          break;
+        }
         // Values are exactly representable as f32 (every kiln dtype is): the shortest f32 text
         // reads back to the same value.
         for (double v : t.data->to_f64()) {

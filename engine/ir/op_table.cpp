@@ -120,6 +120,8 @@ std::vector<TensorDesc> infer_unary(const InferArgs& a) {
   return {o};
 }
 
+// Floating operands: the first one's dtype (as the format has it); integer operands: i64 when
+// either is i64, else i32 (exact either way).
 std::vector<TensorDesc> infer_binary(const InferArgs& a) {
   Shape s = broadcast_shapes(in(a, 0).shape, in(a, 1).shape, a.where);
   Layout l = Layout::NCHW;
@@ -127,7 +129,38 @@ std::vector<TensorDesc> infer_binary(const InferArgs& a) {
     l = out_layout(in(a, 0));
   else if (s == in(a, 1).shape)
     l = out_layout(in(a, 1));
-  return {like(in(a, 0), s, l)};
+  TensorDesc o = like(in(a, 0), s, l);
+  if (is_integer(o.dtype) && in(a, 1).dtype == DType::I64) o.dtype = DType::I64;
+  return {o};
+}
+
+// Comparisons and logical ops: broadcast like binary ops, a bool result.
+std::vector<TensorDesc> infer_to_bool(const InferArgs& a) {
+  std::vector<TensorDesc> o =
+      a.in.size() == 1
+          ? std::vector<TensorDesc>{like(in(a, 0), in(a, 0).shape, out_layout(in(a, 0)))}
+          : infer_binary(a);
+  o[0].dtype = DType::Bool;
+  return o;
+}
+
+// where(cond, x, y): cond bool, x and y one dtype (the result's), numpy broadcast of all three.
+std::vector<TensorDesc> infer_where(const InferArgs& a) {
+  KILN_CHECK(in(a, 0).dtype == DType::Bool,
+             "{}.inputs[0]: where takes a bool condition, got {} '{}'", a.where,
+             dtype_name(in(a, 0).dtype), in_name(a, 0));
+  KILN_CHECK(
+      in(a, 2).dtype == in(a, 1).dtype,
+      "{}.inputs[2]: where's values must have one dtype: '{}' is {} but '{}' is {} (insert a "
+      "cast)",
+      a.where, in_name(a, 2), dtype_name(in(a, 2).dtype), in_name(a, 1),
+      dtype_name(in(a, 1).dtype));
+  Shape s = broadcast_shapes(broadcast_shapes(in(a, 0).shape, in(a, 1).shape, a.where),
+                             in(a, 2).shape, a.where);
+  Layout l = Layout::NCHW;
+  for (size_t i : {size_t{1}, size_t{2}, size_t{0}})
+    if (l == Layout::NCHW && s == in(a, i).shape) l = out_layout(in(a, i));
+  return {like(in(a, 1), s, l)};
 }
 
 std::vector<TensorDesc> infer_conv2d(const InferArgs& a) {
@@ -385,11 +418,65 @@ double sigmoid_ref(double x) {
 std::string call(const char* f, const std::vector<std::string>& x) {
   return fmt::format("{}({})", f, x[0]);
 }
-// Cast to the dtype of choice index `to` (f32|f16|bf16).
+// Cast of a float value to the dtype of choice index `to` (f32|f16|bf16|i32|i64|bool): toward
+// zero, saturating, NaN to 0 for the integers (the cvt.rzi forms); x != 0 for bool.
 std::string cast_expr(const std::string& x, double to) {
   if (to == 1) return fmt::format("kiln_round_f16({})", x);
   if (to == 2) return fmt::format("kiln_round_bf16({})", x);
+  if (to == 3) return fmt::format("__float2int_rz({})", x);
+  if (to == 4) return fmt::format("__float2ll_rz({})", x);
+  if (to == 5) return fmt::format("({} != 0.0f)", x);
   return x;
+}
+// Cast of an integer / bool value: int -> float rounds once to f32 (then to 16 bits), narrowing
+// integers wrap, bool is x != 0.
+std::string int_cast_expr(const std::string& x, double to) {
+  if (to == 0) return fmt::format("static_cast<float>({})", x);
+  if (to == 1) return fmt::format("kiln_round_f16(static_cast<float>({}))", x);
+  if (to == 2) return fmt::format("kiln_round_bf16(static_cast<float>({}))", x);
+  if (to == 3) return fmt::format("static_cast<int>({})", x);
+  if (to == 4) return fmt::format("static_cast<long long>({})", x);
+  return fmt::format("({} != 0)", x);
+}
+
+// Two's complement wrapping integer math (no signed overflow), as the kernels' kiln_i* helpers
+// (codegen/device/kiln_prelude.cuh) compute it. i32 results wrap when stored.
+int64_t wadd(int64_t a, int64_t b) {
+  return static_cast<int64_t>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));
+}
+int64_t wsub(int64_t a, int64_t b) {
+  return static_cast<int64_t>(static_cast<uint64_t>(a) - static_cast<uint64_t>(b));
+}
+int64_t wmul(int64_t a, int64_t b) {
+  return static_cast<int64_t>(static_cast<uint64_t>(a) * static_cast<uint64_t>(b));
+}
+int64_t wneg(int64_t a) {
+  return static_cast<int64_t>(uint64_t{0} - static_cast<uint64_t>(a));
+}
+// Truncating division (C, ONNX Div); x / 0 is 0 (numpy's answer; ONNX leaves it undefined) and
+// MIN / -1 wraps to MIN.
+int64_t idiv(int64_t a, int64_t b) {
+  if (b == 0) return 0;
+  if (b == -1) return wneg(a);
+  return a / b;
+}
+// ONNX Mod: fmod = 0 takes the divisor's sign (Python), fmod = 1 the dividend's (C); x mod 0 is 0.
+int64_t imod(int64_t a, int64_t b, bool fmod) {
+  if (b == 0 || b == -1) return 0;
+  int64_t r = a % b;
+  if (!fmod && r != 0 && ((r < 0) != (b < 0))) r += b;
+  return r;
+}
+double fmod_ref(double a, double b, bool fmod) {
+  double r = std::fmod(a, b);
+  if (!fmod && r != 0 && ((r < 0) != (b < 0))) r += b;
+  return r;
+}
+std::string call2(const char* f, const std::vector<std::string>& x) {
+  return fmt::format("{}({}, {})", f, x[0], x[1]);
+}
+std::string infix(const std::vector<std::string>& x, const char* op) {
+  return fmt::format("({} {} {})", x[0], op, x[1]);
 }
 
 #define CUDA_FN(cuda_expr)                                                \
@@ -402,6 +489,20 @@ std::string cast_expr(const std::string& x, double to) {
     (void)p;                                       \
     return ref_expr;                               \
   }
+#define IREF_FN(ref_expr)                            \
+  [](const int64_t* x, const double* p) -> int64_t { \
+    (void)p;                                         \
+    return ref_expr;                                 \
+  }
+#define ICUDA_FN(cuda_expr)                                                                     \
+  [](const std::vector<std::string>& x, const double* p, const std::string& T) -> std::string { \
+    (void)p;                                                                                    \
+    (void)T;                                                                                    \
+    return cuda_expr;                                                                           \
+  }
+// A row that also takes integer / bool operands: its dtype class and integer math.
+#define INTS(row, cls, iref_expr, icuda_expr) \
+  with_ints(row, DTypeClass::cls, IREF_FN(iref_expr), ICUDA_FN(icuda_expr))
 #define UNARY(E, n, ref_expr, cuda_expr, ...)                                           \
   OpInfo {                                                                              \
     OpKind::E, #n, OpCategory::Pointwise, FusionRole::Elementwise, 1, 1, {__VA_ARGS__}, \
@@ -418,6 +519,13 @@ std::string cast_expr(const std::string& x, double to) {
     OpKind::E, #n, OpCategory::Pointwise, FusionRole::Elementwise, 2, 2, {}, infer_binary, \
         REF_FN(ref_expr), CUDA_FN(cuda_expr)                                               \
   }
+
+OpInfo with_ints(OpInfo row, DTypeClass c, IntRefFn iref, IntCudaFn icuda) {
+  row.dtypes = c;
+  row.iref = iref;
+  row.icuda = icuda;
+  return row;
+}
 
 AttrSpec f_attr(const char* n, double d) {
   return {n, AttrKind::Float, AttrValue(d)};
@@ -462,24 +570,98 @@ std::vector<OpInfo> pointwise_rows() {
       UNARY(Log, log, std::log(x[0]), call("logf", x)),
       UNARY(Sqrt, sqrt, std::sqrt(x[0]), call("sqrtf", x)),
       UNARY(Rsqrt, rsqrt, 1.0 / std::sqrt(x[0]), call("rsqrtf", x)),
-      UNARY(Abs, abs, std::fabs(x[0]), call("fabsf", x)),
-      UNARY(Neg, neg, -x[0], F("(-" + x[0] + ")")),
+      INTS(UNARY(Abs, abs, std::fabs(x[0]), call("fabsf", x)), Numeric,
+           x[0] < 0 ? wneg(x[0]) : x[0], F("kiln_iabs(" + x[0] + ")")),
+      INTS(UNARY(Neg, neg, -x[0], F("(-" + x[0] + ")")), Numeric, wneg(x[0]),
+           F("kiln_ineg(" + x[0] + ")")),
       UNARY(Reciprocal, reciprocal, 1.0 / x[0], F("(1.0f / " + x[0] + ")")),
       UNARY(Erf, erf, std::erf(x[0]), call("erff", x)),
-      UNARY(Identity, identity, x[0], x[0]),
-      // Rounding through the narrower storage type, as storing and reloading would.
-      UNARY(Cast, cast, x[0], cast_expr(x[0], p[0]),
-            AttrSpec{"dtype", AttrKind::Enum, std::nullopt, "f32|f16|bf16"}),
-      BINARY(Add, add, x[0] + x[1], F("(" + x[0] + " + " + x[1] + ")")),
-      BINARY(Sub, sub, x[0] - x[1], F("(" + x[0] + " - " + x[1] + ")")),
-      BINARY(Mul, mul, x[0] * x[1], F("(" + x[0] + " * " + x[1] + ")")),
-      BINARY(Div, div, x[0] / x[1], F("(" + x[0] + " / " + x[1] + ")")),
-      BINARY(Max, max, std::max(x[0], x[1]), F("fmaxf(" + x[0] + ", " + x[1] + ")")),
-      BINARY(Min, min, std::min(x[0], x[1]), F("fminf(" + x[0] + ", " + x[1] + ")")),
+      INTS(UNARY(Identity, identity, x[0], x[0]), Any, x[0], x[0]),
+      // Rounding through the narrower storage type, as storing and reloading would; the
+      // conversion to the result's dtype (toward zero, saturating, NaN to 0; bool x != 0) is
+      // the reference executor's, as for every integer result.
+      INTS(UNARY(Cast, cast, x[0], cast_expr(x[0], p[0]),
+                 AttrSpec{"dtype", AttrKind::Enum, std::nullopt, "f32|f16|bf16|i32|i64|bool"}),
+           Any, x[0], int_cast_expr(x[0], p[0])),
+      INTS(BINARY(Add, add, x[0] + x[1], F("(" + x[0] + " + " + x[1] + ")")), Numeric,
+           wadd(x[0], x[1]), call2("kiln_iadd", x)),
+      INTS(BINARY(Sub, sub, x[0] - x[1], F("(" + x[0] + " - " + x[1] + ")")), Numeric,
+           wsub(x[0], x[1]), call2("kiln_isub", x)),
+      INTS(BINARY(Mul, mul, x[0] * x[1], F("(" + x[0] + " * " + x[1] + ")")), Numeric,
+           wmul(x[0], x[1]), call2("kiln_imul", x)),
+      INTS(BINARY(Div, div, x[0] / x[1], F("(" + x[0] + " / " + x[1] + ")")), Numeric,
+           idiv(x[0], x[1]), call2("kiln_idiv", x)),
+      INTS(BINARY(Max, max, std::max(x[0], x[1]), F("fmaxf(" + x[0] + ", " + x[1] + ")")),
+           Numeric, std::max(x[0], x[1]), call2("kiln_imax", x)),
+      INTS(BINARY(Min, min, std::min(x[0], x[1]), F("fminf(" + x[0] + ", " + x[1] + ")")),
+           Numeric, std::min(x[0], x[1]), call2("kiln_imin", x)),
       BINARY(Pow, pow, std::pow(x[0], x[1]), F("powf(" + x[0] + ", " + x[1] + ")")),
       // clang-format on
   };
 }
+
+// Comparisons, logical ops, mod and where: integer / bool math, bool results.
+#define COMPARE(E, n, cls, op)                       \
+  with_ints(OpInfo{OpKind::E,                        \
+                   #n,                               \
+                   OpCategory::Pointwise,            \
+                   FusionRole::Elementwise,          \
+                   2,                                \
+                   2,                                \
+                   {},                               \
+                   infer_to_bool,                    \
+                   REF_FN(x[0] op x[1] ? 1.0 : 0.0), \
+                   CUDA_FN(infix(x, #op))},          \
+            DTypeClass::cls, IREF_FN(x[0] op x[1] ? 1 : 0), ICUDA_FN(infix(x, #op)))
+#define LOGICAL(E, n, ref_expr, cuda_expr, arity) \
+  with_ints(OpInfo{OpKind::E,                     \
+                   #n,                            \
+                   OpCategory::Pointwise,         \
+                   FusionRole::Elementwise,       \
+                   arity,                         \
+                   arity,                         \
+                   {},                            \
+                   infer_to_bool,                 \
+                   REF_FN(ref_expr ? 1.0 : 0.0),  \
+                   CUDA_FN(cuda_expr)},           \
+            DTypeClass::Bool, IREF_FN(ref_expr ? 1 : 0), ICUDA_FN(cuda_expr))
+std::vector<OpInfo> int_bool_rows() {
+  using F = std::string;
+  OpInfo where{OpKind::Where,
+               "where",
+               OpCategory::Pointwise,
+               FusionRole::Elementwise,
+               3,
+               3,
+               {},
+               infer_where,
+               REF_FN(x[0] != 0 ? x[1] : x[2]),
+               CUDA_FN(fmt::format("({} ? {} : {})", x[0], x[1], x[2]))};
+  where = with_ints(where, DTypeClass::Any, IREF_FN(x[0] != 0 ? x[1] : x[2]),
+                    ICUDA_FN(fmt::format("({} ? {} : {})", x[0], x[1], x[2])));
+  where.select = true;
+  return {
+      // clang-format off
+      INTS((OpInfo{OpKind::Mod, "mod", OpCategory::Pointwise, FusionRole::Elementwise, 2, 2,
+                   {i_attr("fmod", 0)}, infer_binary, REF_FN(fmod_ref(x[0], x[1], p[0] != 0)),
+                   CUDA_FN(call2(p[0] != 0 ? "fmodf" : "kiln_fmod_py", x))}),
+           Numeric, imod(x[0], x[1], p[0] != 0), call2(p[0] != 0 ? "kiln_ifmod" : "kiln_imod", x)),
+      COMPARE(Eq, eq, Any, ==),
+      COMPARE(Ne, ne, Any, !=),
+      COMPARE(Lt, lt, Numeric, <),
+      COMPARE(Le, le, Numeric, <=),
+      COMPARE(Gt, gt, Numeric, >),
+      COMPARE(Ge, ge, Numeric, >=),
+      LOGICAL(And, and, (x[0] != 0 && x[1] != 0), F("(" + x[0] + " && " + x[1] + ")"), 2),
+      LOGICAL(Or, or, (x[0] != 0 || x[1] != 0), F("(" + x[0] + " || " + x[1] + ")"), 2),
+      LOGICAL(Xor, xor, ((x[0] != 0) != (x[1] != 0)), F("(" + x[0] + " != " + x[1] + ")"), 2),
+      LOGICAL(Not, not, (x[0] == 0), F("(!" + x[0] + ")"), 1),
+      where,
+      // clang-format on
+  };
+}
+#undef COMPARE
+#undef LOGICAL
 
 // Contractions and normalizations.
 std::vector<OpInfo> contraction_and_norm_rows() {
@@ -648,8 +830,11 @@ std::vector<OpInfo> reduction_window_movement_rows() {
 
 std::vector<OpInfo> build_table() {
   std::vector<OpInfo> t = pointwise_rows();
-  for (auto rows : {contraction_and_norm_rows, reduction_window_movement_rows})
+  for (auto rows : {contraction_and_norm_rows, reduction_window_movement_rows, int_bool_rows})
     for (OpInfo& row : rows()) t.push_back(std::move(row));
+  // Movement moves values of any dtype.
+  for (OpInfo& row : t)
+    if (row.category == OpCategory::Movement) row.dtypes = DTypeClass::Any;
   // Index by kind; every kind must have exactly one row.
   std::vector<OpInfo> by_kind(static_cast<size_t>(OpKind::Count), t[0]);
   std::vector<bool> seen(by_kind.size(), false);
@@ -667,6 +852,9 @@ std::vector<OpInfo> build_table() {
 #undef UNARY
 #undef UNARY16
 #undef BINARY
+#undef INTS
+#undef ICUDA_FN
+#undef IREF_FN
 #undef CUDA_FN
 #undef REF_FN
 
@@ -815,6 +1003,69 @@ std::string cuda_float(double v) {
   std::string s = fmt::format("{:.9g}", v);
   if (s.find_first_of(".e") == std::string::npos) s += ".0";
   return s + "f";
+}
+
+const char* dtype_class_text(DTypeClass c) {
+  switch (c) {
+    case DTypeClass::Float:
+      return "a floating tensor";
+    case DTypeClass::Numeric:
+      return "a numeric tensor (floating or integer, not bool)";
+    case DTypeClass::Bool:
+      return "a bool tensor";
+    case DTypeClass::Any:
+      return "a tensor of any dtype";
+  }
+  return "?";
+}
+
+namespace {
+// 0 floating, 1 integer, 2 bool: operands of one op share a class.
+int dtype_class_of(DType t) {
+  return is_float(t) ? 0 : is_integer(t) ? 1 : 2;
+}
+const char* class_word(int c) {
+  return c == 0 ? "floating" : c == 1 ? "integer" : "bool";
+}
+}  // namespace
+
+void check_operand_dtypes(const OpInfo& info, const InferArgs& a) {
+  const size_t first = info.select ? 1 : 0;
+  for (size_t i = first; i < a.in.size(); ++i) {
+    DType t = in(a, i).dtype;
+    bool ok = info.dtypes == DTypeClass::Any || (info.dtypes == DTypeClass::Float && is_float(t)) ||
+              (info.dtypes == DTypeClass::Numeric && t != DType::Bool) ||
+              (info.dtypes == DTypeClass::Bool && t == DType::Bool);
+    KILN_CHECK(ok, "{}.inputs[{}]: {} takes {}, got {} '{}'", a.where, i, info.name,
+               dtype_class_text(info.dtypes), dtype_name(t), in_name(a, i));
+  }
+  for (size_t i = first + 1; i < a.in.size(); ++i) {
+    int c0 = dtype_class_of(in(a, first).dtype), ci = dtype_class_of(in(a, i).dtype);
+    KILN_CHECK(c0 == ci,
+               "{}.inputs[{}]: {} mixes {} and {} operands: '{}' is {} but '{}' is {} (insert a "
+               "cast)",
+               a.where, i, info.name, class_word(c0), class_word(ci), in_name(a, i),
+               dtype_name(in(a, i).dtype), in_name(a, first), dtype_name(in(a, first).dtype));
+  }
+}
+
+bool integer_domain(const OpInfo& info, const std::vector<DType>& operands) {
+  for (size_t i = info.select ? 1 : 0; i < operands.size(); ++i)
+    if (is_float(operands[i])) return false;
+  return !operands.empty();
+}
+
+const char* value_ctype(DType t) {
+  switch (t) {
+    case DType::I32:
+      return "int";
+    case DType::I64:
+      return "long long";
+    case DType::Bool:
+      return "bool";
+    default:
+      return "float";
+  }
 }
 
 Shape broadcast_shapes(const Shape& a, const Shape& b, const std::string& where) {

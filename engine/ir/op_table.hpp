@@ -30,6 +30,21 @@ using InferFn = std::vector<TensorDesc> (*)(const InferArgs&);
 using RefFn = double (*)(const double* x, const double* p);
 // CUDA f32 expression over operand variable names and scalar params.
 using CudaFn = std::string (*)(const std::vector<std::string>& x, const double* p);
+// Integer / bool math (the CPU reference's exact path): operands as int64 (bool 0/1).
+using IntRefFn = int64_t (*)(const int64_t* x, const double* p);
+// CUDA expression over integer / bool operands all of C type `T` ("int", "long long", "bool").
+using IntCudaFn = std::string (*)(const std::vector<std::string>& x, const double* p,
+                                  const std::string& T);
+
+// The dtypes an op row accepts for its operands. Shape inference checks them first
+// (check_operand_dtypes), naming the operand.
+enum class DTypeClass : uint8_t {
+  Float,    // f32 / f16 / bf16 only: the math ops, contractions, norms, pools, reductions
+  Numeric,  // floating or integer (not bool), one class across operands: arithmetic, order
+  Bool,     // bool only: the logical ops
+  Any,      // every dtype, one class across operands: eq/ne, identity, cast, movement, where
+};
+const char* dtype_class_text(DTypeClass c);  // "a floating tensor", ...
 
 // How the planner fuses an op and codegen evaluates it: fusion legality comes from this and the
 // category, never from op names.
@@ -60,7 +75,24 @@ struct OpInfo {
   // Operands after the first are per-channel vectors, indexed by dim 1 of the first (batchnorm's
   // scale, bias, mean and var); otherwise operands broadcast numpy-style.
   bool channel_operands = false;
+  DTypeClass dtypes = DTypeClass::Float;
+  // Integer / bool evaluation (pointwise rows that take integer or bool operands).
+  IntRefFn iref = nullptr;
+  IntCudaFn icuda = nullptr;
+  // Operand 0 is a bool condition and the others the values (where): the dtype class and the
+  // evaluation domain are those of the values.
+  bool select = false;
 };
+
+// The operands' dtypes against the row's class: one located message ("<where>.inputs[0]: relu
+// takes a floating tensor, got i64 'ids'"), or a mix of integer and floating operands.
+void check_operand_dtypes(const OpInfo& info, const InferArgs& a);
+// Whether a pointwise node evaluates in the integer / bool domain: every value operand (all but
+// a select's condition) is integer or bool.
+bool integer_domain(const OpInfo& info, const std::vector<DType>& operands);
+// The C type of a dtype's values in generated code: "float" for the floating types, "int",
+// "long long", "bool".
+const char* value_ctype(DType t);
 
 const OpInfo& op_info(OpKind k);
 // Looks up by graph-file name; nullptr when unknown.

@@ -48,6 +48,12 @@ bool safetensors_dtype(const std::string& name, DType* out) {
     *out = DType::F16;
   else if (name == "BF16")
     *out = DType::BF16;
+  else if (name == "I32")
+    *out = DType::I32;
+  else if (name == "I64")
+    *out = DType::I64;
+  else if (name == "BOOL")
+    *out = DType::Bool;
   else
     return false;
   return true;
@@ -61,6 +67,12 @@ const char* safetensors_dtype_name(DType t) {
       return "F16";
     case DType::BF16:
       return "BF16";
+    case DType::I32:
+      return "I32";
+    case DType::I64:
+      return "I64";
+    case DType::Bool:
+      return "BOOL";
   }
   return "?";
 }
@@ -179,9 +191,10 @@ HostTensor SafetensorsFile::read(const std::string& key) const {
   KILN_CHECK(it != entries_.end(), "{}: no tensor '{}' (the file has: {})", path_, key, key_list());
   const SafetensorsEntry& e = it->second;
   DType dt;
-  KILN_CHECK(safetensors_dtype(e.dtype, &dt),
-             "{}: tensor '{}' has dtype {}, which kiln does not read (F32, F16, BF16)", path_, key,
-             e.dtype);
+  KILN_CHECK(
+      safetensors_dtype(e.dtype, &dt),
+      "{}: tensor '{}' has dtype {}, which kiln does not read (F32, F16, BF16, I32, I64, BOOL)",
+      path_, key, e.dtype);
   HostTensor t;
   t.dtype = dt;
   t.shape = e.shape;

@@ -17,12 +17,30 @@ const char* dtype_name(DType t) {
       return "f16";
     case DType::BF16:
       return "bf16";
+    case DType::I32:
+      return "i32";
+    case DType::I64:
+      return "i64";
+    case DType::Bool:
+      return "bool";
   }
   return "?";
 }
 
 size_t dtype_size(DType t) {
-  return t == DType::F32 ? 4 : 2;
+  switch (t) {
+    case DType::F32:
+    case DType::I32:
+      return 4;
+    case DType::F16:
+    case DType::BF16:
+      return 2;
+    case DType::I64:
+      return 8;
+    case DType::Bool:
+      return 1;
+  }
+  return 4;
 }
 
 bool parse_dtype(const std::string& s, DType* out) {
@@ -32,6 +50,12 @@ bool parse_dtype(const std::string& s, DType* out) {
     *out = DType::F16;
   else if (s == "bf16")
     *out = DType::BF16;
+  else if (s == "i32")
+    *out = DType::I32;
+  else if (s == "i64")
+    *out = DType::I64;
+  else if (s == "bool")
+    *out = DType::Bool;
   else
     return false;
   return true;

@@ -314,6 +314,18 @@ class Planner {
         c->scale >= 0 ? nm(c->scale) + " -> " : std::string(), nm(c->softmax), nm(c->pv)));
   }
 
+  // Whether every operand and the result of node i are floating. Integer / bool elementwise
+  // nodes (comparisons, where, logical ops, integer math) fuse only into pointwise kernels: the
+  // anchors' and copies' emitters hold f32 values in their prologues and epilogues.
+  bool all_floating(int i) const {
+    const Node& n = g_.nodes()[i];
+    for (int t : n.inputs)
+      if (!is_float(g_.tensor(t).desc.dtype)) return false;
+    for (int t : n.outputs)
+      if (!is_float(g_.tensor(t).desc.dtype)) return false;
+    return true;
+  }
+
   // Elementwise producers of the anchor's (or movement op's) main input, and their producers,
   // with that shape.
   void claim_prologue(int gid, int anchor) {
@@ -326,7 +338,7 @@ class Planner {
       int p = g_.tensor(t).producer;
       if (p < 0 || group_of_[p] >= 0 || !live_[p]) continue;
       const Node& pn = g_.nodes()[p];
-      if (!elementwise(pn) || out_shape(p) != shape) continue;
+      if (!elementwise(pn) || out_shape(p) != shape || !all_floating(p)) continue;
       // A window visits its input elements zero or several times, a copy in its output's order:
       // neither writes a prologue intermediate as an extra output, so only private ones fuse in.
       if (groups_[gid].kind == GroupKind::Window || groups_[gid].kind == GroupKind::Copy) {
@@ -372,7 +384,7 @@ class Planner {
       for (int c : consumers_[t]) {
         if (!live_[c] || group_of_[c] >= 0) continue;
         const Node& cn = g_.nodes()[c];
-        if (!elementwise(cn) || out_shape(c) != shape) continue;
+        if (!elementwise(cn) || out_shape(c) != shape || !all_floating(c)) continue;
         bool ok = true;
         for (size_t s = 0; s < cn.inputs.size(); ++s) {
           int in = cn.inputs[s];
@@ -486,6 +498,11 @@ class Planner {
     if (is_anchor(pn) && is_anchor(cn))
       return fmt::format("{}: both are anchors ({}, {}); one anchor per kernel", edge,
                          category_name(cat(pn)), category_name(cat(cn)));
+    if (elementwise(pn) && !all_floating(p) && !elementwise(cn))
+      return fmt::format(
+          "{}: {} has integer / bool operands or result: it runs in a pointwise "
+          "kernel, not in {}'s prologue",
+          edge, pn.name, cn.name);
     if (is_anchor(cn)) {
       if (slot != 0)
         return fmt::format("{}: feeds {}'s parameter input {}, not its main input", edge, cn.name,
@@ -499,6 +516,11 @@ class Planner {
       return fmt::format("{}: {} is already fused into its producer's kernel", edge, pn.name);
     }
     // c is elementwise.
+    if (!all_floating(c) && groups_[group_of_[p]].kind != GroupKind::Pointwise)
+      return fmt::format(
+          "{}: {} has integer / bool operands or result: it runs in a pointwise "
+          "kernel, not in {}'s epilogue",
+          edge, cn.name, pn.name);
     if (cycle_rejects_.count(c))
       return fmt::format("{}: fusing {} would create a cycle between kernels", edge, cn.name);
     if (out_shape(c) != out_shape(p))

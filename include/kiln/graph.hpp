@@ -136,6 +136,8 @@ class Graph {
   Tensor leaky_relu(Tensor x, double alpha);
   Tensor clamp(Tensor x, double lo, double hi);
   Tensor cast(Tensor x, DType dtype);
+  // cond ? x : y elementwise (cond bool; x and y of one dtype; all three broadcast).
+  Tensor where(Tensor cond, Tensor x, Tensor y);
   Tensor batchnorm(Tensor x, Tensor scale, Tensor bias, Tensor mean, Tensor var, double eps = 1e-5);
   Tensor layernorm(Tensor x, Tensor scale = {}, Tensor bias = {}, int64_t axis = -1,
                    double eps = 1e-5);

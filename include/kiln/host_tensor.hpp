@@ -24,11 +24,20 @@ struct HostTensor {
   static HostTensor from_f64(DType dtype, std::vector<int64_t> shape, const std::vector<double>& v,
                              Layout layout = Layout::NCHW);
 
+  // From exact integers in row-major logical order (integer and bool tensors; a floating dtype
+  // converts them).
+  static HostTensor from_i64(DType dtype, std::vector<int64_t> shape, const std::vector<int64_t>& v,
+                             Layout layout = Layout::NCHW);
+
   int64_t numel() const;
   int rank() const { return static_cast<int>(shape.size()); }
   bool is_row_major() const;
   // All elements in row-major logical order, widened to f64.
+  // (An i64 value beyond 2^53 loses its low bits here: to_i64 is exact.)
   std::vector<double> to_f64() const;
+  // All elements in row-major logical order as exact integers (floating values convert like a
+  // cast: toward zero, NaN to 0, saturating).
+  std::vector<int64_t> to_i64() const;
   // The same values re-laid out (row-major logical for NCHW).
   HostTensor relayout(Layout layout) const;
 };
@@ -66,7 +75,19 @@ class LazyHostTensor {
 // Decodes/encodes one element of a dtype from/to raw storage (round-to-nearest-even).
 double load_element(DType t, const std::byte* p);
 void store_element(DType t, std::byte* p, double v);
-// Rounds a value through a dtype (what storing and reloading it gives).
+// Rounds a value through a dtype (what storing and reloading it gives). Integer dtypes take
+// the cast rule: toward zero, NaN to 0, saturating; bool is v != 0.
 double round_to(DType t, double v);
+// Exact integer access to integer and bool storage (other dtypes convert as a cast does).
+int64_t load_int(DType t, const std::byte* p);
+void store_int(DType t, std::byte* p, int64_t v);
+// The cast rule from a floating value to integer / bool dtype `t`: toward zero, NaN to 0,
+// saturating at the type's range; bool is v != 0.
+int64_t float_to_int(DType t, double v);
+// An integer result stored in `t`: i32 wraps (two's complement), bool is v != 0.
+int64_t wrap_int(DType t, int64_t v);
+// An integer converted to floating dtype `t` as the kernels do (i64 -> f32 rounds once; 16-bit
+// types then round again from f32). For integer `t`, the exact value as f64.
+double int_to_double(DType t, int64_t v);
 
 }  // namespace kiln

@@ -58,7 +58,15 @@ typedef struct kiln_engine_options {
   const char* tuning_file;  /* NULL = <cache dir>/tuning.json */
 } kiln_engine_options;
 
-typedef enum kiln_dtype { KILN_F32 = 0, KILN_F16 = 1, KILN_BF16 = 2 } kiln_dtype;
+/* Element types. KILN_BOOL is one byte holding 0 or 1 (any nonzero byte reads as true). */
+typedef enum kiln_dtype {
+  KILN_F32 = 0,
+  KILN_F16 = 1,
+  KILN_BF16 = 2,
+  KILN_I32 = 3,
+  KILN_I64 = 4,
+  KILN_BOOL = 5
+} kiln_dtype;
 
 /* A tensor in host memory for kiln_run_host: logical row-major data in the dtype the graph
  * declares for it (whatever layout the graph declares for the device). `bytes` is the size of the

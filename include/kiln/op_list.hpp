@@ -58,7 +58,24 @@
   X(Transpose, transpose)          \
   X(Pad, pad)
 
-#define KILN_ALL_OPS(X) KILN_UNARY_OPS(X) KILN_BINARY_OPS(X) KILN_STRUCTURED_OPS(X)
+// Integer / bool ops: comparisons (bool results), logical ops (bool operands), where, mod. No
+// builder methods of their own (and, or, xor, not are C++ keywords): add_node1("lt", {a, b}).
+#define KILN_INT_BOOL_OPS(X) \
+  X(Mod, mod)                \
+  X(Eq, eq)                  \
+  X(Ne, ne)                  \
+  X(Lt, lt)                  \
+  X(Le, le)                  \
+  X(Gt, gt)                  \
+  X(Ge, ge)                  \
+  X(And, and)                \
+  X(Or, or)                  \
+  X(Xor, xor)                \
+  X(Not, not)                \
+  X(Where, where)
+
+#define KILN_ALL_OPS(X) \
+  KILN_UNARY_OPS(X) KILN_BINARY_OPS(X) KILN_STRUCTURED_OPS(X) KILN_INT_BOOL_OPS(X)
 // clang-format on
 
 namespace kiln {

@@ -9,11 +9,21 @@
 
 namespace kiln {
 
-enum class DType : uint8_t { F32, F16, BF16 };
+// Floating types, then integer and boolean ones (indices, token ids, masks). Bool is one byte,
+// 0 or 1.
+enum class DType : uint8_t { F32, F16, BF16, I32, I64, Bool };
 
-// Name used in graph files ("f32", "f16", "bf16") and the size of one element.
+// Name used in graph files ("f32", "f16", "bf16", "i32", "i64", "bool") and the size of one
+// element.
 const char* dtype_name(DType t);
 size_t dtype_size(DType t);
+// The dtype classes that op rows accept (engine/ir/op_table.hpp).
+inline bool is_float(DType t) {
+  return t == DType::F32 || t == DType::F16 || t == DType::BF16;
+}
+inline bool is_integer(DType t) {
+  return t == DType::I32 || t == DType::I64;
+}
 // Parses a graph-file dtype name; returns false for unknown names.
 bool parse_dtype(const std::string& s, DType* out);
 

@@ -9,6 +9,7 @@
 #include <algorithm>
 
 #include <functional>
+#include <limits>
 #include <memory>
 #include <optional>
 
@@ -83,8 +84,113 @@ bool needs_positive(OpKind k, int slot) {
   }
 }
 
+// ---- integer and bool tensors (i32, i64, bool): every integer / bool op x dtype, each graph's
+// ops as sibling outputs (one horizontally fused kernel) and once unfused; masks and casts
+// inside floating chains; integer copies (transpose, pad). Integer ranges reach the wrapping
+// and the beyond-2^53 cases; results compare exactly.
+void append_int_bool_cases(std::vector<Case>* cases) {
+  const std::vector<int64_t> shape = {3, 4097}, row = {4097};
+  for (DType dt : {DType::I32, DType::I64})
+    for (bool fusion : {true, false}) {
+      Case c;
+      c.name = fmt::format("int_ops_{}{}", dtype_name(dt), fusion ? "" : "_unfused");
+      c.fusion = fusion;
+      // Small values (division, mod, comparisons hit equal and zero operands) and large ones
+      // (i32 products wrap; i64 sums beyond 2^53).
+      const double big = dt == DType::I32 ? 2147483648.0 : 4.6e18;
+      c.inputs = {{"a", {shape, -20, 20}}, {"b", {row, -6, 6}}, {"w", {shape, -big, big}}};
+      c.build = [dt] {
+        auto g = std::make_shared<Graph>("int_ops");
+        Tensor a = g->input("a", dt, {3, 4097}), b = g->input("b", dt, {4097});
+        Tensor w = g->input("w", dt, {3, 4097});
+        for (const char* op :
+             {"add", "sub", "mul", "div", "max", "min", "mod", "eq", "ne", "lt", "le", "gt", "ge"})
+          g->output(g->add_node1(op, {a, b}, {}, std::string(op)));
+        g->output(g->add_node1("mod", {a, b}, {{"fmod", int64_t{1}}}, "fmod"));
+        for (const char* op : {"neg", "abs", "identity"})
+          g->output(g->add_node1(op, {a}, {}, std::string(op)));
+        g->output(g->add_node1("mul", {w, w}, {}, "wrap_mul"));
+        g->output(g->add_node1("add", {w, w}, {}, "wrap_add"));
+        g->output(g->add_node1("neg", {w}, {}, "wrap_neg"));
+        for (DType to : {DType::F32, DType::F16, DType::BF16, DType::I32, DType::I64, DType::Bool})
+          g->output(g->add_node1("cast", {w}, {{"dtype", std::string(dtype_name(to))}},
+                                 fmt::format("cast_{}", dtype_name(to))));
+        // i32 with i64: computed in i64.
+        Tensor other = g->cast(b, dt == DType::I32 ? DType::I64 : DType::I32);
+        g->output(g->add_node1("mul", {a, other}, {}, "mixed_mul"));
+        return g;
+      };
+      cases->push_back(c);
+    }
+  for (bool fusion : {true, false}) {
+    Case c;
+    c.name = fmt::format("bool_ops{}", fusion ? "" : "_unfused");
+    c.fusion = fusion;
+    c.inputs = {{"p", {shape, 0, 2}}, {"q", {row, 0, 2}}, {"x", {shape, -3, 3}}};
+    c.build = [] {
+      auto g = std::make_shared<Graph>("bool_ops");
+      Tensor p = g->input("p", DType::I32, {3, 4097}), q = g->input("q", DType::I32, {4097});
+      Tensor x = g->input("x", DType::I64, {3, 4097});
+      Tensor pb = g->cast(p, DType::Bool), qb = g->cast(q, DType::Bool);
+      for (const char* op : {"and", "or", "xor", "eq", "ne"})
+        g->output(g->add_node1(op, {pb, qb}, {}, std::string(op)));
+      g->output(g->add_node1("not", {pb}, {}, "not"));
+      g->output(g->add_node1("where", {pb, qb, g->add_node1("not", {pb})}, {}, "where_bool"));
+      g->output(g->add_node1("where", {qb, x, g->neg(x)}, {}, "where_i64"));
+      for (DType to : {DType::F32, DType::F16, DType::BF16, DType::I32, DType::I64, DType::Bool})
+        g->output(g->add_node1("cast", {pb}, {{"dtype", std::string(dtype_name(to))}},
+                               fmt::format("cast_{}", dtype_name(to))));
+      return g;
+    };
+    cases->push_back(c);
+  }
+  for (DType dt : kDtypes) {
+    Case c;
+    c.name = fmt::format("float_compare_where_cast_{}", dtype_name(dt));
+    c.inputs = {{"x", {shape, -40, 40}}, {"y", {row, -40, 40}}, {"ids", {shape, 0, 16}}};
+    c.build = [dt] {
+      auto g = std::make_shared<Graph>("float_masks");
+      Tensor x = g->input("x", dt, {3, 4097}), y = g->input("y", dt, {4097});
+      Tensor ids = g->input("ids", DType::I64, {3, 4097});
+      for (const char* op : {"eq", "ne", "lt", "le", "gt", "ge"})
+        g->output(g->add_node1(op, {x, y}, {}, std::string(op)));
+      g->output(g->add_node1("mod", {x, y}, {}, "mod"));
+      g->output(g->add_node1("mod", {x, y}, {{"fmod", int64_t{1}}}, "fmod"));
+      for (DType to : {DType::I32, DType::I64, DType::Bool})
+        g->output(g->add_node1("cast", {x}, {{"dtype", std::string(dtype_name(to))}},
+                               fmt::format("cast_{}", dtype_name(to))));
+      // The attention-style mask: where(ids < 8, 2x, -inf), then exp, in one pointwise chain.
+      Tensor ninf =
+          g->constant("ninf", desc(dt, {1}),
+                      HostTensor::from_f64(dt, {1}, {-std::numeric_limits<double>::infinity()}));
+      Tensor eight =
+          g->constant("eight", desc(DType::I64, {1}), HostTensor::from_i64(DType::I64, {1}, {8}));
+      Tensor m = g->add_node1("lt", {ids, eight});
+      Tensor s = g->add_node1("where", {m, g->mul(x, g->cast(g->cast(ids, DType::F32), dt)), ninf});
+      g->output(
+          g->add_node1("exp", {g->mul(s, cst(*g, "k", dt, {1}, 0.001, 0.002))}, {}, "masked_exp"));
+      return g;
+    };
+    cases->push_back(c);
+  }
+  for (DType dt : {DType::I32, DType::I64, DType::Bool}) {
+    Case c;
+    c.name = fmt::format("int_copies_{}", dtype_name(dt));
+    c.inputs = {{"x", {{2, 5, 7, 3}, -1000, 1000}}};
+    c.build = [dt] {
+      auto g = std::make_shared<Graph>("int_copies");
+      Tensor x = g->input("x", dt, {2, 5, 7, 3});
+      g->output(g->transpose(x, {0, 2, 3, 1}));
+      g->output(g->pad(x, {0, 1, 0, 2, 0, 0, 3, 1}, dt == DType::Bool ? 1.0 : -7.0));
+      return g;
+    };
+    cases->push_back(c);
+  }
+}
+
 std::vector<Case> make_cases() {
   std::vector<Case> cases;
+  append_int_bool_cases(&cases);
   // ---- every pointwise op: one graph per dtype x layout x size, every op a separate output
   // (the planner fuses the siblings horizontally: one kernel), plus one unfused run.
   const std::vector<std::vector<int64_t>> pw_shapes = {{2, 3, 5, 7}, {1, 3, 1, 4097}, {1, 1, 1, 1}};
@@ -107,6 +213,8 @@ std::vector<Case> make_cases() {
             for (size_t k = 0; k < static_cast<size_t>(OpKind::Count); ++k) {
               const OpInfo& info = op_info(static_cast<OpKind>(k));
               if (info.category != OpCategory::Pointwise) continue;
+              // The integer / bool ops have their own cases (int_bool_cases below).
+              if (info.kind >= OpKind::Mod && info.kind <= OpKind::Where) continue;
               Attrs a;
               if (info.kind == OpKind::Cast)
                 a["dtype"] = std::string(dt == DType::F32 ? "bf16" : "f32");
@@ -515,6 +623,8 @@ double harness_rtol(DType t) {
       return 1e-2;
     case DType::F32:
       return 1e-5;
+    default:  // integers and bools compare exactly
+      return 0;
   }
   return 1e-5;
 }
@@ -605,6 +715,11 @@ TEST_P(OpsGpu, MatchesReference) {
     for (int t : g->outputs()) {
       const TensorInfo& ti = g->tensor(t);
       HostTensor got = download(dev_out.at(ti.name));
+      if (!is_float(ti.desc.dtype)) {  // integers and bools: the exact bytes (bool 0/1)
+        EXPECT_TRUE(got.relayout(Layout::NCHW).data == want.at(ti.name).relayout(Layout::NCHW).data)
+            << c.name << ": output '" << ti.name << "' differs from the reference, run " << run;
+        continue;
+      }
       // The loosest dtype the value passed through decides the tolerance.
       double rtol = harness_rtol(ti.desc.dtype);
       for (int i : g->inputs()) rtol = std::max(rtol, harness_rtol(g->tensor(i).desc.dtype));

@@ -472,7 +472,8 @@ def test_runtime_shape_is_refused(tmp_path):
     nodes = [helper.make_node("Reshape", ["x", "s"], ["y"], name="dyn_reshape")]
     m = model(nodes, [vi("x", [2, 6]), vi("s", [2], TensorProto.INT64)], [vi("y", None)])
     _, r = convert(tmp_path, m, expect_rc=2)
-    assert "'s'" in r.stderr and "INT64" in r.stderr
+    # An int64 input is a tensor kiln holds, but not a shape it can reshape by.
+    assert "'s'" in r.stderr and "run-time tensor" in r.stderr
 
 
 def test_bad_model_file(tmp_path):
@@ -678,7 +679,7 @@ def test_embedding_gather_is_refused_clearly(tmp_path):
     m = model(nodes, [vi("ids", [4], TensorProto.INT64)], [vi("e", None)],
               [init("table", rand(10, 3))])
     _, r = convert(tmp_path, m, expect_rc=2)
-    assert "'ids'" in r.stderr  # an integer input: refused up front, naming it
+    assert "'ids'" in r.stderr  # a run-time index: refused, naming it
     nodes = [helper.make_node("Gather", ["x", "i"], ["e"], name="gather_rows", axis=0)]
     m = model(nodes, [vi("x", [4, 3])], [vi("e", None)], [init("i", np.array([1, 2], np.int64))])
     _, r = convert(tmp_path, m, name="g2", expect_rc=2)

@@ -72,6 +72,17 @@ class Converter:
                                f"f32, f16 or bf16 only")
         return self.force_dtype or onnx_model.ONNX_FLOAT[elem_type]
 
+    def tdtype(self, elem_type, what):
+        """The kiln dtype of ONNX element type `elem_type`: a floating one (after --dtype) or
+        i32, i64, bool as they are; refuses the others."""
+        if elem_type in onnx_model.ONNX_INT:
+            return onnx_model.ONNX_INT[elem_type]
+        if elem_type not in onnx_model.ONNX_FLOAT:
+            raise ConvertError(f"{self.source}: {what} has element type "
+                               f"{onnx_model.elem_type_name(elem_type)}; kiln graphs hold f32, "
+                               f"f16, bf16, i32, i64 or bool tensors")
+        return self.fdtype(elem_type, what)
+
     def attrs(self, node):
         return onnx_model.attributes(node)
 
@@ -117,21 +128,56 @@ class Converter:
             return self.kconst[key]
         name = self.tnames.get(t)
         arr = np.asarray(a)
-        if arr.dtype != np.float32:
+        if dtype in onnx_model.INT_DTYPES:
+            arr = self.integral(node, t, arr, dtype)
+        elif arr.dtype != np.float32:
             arr = arr.astype(np.float64)
         arr = self.representable(arr, dtype, name)
         spec = {"dtype": dtype, "shape": [int(d) for d in arr.shape]}
         if arr.size <= INLINE_MAX:
-            spec["data"] = [json_number(v) for v in arr.astype(np.float32).flatten().tolist()]
+            if dtype in onnx_model.INT_DTYPES:
+                spec["data"] = [int(v) for v in arr.astype(np.int64).flatten().tolist()]
+            else:
+                spec["data"] = [json_number(v) for v in arr.astype(np.float32).flatten().tolist()]
         else:
             spec["file"] = f"{self.name}.safetensors"
             spec["key"] = name
-            self.weights[name] = (dtype, np.asarray(arr, dtype=np.float32))
+            if dtype in onnx_model.INT_DTYPES:
+                self.weights[name] = (dtype, arr)
+            else:
+                self.weights[name] = (dtype, np.asarray(arr, dtype=np.float32))
         self.constants[name] = spec
         self.kconst[key] = name
         self.shape[name] = list(arr.shape)
         self.dtype[name] = dtype
         return name
+
+    def natural_dtype(self, t):
+        """The kiln dtype a conversion-time value keeps as data of its own: i32 / i64 / bool for
+        integer and bool arrays, None (the float default) otherwise."""
+        a = self.consts.get(t)
+        if a is None or is_sym_array(a):
+            return None
+        kind = np.asarray(a).dtype
+        if kind == np.bool_:
+            return "bool"
+        if kind.kind in "iu":
+            return "i32" if kind.itemsize <= 4 and kind.kind == "i" else "i64"
+        return None
+
+    def integral(self, node, t, arr, dtype):
+        """Constant `t` as exact values of integer / bool dtype `dtype`: integers (and bools)
+        convert exactly within range; floating values only when they are whole numbers."""
+        want = onnx_model.NUMPY_OF[dtype]
+        if arr.dtype.kind == "f":
+            if not np.all(np.isfinite(arr)) or not np.all(arr == np.round(arr)):
+                self.fail(node, f"constant '{t}' holds non-integer values but is used as {dtype} "
+                                f"data (insert a Cast)")
+        if dtype != "bool" and arr.size:
+            info = np.iinfo(want)
+            if arr.min() < info.min or arr.max() > info.max:
+                self.fail(node, f"constant '{t}' holds values out of the {dtype} range")
+        return arr.astype(want)
 
     def representable(self, arr, dtype, name):
         """f16 values beyond the f16 range are clipped to it (with a warning)."""

@@ -46,7 +46,7 @@ def convert(model, name, layout="NCHW", dtype=None, source="model.onnx"):
 def add_input(cx, vi):
     """A graph input: dtype from its element type, dims static or symbols."""
     tt = vi.type.tensor_type
-    dtype = cx.fdtype(tt.elem_type, f"graph input '{vi.name}'")
+    dtype = cx.tdtype(tt.elem_type, f"graph input '{vi.name}'")
     if not tt.HasField("shape"):
         raise ConvertError(f"{cx.source}: graph input '{vi.name}' has no shape (unknown "
                            f"rank); kiln inputs need a rank (dims may be symbolic)")
@@ -123,7 +123,7 @@ def add_outputs(cx):
         if o.name in cx.tmap:
             kt = cx.tmap[o.name]
         elif o.name in cx.consts:
-            kt = cx.materialize(o, o.name, None)
+            kt = cx.materialize(o, o.name, cx.natural_dtype(o.name))
         else:
             raise ConvertError(f"{cx.source}: graph output '{o.name}' is not computed")
         if kt in used or kt in cx.inputs or kt in cx.constants:

@@ -15,6 +15,10 @@ from .errors import ConvertError, describe
 
 # ONNX element types the importer computes with: FLOAT, FLOAT16, BFLOAT16, DOUBLE (read as f32).
 ONNX_FLOAT = {1: "f32", 10: "f16", 16: "bf16", 11: "f32"}
+# Integer and bool element types kiln holds as they are: INT32, INT64, BOOL.
+ONNX_INT = {6: "i32", 7: "i64", 9: "bool"}
+INT_DTYPES = ("i32", "i64", "bool")
+NUMPY_OF = {"i32": np.int32, "i64": np.int64, "bool": np.bool_}
 
 # Graph names exporters give every model: the file stem names the graph instead.
 EXPORTER_DEFAULT_NAMES = ("", "torch_jit", "main_graph", "torch-jit-export")

@@ -2,7 +2,7 @@
 
 The importer writes its weights with it; the tests, tools/export_torchvision.py and the bench/
 scripts read `kiln run --output` files and write `kiln run --inputs` files with it. It handles the
-three dtypes kiln reads and writes (F32, F16, BF16), little endian, logical row-major shapes.
+dtypes kiln reads and writes (F32, F16, BF16, I32, I64, BOOL), little endian, logical row-major shapes.
 
 It lives in the onnx2kiln package (not beside it in tools/) so that the installed package,
 share/kiln/onnx2kiln/, is self-contained. Importing it does not import the converter (nor onnx).
@@ -13,7 +13,8 @@ import struct
 import numpy as np
 
 # kiln dtype -> (safetensors dtype, bytes per element)
-DTYPES = {"f32": ("F32", 4), "f16": ("F16", 2), "bf16": ("BF16", 2)}
+DTYPES = {"f32": ("F32", 4), "f16": ("F16", 2), "bf16": ("BF16", 2), "i32": ("I32", 4),
+          "i64": ("I64", 8), "bool": ("BOOL", 1)}
 
 
 def f32_to_bf16_bits(a):
@@ -39,6 +40,12 @@ def tensor_bytes(arr, dtype):
         return np.ascontiguousarray(arr, dtype="<f2").tobytes()
     if dtype == "bf16":
         return f32_to_bf16_bits(np.asarray(arr, dtype=np.float32)).astype("<u2").tobytes()
+    if dtype == "i32":
+        return np.ascontiguousarray(arr, dtype="<i4").tobytes()
+    if dtype == "i64":
+        return np.ascontiguousarray(arr, dtype="<i8").tobytes()
+    if dtype == "bool":
+        return np.ascontiguousarray(np.asarray(arr) != 0, dtype=np.uint8).tobytes()
     raise ValueError(dtype)
 
 
@@ -63,7 +70,8 @@ def write_safetensors(path, tensors):
 
 
 def read_safetensors(path):
-    """{name: float32 numpy array} from a safetensors file of F32/F16/BF16 tensors."""
+    """{name: numpy array} from a safetensors file: float32 for F32/F16/BF16 tensors, int32,
+    int64 and bool arrays for I32, I64 and BOOL ones."""
     with open(path, "rb") as f:
         raw = f.read()
     (n,) = struct.unpack("<Q", raw[:8])
@@ -81,6 +89,12 @@ def read_safetensors(path):
             a = np.frombuffer(buf, dtype="<f2").astype(np.float32)
         elif e["dtype"] == "BF16":
             a = bf16_bits_to_f32(np.frombuffer(buf, dtype="<u2"))
+        elif e["dtype"] in ("I32", "I64", "BOOL"):
+            a = {"I32": lambda: np.frombuffer(buf, dtype="<i4").astype(np.int32),
+                 "I64": lambda: np.frombuffer(buf, dtype="<i8").astype(np.int64),
+                 "BOOL": lambda: np.frombuffer(buf, dtype=np.uint8) != 0}[e["dtype"]]()
+            out[name] = a.reshape(e["shape"])
+            continue
         else:
             raise ValueError(f"{path}: tensor {name}: unsupported dtype {e['dtype']}")
         out[name] = a.reshape(e["shape"]).astype(np.float32)

@@ -1,4 +1,5 @@
-"""Elementwise ops: unary math and activations, binary math with broadcasting, Clip, Cast."""
+"""Elementwise ops: unary math and activations, binary math with broadcasting, Clip, Cast,
+comparisons, logical ops, Where, Mod."""
 import math
 
 import numpy as np
@@ -70,10 +71,61 @@ def clip(cx, n, at):
 
 @converter("Cast")
 def cast(cx, n, at):
-    """Float targets only (after --dtype); a cast to the tensor's own dtype is dropped."""
+    """To f32/f16/bf16 (after --dtype), i32, i64 or bool; a cast to the tensor's own dtype is
+    dropped."""
     xt = cx.act(n, n.input[0])
-    to = cx.fdtype(at["to"], f"{cx.where(n)}: the cast target")
+    to = cx.tdtype(at["to"], f"{cx.where(n)}: the cast target")
     if to == cx.dtype[xt]:
         cx.alias(n, xt)
         return
     cx.emit(n, "cast", [xt], {"dtype": to}, out=n.output[0], dtype=to)
+
+
+# Comparisons (a bool result) and logical ops: broadcasting, a constant operand takes the other
+# operand's dtype (logical operands are bool).
+COMPARE = {"Equal": "eq", "Less": "lt", "LessOrEqual": "le", "Greater": "gt",
+           "GreaterOrEqual": "ge"}
+LOGICAL = {"And": "and", "Or": "or", "Xor": "xor"}
+
+
+@converter(*COMPARE, *LOGICAL)
+def compare_logical(cx, n, at):
+    if len(n.input) != 2:
+        cx.fail(n, f"expected 2 inputs, found {len(n.input)}")
+    a, b = n.input
+    dt = "bool" if n.op_type in LOGICAL else cx.act_dtype(a, b)
+    if dt is None:  # both constant but not folded (a non-numeric case): keep their own type
+        dt = cx.natural_dtype(a)
+    at_, bt_ = cx.act(n, a, dt), cx.act(n, b, dt)
+    op = COMPARE.get(n.op_type) or LOGICAL[n.op_type]
+    cx.emit(n, op, [at_, bt_], out=n.output[0], shape=bcast(cx.shp(at_), cx.shp(bt_)),
+            dtype="bool")
+
+
+@converter("Not")
+def logical_not(cx, n, at):
+    cx.emit(n, "not", [cx.act(n, n.input[0], "bool")], out=n.output[0], dtype="bool")
+
+
+@converter("Where")
+def where(cx, n, at):
+    """cond ? x : y with all three broadcast; constant values take the other value's dtype."""
+    if len(n.input) != 3:
+        cx.fail(n, f"expected 3 inputs, found {len(n.input)}")
+    c, x, y = n.input
+    dt = cx.act_dtype(x, y) or cx.natural_dtype(x)
+    ct, xt, yt = cx.act(n, c, "bool"), cx.act(n, x, dt), cx.act(n, y, dt)
+    shape = bcast(bcast(cx.shp(ct), cx.shp(xt)), cx.shp(yt))
+    cx.emit(n, "where", [ct, xt, yt], out=n.output[0], shape=shape, dtype=cx.dtype[xt])
+
+
+@converter("Mod")
+def mod(cx, n, at):
+    """ONNX Mod: fmod 0 (the divisor's sign; integers only in ONNX) or 1 (the dividend's)."""
+    if len(n.input) != 2:
+        cx.fail(n, f"expected 2 inputs, found {len(n.input)}")
+    a, b = n.input
+    dt = cx.act_dtype(a, b)
+    at_, bt_ = cx.act(n, a, dt), cx.act(n, b, dt)
+    cx.emit(n, "mod", [at_, bt_], {"fmod": int(at.get("fmod", 0))}, out=n.output[0],
+            shape=bcast(cx.shp(at_), cx.shp(bt_)))
