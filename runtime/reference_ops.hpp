@@ -22,6 +22,9 @@ struct NodeArgs {
   double* out;
   Dims out_shape;
   int threads;  // already resolved (>= 1)
+  // Every output (out and out_shape are the first): split has several.
+  std::vector<double*> outs;
+  std::vector<Dims> out_shapes;
 };
 
 inline int64_t numel(const Dims& s) {
@@ -60,6 +63,16 @@ void reshape(const NodeArgs& a);
 void transpose(const NodeArgs& a);
 void pad(const NodeArgs& a);
 void reduce(const NodeArgs& a);
+// The byte-moving movement ops and pad's reflect and edge modes (reference_movement.cpp).
+void concat(const NodeArgs& a);
+void split(const NodeArgs& a);
+void slice(const NodeArgs& a);
+void expand(const NodeArgs& a);
+void tile(const NodeArgs& a);
+void depth_to_space(const NodeArgs& a);
+void space_to_depth(const NodeArgs& a);
+void trilu(const NodeArgs& a);
+void pad_mirror(const NodeArgs& a);  // pad with mode reflect or edge
 // Contractions and windows (reference_conv.cpp).
 void conv2d(const NodeArgs& a);
 void matmul(const NodeArgs& a);

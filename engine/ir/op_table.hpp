@@ -60,6 +60,8 @@ struct OpInfo {
   // Operands after the first are per-channel vectors, indexed by dim 1 of the first (batchnorm's
   // scale, bias, mean and var); otherwise operands broadcast numpy-style.
   bool channel_operands = false;
+  // The op has as many outputs as its shape inference returns (split); all others have one.
+  bool several_outputs = false;
 };
 
 const OpInfo& op_info(OpKind k);

@@ -56,7 +56,15 @@
   X(GlobalAvgpool, global_avgpool) \
   X(Reshape, reshape)              \
   X(Transpose, transpose)          \
-  X(Pad, pad)
+  X(Pad, pad)                      \
+  X(Concat, concat)                \
+  X(Split, split)                  \
+  X(Slice, slice)                  \
+  X(Expand, expand)                \
+  X(Tile, tile)                    \
+  X(DepthToSpace, depth_to_space)  \
+  X(SpaceToDepth, space_to_depth)  \
+  X(Trilu, trilu)
 
 #define KILN_ALL_OPS(X) KILN_UNARY_OPS(X) KILN_BINARY_OPS(X) KILN_STRUCTURED_OPS(X)
 // clang-format on
