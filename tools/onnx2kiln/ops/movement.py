@@ -212,6 +212,10 @@ def slice_(cx, n, at):
         if length == 0:
             cx.fail(n, f"the slice of axis {ax} (size {d}) from {b} to {e} step {st} is empty")
         out[ax] = length
+        # Graph files bound integers to 32 bits; bounds past a dim mean the same clamped.
+        lim = 2 ** 31 - 1
+        b, e = max(-lim, min(lim, b)), max(-lim, min(lim, e))
+        st = max(-lim, min(lim, st))
         for lst, v in zip(keep, (b, e, ax, st)):
             lst.append(v)
     if not keep[0]:
