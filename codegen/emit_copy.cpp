@@ -1,5 +1,7 @@
-// Copy groups: a movement op (transpose, reshape, pad) that could not be folded, materialized in
-// the output's memory order (writes coalesced); the input is gathered through its own strides.
+// Copy groups: a movement op (transpose, reshape, pad, and the byte-moving ops of
+// codegen/copy_source.hpp: concat, slice, expand, tile, depth/space, trilu) that could not be
+// folded, materialized in the output's memory order (writes coalesced); the input (for concat,
+// the input whose range along the axis holds the element) is gathered through its own strides.
 // The group's other nodes are the op's prologue: private elementwise producers of its input,
 // computed where an element is read. When the output's innermost memory dim is a static multiple
 // of the 16-byte vector width (or of half of it), each thread writes one 16-byte (8-byte) vector
@@ -9,6 +11,7 @@
 // prologue or padding copies the storage element itself.
 #include <optional>
 
+#include "codegen/copy_source.hpp"
 #include "codegen/emit.hpp"
 #include "codegen/pointwise_expr.hpp"
 #include "engine/base/check.hpp"
@@ -26,10 +29,7 @@ std::optional<int64_t> literal(const std::string& s) {
 // Where an output element (coordinates `oc`) reads the movement op's input: the input
 // coordinates and, for pad, the condition under which it reads at all ("" = always, "false" =
 // never: the element is fill). Writes the statements it needs (reshape's linear index).
-struct Source {
-  std::vector<std::string> coords;
-  std::string inside;
-};
+using Source = CopySource;
 
 Source source_of(Writer& w, const Node& node, const TensorDesc& id, const TensorDesc& od,
                  const std::vector<std::string>& oc, const char* idx, const std::string& suffix,
@@ -84,6 +84,13 @@ Source source_of(Writer& w, const Node& node, const TensorDesc& id, const Tensor
   return s;
 }
 
+std::vector<Source> sources_of(Writer& w, const Graph& g, const Node& node, const TensorDesc& id,
+                               const TensorDesc& od, const std::vector<std::string>& oc,
+                               const char* idx, const std::string& suffix, DimParams& dp) {
+  if (is_gather_copy(node)) return movement_sources(g, node, oc, dp);
+  return {source_of(w, node, id, od, oc, idx, suffix, dp)};
+}
+
 // The copy kernel of one group: the movement op `node` (input `in`, output `out`) after its
 // prologue, one thread per output element or vector.
 class CopyKernel {
@@ -93,6 +100,7 @@ class CopyKernel {
         grp_(grp),
         node_(g.nodes()[grp.nodes.back()]),
         prologue_(grp.nodes.begin(), grp.nodes.end() - 1),
+        ins_(node_.inputs),
         in_(node_.inputs[0]),
         out_(node_.outputs[0]),
         id_(g.tensor(in_).desc),
@@ -104,6 +112,8 @@ class CopyKernel {
       fill_ = is_float(od_.dtype) ? cuda_float(node_.attr_float("value"))
                                   : fmt::format("static_cast<{}>({}LL)", value_ctype(od_.dtype),
                                                 float_to_int(od_.dtype, node_.attr_float("value")));
+    KILN_ASSERT(ins_.size() == 1 || prologue_.empty(), "copy group {}: a prologue of {} inputs",
+                grp.id, ins_.size());
     // 16-byte vectors along the output's innermost memory dim, or 8-byte ones where that dim is
     // a multiple of half a vector only (the RGB stem's input padded to 4 channels: one 8-byte
     // pixel per thread instead of one element).
@@ -171,6 +181,29 @@ class CopyKernel {
     return oc;
   }
 
+  // The value of the element from several sources (concat: the first whose range holds it).
+  std::string value(const std::vector<Source>& srcs, const std::string& suffix) {
+    if (srcs.size() == 1) return value(srcs[0], suffix);
+    // Several inputs (concat, no prologue): the first source whose range holds the element.
+    std::string var = "val" + suffix;
+    w_.line("{} {};", value_ctype(od_.dtype), var);
+    for (size_t k = 0; k < srcs.size(); ++k) {
+      const int t = ins_[srcs[k].input];
+      const std::string load =
+          load_f32(fmt::format("{} + {}", tensor_param(t),
+                               operand_offset(g_.tensor(t).desc, ident_in_, srcs[k].coords, dp_)));
+      if (k == 0)
+        w_.open("if ({}) {{", srcs[k].inside);
+      else if (k + 1 < srcs.size())
+        w_.reopen(fmt::format("}} else if ({}) {{", srcs[k].inside));
+      else
+        w_.reopen("} else {");
+      w_.line("{} = {};", var, load);
+    }
+    w_.close();
+    return var;
+  }
+
   // The value of the element whose input coordinates are `src` (a prologue, or the input
   // loaded and converted; f32 for the floating types, else its own type); for pad, the fill
   // outside. Returns the variable.
@@ -216,7 +249,7 @@ class CopyKernel {
         lc[d_in_] = fmt::format("({} + {})", lc[d_in_], j);
       std::string suffix = fmt::format("_{}", j);
       w_.line("// lane {}", j);
-      lanes.push_back(value(source_of(w_, node_, id_, od_, lc, idx_, suffix, dp_), suffix));
+      lanes.push_back(value(sources_of(w_, g_, node_, id_, od_, lc, idx_, suffix, dp_), suffix));
     }
     std::string vals;
     for (const std::string& l : lanes) vals += (vals.empty() ? "" : ", ") + l;
@@ -225,8 +258,29 @@ class CopyKernel {
   }
 
   void scalar_store(const std::vector<std::string>& oc) {
-    Source src = source_of(w_, node_, id_, od_, oc, idx_, "", dp_);
+    std::vector<Source> srcs = sources_of(w_, g_, node_, id_, od_, oc, idx_, "", dp_);
     std::string dst = operand_offset(od_, ident_out_, oc, dp_);
+    if (is_gather_copy(node_) && prologue_.empty() &&
+        (srcs.size() > 1 || srcs[0].inside != "false")) {
+      // Bit-exact copies of the storage elements: the source whose condition holds, else the
+      // fill value.
+      for (size_t k = 0; k < srcs.size(); ++k) {
+        const int t = ins_[srcs[k].input];
+        const std::string copy =
+            fmt::format("{}[{}] = {}[{}];", tensor_param(out_), dst, tensor_param(t),
+                        operand_offset(g_.tensor(t).desc, ident_in_, srcs[k].coords, dp_));
+        const bool last = k + 1 == srcs.size();
+        if (srcs[k].inside.empty()) {
+          w_.line("{}{}", k == 0 ? "" : "else ", copy);
+        } else {
+          w_.line("{}if ({}) {}", k == 0 ? "" : "else ", srcs[k].inside, copy);
+          if (last)
+            w_.line("else {};", store_f32(fmt::format("{} + {}", tensor_param(out_), dst), fill_));
+        }
+      }
+      return;
+    }
+    const Source& src = srcs[0];
     if (prologue_.empty() && src.inside.empty()) {
       // Bit-exact copy of the storage element (no f32 round trip).
       w_.line("{}[{}] = {}[{}];", tensor_param(out_), dst, tensor_param(in_),
@@ -241,13 +295,14 @@ class CopyKernel {
   const FusionGroup& grp_;
   const Node& node_;
   const std::vector<int> prologue_;
+  const std::vector<int> ins_;
   const int in_, out_;
   const TensorDesc& id_;
   const TensorDesc& od_;
   GroupParams gp_;
   DimParams& dp_;
   Writer w_;
-  std::string fill_;
+  std::string fill_ = "0.0f";  // outside every source (pad, trilu)
   size_t d_in_ = 0;
   int V16_ = 8, V_ = 8;
   bool vec_ = false;

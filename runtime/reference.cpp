@@ -357,7 +357,23 @@ void run_node(const Node& node, const std::string& where, ref::NodeArgs& args) {
     case OpKind::Transpose:
       return ref::transpose(args);
     case OpKind::Pad:
-      return ref::pad(args);
+      return node.attr_str("mode") == "constant" ? ref::pad(args) : ref::pad_mirror(args);
+    case OpKind::Concat:
+      return ref::concat(args);
+    case OpKind::Split:
+      return ref::split(args);
+    case OpKind::Slice:
+      return ref::slice(args);
+    case OpKind::Expand:
+      return ref::expand(args);
+    case OpKind::Tile:
+      return ref::tile(args);
+    case OpKind::DepthToSpace:
+      return ref::depth_to_space(args);
+    case OpKind::SpaceToDepth:
+      return ref::space_to_depth(args);
+    case OpKind::Trilu:
+      return ref::trilu(args);
     default:
       break;
   }
@@ -497,21 +513,30 @@ std::map<std::string, HostTensor> run_reference(const Graph& g,
     const Node& node = g.nodes()[i];
     const std::string node_where =
         fmt::format("{}: node '{}' ({})", where, node.name, op_name(node.op));
-    KILN_ASSERT(node.outputs.size() == 1, "{}: {} outputs", node_where, node.outputs.size());
-    int out_id = node.outputs[0];
-    auto out = std::make_unique<std::vector<double>>(
-        static_cast<size_t>(ref::numel(concrete[out_id])), 0.0);
-    ref::NodeArgs args{node, node_where, {}, {}, out->data(), concrete[out_id], threads};
-    args.out_dtype = tensors[out_id].desc.dtype;
+    KILN_ASSERT(!node.outputs.empty(), "{}: no outputs", node_where);
+    std::vector<std::unique_ptr<std::vector<double>>> outs;
+    for (int out_id : node.outputs)
+      outs.push_back(std::make_unique<std::vector<double>>(
+          static_cast<size_t>(ref::numel(concrete[out_id])), 0.0));
+    const int out0 = node.outputs[0];
+    ref::NodeArgs args{node, node_where, {}, {}, outs[0]->data(), concrete[out0], threads};
+    args.out_dtype = tensors[out0].desc.dtype;
+    for (size_t k = 0; k < outs.size(); ++k) {
+      args.outs.push_back(outs[k]->data());
+      args.out_shapes.push_back(concrete[node.outputs[k]]);
+    }
     for (int id : node.inputs) {
       args.in.push_back(value_of(id).data());
       args.in_shapes.push_back(concrete[id]);
       args.in_dtypes.push_back(tensors[id].desc.dtype);
     }
     run_node(node, node_where, args);
-    round_all(*out, tensors[out_id].desc.dtype, threads);
-    values[out_id] = std::move(out);
-    if (last_use[out_id] < 0) values[out_id].reset();  // dead: nothing reads it
+    for (size_t k = 0; k < outs.size(); ++k) {
+      const int out_id = node.outputs[k];
+      round_all(*outs[k], tensors[out_id].desc.dtype, threads);
+      values[out_id] = std::move(outs[k]);
+      if (last_use[out_id] < 0) values[out_id].reset();  // dead: nothing reads it
+    }
     for (int id : node.inputs)
       if (last_use[id] == i) values[id].reset();
   }

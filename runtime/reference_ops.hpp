@@ -30,6 +30,9 @@ struct NodeArgs {
   int threads;  // already resolved (>= 1)
   std::vector<DType> in_dtypes;
   DType out_dtype = DType::F32;
+  // Every output (out and out_shape are the first): split has several.
+  std::vector<double*> outs;
+  std::vector<Dims> out_shapes;
 };
 
 inline double int_slot(int64_t v) {
@@ -79,6 +82,16 @@ void reshape(const NodeArgs& a);
 void transpose(const NodeArgs& a);
 void pad(const NodeArgs& a);
 void reduce(const NodeArgs& a);
+// The byte-moving movement ops and pad's reflect and edge modes (reference_movement.cpp).
+void concat(const NodeArgs& a);
+void split(const NodeArgs& a);
+void slice(const NodeArgs& a);
+void expand(const NodeArgs& a);
+void tile(const NodeArgs& a);
+void depth_to_space(const NodeArgs& a);
+void space_to_depth(const NodeArgs& a);
+void trilu(const NodeArgs& a);
+void pad_mirror(const NodeArgs& a);  // pad with mode reflect or edge
 // Contractions and windows (reference_conv.cpp).
 void conv2d(const NodeArgs& a);
 void matmul(const NodeArgs& a);

@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "tests/test_paths.hpp"
 #include "kiln/error.hpp"
 #include "kiln/io.hpp"
+#include "tests/test_paths.hpp"
 
 using namespace kiln;
 namespace fs = std::filesystem;
@@ -124,6 +124,15 @@ const std::map<std::string, std::vector<std::string>>& expectations() {
        {"constants.c.data[1]: expected an integer (i64 data), found number 1.5"}},
       {"cast_unknown_dtype.json",
        {"nodes[0] (c).dtype: expected one of f32|f16|bf16|i32|i64|bool"}},
+      {"concat_shape_mismatch.json",
+       {"nodes[0] (dense_cat): input 1 ('b') has shape [N, 32, 14, 14] but input 0 ('a') has "
+        "[N, 64, 28, 28]: dim 2 differs (14 vs 28; only the concat axis 1 may)"}},
+      {"slice_axis_out_of_range.json", {"nodes[0] (crop).axes[0]: axis 2 out of range for rank 2"}},
+      {"split_sizes_sum.json",
+       {"nodes[0] (qkv).split: the sizes [4, 4, 5] sum to 13, not to the split axis's 12"}},
+      {"depth_to_space_channels.json",
+       {"nodes[0] (shuffle).blocksize: the 6 channels of 'x' are not divisible by blocksize^2 = "
+        "4"}},
   };
   return t;
 }

@@ -215,7 +215,7 @@ std::vector<Tensor> Graph::add_node(const std::string& op, const std::vector<Ten
   check_operand_dtypes(*info, InferArgs{where, in, node});
   std::vector<TensorDesc> outs = info->infer(InferArgs{where, in, node});
   KILN_CHECK(output_names.empty() || output_names.size() == outs.size(),
-             "{}: op {} has {} output{}, found {} output names", where, op, outs.size(),
+             "{}.outputs: op {} has {} output{}, found {} output names", where, op, outs.size(),
              outs.size() == 1 ? "" : "s", output_names.size());
   std::vector<Tensor> result;
   for (size_t i = 0; i < outs.size(); ++i) {
@@ -319,6 +319,35 @@ Tensor Graph::transpose(Tensor x, std::vector<int64_t> perm) {
 }
 Tensor Graph::pad(Tensor x, std::vector<int64_t> pads, double value) {
   return add_node1("pad", {x}, {{"pads", std::move(pads)}, {"value", value}});
+}
+Tensor Graph::concat(const std::vector<Tensor>& xs, int64_t axis) {
+  return add_node1("concat", xs, {{"axis", axis}});
+}
+std::vector<Tensor> Graph::split(Tensor x, int64_t axis, std::vector<int64_t> sizes) {
+  return add_node("split", {x}, {{"axis", axis}, {"split", std::move(sizes)}});
+}
+Tensor Graph::slice(Tensor x, std::vector<int64_t> starts, std::vector<int64_t> ends,
+                    std::vector<int64_t> axes, std::vector<int64_t> steps) {
+  return add_node1("slice", {x},
+                   {{"starts", std::move(starts)},
+                    {"ends", std::move(ends)},
+                    {"axes", std::move(axes)},
+                    {"steps", std::move(steps)}});
+}
+Tensor Graph::expand(Tensor x, std::vector<Dim> shape) {
+  return add_node1("expand", {x}, {{"shape", std::move(shape)}});
+}
+Tensor Graph::tile(Tensor x, std::vector<int64_t> repeats) {
+  return add_node1("tile", {x}, {{"repeats", std::move(repeats)}});
+}
+Tensor Graph::depth_to_space(Tensor x, int64_t blocksize, const std::string& mode) {
+  return add_node1("depth_to_space", {x}, {{"blocksize", blocksize}, {"mode", mode}});
+}
+Tensor Graph::space_to_depth(Tensor x, int64_t blocksize) {
+  return add_node1("space_to_depth", {x}, {{"blocksize", blocksize}});
+}
+Tensor Graph::trilu(Tensor x, bool upper, int64_t k) {
+  return add_node1("trilu", {x}, {{"upper", int64_t{upper}}, {"k", k}});
 }
 
 int Graph::find(const std::string& name) const {

@@ -495,8 +495,10 @@ struct Loader {
     names("inputs", &s.inputs);
     names("outputs", &s.outputs);
     KILN_CHECK(!s.outputs.empty(), "{}.outputs: expected 1 output name, found none", s.where);
-    KILN_CHECK(s.outputs.size() == 1, "{}.outputs: op {} has 1 output, found {} output names",
-               s.where, s.op, s.outputs.size());
+    // An op with several outputs (split) checks their count against its attributes when added.
+    KILN_CHECK(info->several_outputs || s.outputs.size() == 1,
+               "{}.outputs: op {} has 1 output, found {} output names", s.where, s.op,
+               s.outputs.size());
     int n_in = static_cast<int>(s.inputs.size());
     KILN_CHECK(n_in >= info->min_inputs && n_in <= info->max_inputs,
                "{}.inputs: op {} takes {} input{}, found {}", s.where, s.op,

@@ -9,6 +9,7 @@
 #include <numeric>
 
 #include "engine/base/check.hpp"
+#include "engine/ir/movement_ops.hpp"
 
 namespace kiln {
 namespace {
@@ -397,6 +398,16 @@ std::vector<TensorDesc> infer_pad(const InferArgs& a) {
     KILN_CHECK(pads[i] >= 0 && pads[i] <= std::numeric_limits<int32_t>::max(),
                "{}.pads[{}]: expected an integer in 0..2147483647 (pad never crops), found {}",
                a.where, i, pads[i]);
+  // Reflect mirrors without repeating the edge: one reflection needs pads <= dim - 1 (ONNX).
+  if (a.node.attr_str("mode") == "reflect")
+    for (size_t d = 0; d < r; ++d) {
+      if (pads[d] + pads[r + d] == 0) continue;
+      require_static(a, x[d], "a reflect-padded dim");
+      KILN_CHECK(std::max(pads[d], pads[r + d]) < x[d].value(),
+                 "{}.pads: reflect pads of dim {} ({} before, {} after) must be smaller than its "
+                 "size {}",
+                 a.where, d, pads[d], pads[r + d], x[d].value());
+    }
   Shape out = x;
   for (size_t d = 0; d < r; ++d)
     if (pads[d] + pads[r + d] > 0) out[d] = x[d] + Dim(pads[d] + pads[r + d]);
@@ -823,14 +834,17 @@ std::vector<OpInfo> reduction_window_movement_rows() {
        FusionRole::Movement,
        1,
        1,
-       {req_ints("pads"), f_attr("value", 0.0)},
+       {req_ints("pads"), f_attr("value", 0.0),
+        AttrSpec{"mode", AttrKind::Enum, AttrValue(std::string("constant")),
+                 "constant|reflect|edge"}},
        infer_pad},
   };
 }
 
 std::vector<OpInfo> build_table() {
   std::vector<OpInfo> t = pointwise_rows();
-  for (auto rows : {contraction_and_norm_rows, reduction_window_movement_rows, int_bool_rows})
+  for (auto rows : {contraction_and_norm_rows, reduction_window_movement_rows, int_bool_rows,
+                    movement_rows})
     for (OpInfo& row : rows()) t.push_back(std::move(row));
   // Movement moves values of any dtype.
   for (OpInfo& row : t)

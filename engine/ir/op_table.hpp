@@ -82,6 +82,8 @@ struct OpInfo {
   // Operand 0 is a bool condition and the others the values (where): the dtype class and the
   // evaluation domain are those of the values.
   bool select = false;
+  // The op has as many outputs as its shape inference returns (split); all others have one.
+  bool several_outputs = false;
 };
 
 // The operands' dtypes against the row's class: one located message ("<where>.inputs[0]: relu

@@ -17,11 +17,20 @@ struct EnginePass {
   bool (*applies)(const Graph& g);
   // Runs the pass; returns what it changed as a note ("" when nothing).
   std::string (*run)(Graph& g);
+  // Runs with fusion off too (a rewrite the planner relies on, not an optimization).
+  bool always = false;
 };
 
 // "title: a, b, c", or "" when `items` is empty.
 std::string listed(const char* title, const std::vector<std::string>& items) {
   return items.empty() ? std::string() : fmt::format("{}: {}", title, fmt::join(items, ", "));
+}
+
+// Splits become slices: every node the planner sees has one output.
+std::string run_lower_splits(Graph& g) {
+  std::vector<std::string> lowered;
+  lower_splits(g, &lowered);
+  return listed("splits lowered to one slice per output", lowered);
 }
 
 // Inference batchnorm after a conv/matmul with constant weights folds into them: no batchnorm
@@ -55,6 +64,7 @@ std::string run_fold_movement_views(Graph& g) {
 // Each pass sees the graph the ones above it left: the padding copies the folded weights, and a
 // transpose a matmul absorbs is gone before the views are made.
 constexpr EnginePass kEnginePasses[] = {
+    {has_split, run_lower_splits, true},
     {has_batchnorm_after_contraction, run_fold_batchnorm},
     {has_paddable_conv, run_pad_conv_channels},
     {has_movement, run_absorb_matmul_transposes},
@@ -65,14 +75,13 @@ constexpr EnginePass kEnginePasses[] = {
 
 std::shared_ptr<const Graph> apply_engine_passes(std::shared_ptr<const Graph> g, bool fusion,
                                                  std::string* note) {
-  if (!fusion) return g;
   bool any = false;
-  for (const EnginePass& p : kEnginePasses) any = any || p.applies(*g);
+  for (const EnginePass& p : kEnginePasses) any = any || ((fusion || p.always) && p.applies(*g));
   if (!any) return g;
   auto copy = std::make_shared<Graph>(*g);
   std::vector<std::string> notes;
   for (const EnginePass& p : kEnginePasses) {
-    if (!p.applies(*copy)) continue;
+    if (!(fusion || p.always) || !p.applies(*copy)) continue;
     std::string what = p.run(*copy);
     if (!what.empty()) notes.push_back(std::move(what));
   }

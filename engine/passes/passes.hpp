@@ -62,11 +62,18 @@ bool has_movement(const Graph& g);
 // The movement node is a view made by fold_movement_views (its input and output share memory).
 bool is_view_node(const Graph& g, const Node& n);
 
+// Each split node becomes one slice node per output (named "<split>.<k>", writing the split's
+// output k), inserted where the split was: the planner, codegen, the memory plan and the
+// executor see only single-output nodes. Runs with fusion on or off. Returns the number of
+// splits lowered ("name (3 slices)" in `lowered`).
+int lower_splits(Graph& g, std::vector<std::string>* lowered = nullptr);
+bool has_split(const Graph& g);
+
 // The graph passes lowering (engine/api/lower.hpp) runs before planning, so that the Engine and
-// `kiln plan|emit|explain` see the same graph: with fusion on, the list in
-// engine/passes/pass_list.cpp (batchnorm folding, channel padding, matmul transposes absorbed,
-// then movement views). `g` is returned unchanged (no copy) when no pass applies. `note`
-// (optional) says what changed.
+// `kiln plan|emit|explain` see the same graph: the list in engine/passes/pass_list.cpp (splits
+// lowered to slices, always; with fusion on, batchnorm folding, channel padding, matmul
+// transposes absorbed, then movement views). `g` is returned unchanged (no copy) when no pass
+// applies. `note` (optional) says what changed.
 std::shared_ptr<const Graph> apply_engine_passes(std::shared_ptr<const Graph> g, bool fusion,
                                                  std::string* note = nullptr);
 

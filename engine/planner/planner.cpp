@@ -142,7 +142,9 @@ class Planner {
                 fmt::format("view: {} ({}) reads its input's memory in place, no kernel", nm(i),
                             op_name(nodes[i].op)));
           } else {
-            claim_prologue(new_group(i, GroupKind::Copy, -1), i);
+            // A copy of several inputs (concat) reads each through its own range: no prologue.
+            const int gid = new_group(i, GroupKind::Copy, -1);
+            if (nodes[i].inputs.size() == 1) claim_prologue(gid, i);
           }
         }
       // 3. Remaining elementwise nodes: vertical, then horizontal fusion.
@@ -487,7 +489,9 @@ class Planner {
       return fmt::format("{}: {} is a view of {}'s result (no kernel)", edge, cn.name, pn.name);
     if (cat(cn) == OpCategory::Movement) {
       std::string why = "it is not elementwise";
-      if (elementwise(pn))
+      if (cn.inputs.size() > 1)
+        why = "a copy of several inputs takes no prologue";
+      else if (elementwise(pn))
         why = cycle_rejects_.count(p) ? "fusing it would create a cycle"
               : groups_[group_of_[p]].kind != GroupKind::Pointwise
                   ? "it is already fused into its producer's kernel"

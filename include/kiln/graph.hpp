@@ -155,6 +155,19 @@ class Graph {
   // Pads every dim d with pads[d] elements before and pads[rank + d] after, filled with `value`
   // (pads = [before_0, ..., before_{r-1}, after_0, ..., after_{r-1}]); the layout is kept.
   Tensor pad(Tensor x, std::vector<int64_t> pads, double value = 0.0);
+  // The movement ops of ONNX (docs/graph_format.md gives each one's attributes): concat along
+  // `axis`, split into parts of `sizes`, slice (starts/ends/axes/steps as ONNX Slice), expand
+  // (bidirectional broadcast to `shape`), tile, depth_to_space (mode "DCR" or "CRD"),
+  // space_to_depth, trilu (the upper or lower triangle of the last two dims from diagonal k).
+  Tensor concat(const std::vector<Tensor>& xs, int64_t axis);
+  std::vector<Tensor> split(Tensor x, int64_t axis, std::vector<int64_t> sizes);
+  Tensor slice(Tensor x, std::vector<int64_t> starts, std::vector<int64_t> ends,
+               std::vector<int64_t> axes = {}, std::vector<int64_t> steps = {});
+  Tensor expand(Tensor x, std::vector<Dim> shape);
+  Tensor tile(Tensor x, std::vector<int64_t> repeats);
+  Tensor depth_to_space(Tensor x, int64_t blocksize, const std::string& mode = "DCR");
+  Tensor space_to_depth(Tensor x, int64_t blocksize);
+  Tensor trilu(Tensor x, bool upper = true, int64_t k = 0);
 
   // ---- inspection ----
   const std::vector<TensorInfo>& tensors() const {

@@ -56,7 +56,15 @@
   X(GlobalAvgpool, global_avgpool) \
   X(Reshape, reshape)              \
   X(Transpose, transpose)          \
-  X(Pad, pad)
+  X(Pad, pad)                      \
+  X(Concat, concat)                \
+  X(Split, split)                  \
+  X(Slice, slice)                  \
+  X(Expand, expand)                \
+  X(Tile, tile)                    \
+  X(DepthToSpace, depth_to_space)  \
+  X(SpaceToDepth, space_to_depth)  \
+  X(Trilu, trilu)
 
 // Integer / bool ops: comparisons (bool results), logical ops (bool operands), where, mod. No
 // builder methods of their own (and, or, xor, not are C++ keywords): add_node1("lt", {a, b}).

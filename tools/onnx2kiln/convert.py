@@ -138,7 +138,7 @@ def prune(cx):
     live = set(cx.outputs)
     keep = []
     for n in reversed(cx.nodes):
-        if n["outputs"][0] in live:
+        if any(o in live for o in n["outputs"]):
             keep.append(n)
             live.update(n["inputs"])
     cx.nodes = list(reversed(keep))

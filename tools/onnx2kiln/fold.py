@@ -84,6 +84,10 @@ def try_fold(cx, n):
         cx.fail(n, f"cannot fold this op on constant inputs: {e}")
     if out is None:
         return False
+    if isinstance(out, tuple):  # one value per output (Split)
+        for o, v in zip(n.output, out):
+            cx.consts[o] = v
+        return True
     if not isinstance(out, np.ndarray):
         out = np.array(out, dtype=object if isinstance(out, str) or out is None else None)
     cx.consts[n.output[0]] = tidy(out) if is_sym_array(out) else out
@@ -219,6 +223,54 @@ def fold_expand(ins, at):
         return None
     shape = [int(d) for d in ins[1]]
     return ins[0] * np.ones(shape, dtype=ins[0].dtype)
+
+
+@folder("Tile")
+def fold_tile(ins, at):
+    if any_sym(ins):
+        return None
+    return np.tile(ins[0], [int(v) for v in ins[1].flatten()])
+
+
+@folder("Split")
+def fold_split(ins, at):
+    a = ins[0]
+    axis = _axis(int(at.get("axis", 0)), a.ndim)
+    if len(ins) > 1 and ins[1] is not None:
+        sizes = [int(v) for v in ins[1].flatten()]
+    elif "split" in at:
+        sizes = [int(v) for v in at["split"]]
+    else:
+        return None  # equal parts need the output count: the converter decides
+    return tuple(np.split(a, np.cumsum(sizes)[:-1], axis=axis))
+
+
+@folder("DepthToSpace")
+def fold_depth_to_space(ins, at):
+    a, b = ins[0], int(at["blocksize"])
+    n, c, h, w = a.shape
+    mode = at.get("mode", b"DCR")
+    if (mode.decode() if isinstance(mode, bytes) else mode) == "DCR":
+        t = a.reshape(n, b, b, c // (b * b), h, w).transpose(0, 3, 4, 1, 5, 2)
+    else:
+        t = a.reshape(n, c // (b * b), b, b, h, w).transpose(0, 1, 4, 2, 5, 3)
+    return t.reshape(n, c // (b * b), h * b, w * b)
+
+
+@folder("SpaceToDepth")
+def fold_space_to_depth(ins, at):
+    a, b = ins[0], int(at["blocksize"])
+    n, c, h, w = a.shape
+    t = a.reshape(n, c, h // b, b, w // b, b).transpose(0, 3, 5, 1, 2, 4)
+    return t.reshape(n, c * b * b, h // b, w // b)
+
+
+@folder("Trilu")
+def fold_trilu(ins, at):
+    if any_sym(ins):
+        return None
+    k = int(ins[1].reshape(-1)[0]) if len(ins) > 1 and ins[1] is not None else 0
+    return np.triu(ins[0], k) if at.get("upper", 1) else np.tril(ins[0], k)
 
 
 # ------------------------------------------------------------------------------ values

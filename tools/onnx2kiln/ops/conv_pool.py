@@ -228,7 +228,8 @@ def _conv_taking_pad(cx, n, mode, pads, value, r):
 @converter("Pad")
 def pad(cx, n, at):
     """Zero padding of H and W whose only use is a 2-D Conv folds into the conv's padding; any
-    other constant padding (no cropping, static padded dims) becomes kiln's `pad` op."""
+    other padding (constant, reflect or edge; no cropping, static padded dims) becomes kiln's
+    `pad` op."""
     xt = cx.act(n, n.input[0])
     r = cx.rank(n, xt)
     mode, pads, value = _pad_spec(cx, n, at, r)
@@ -237,8 +238,8 @@ def pad(cx, n, at):
         cx.extra_pads[id(conv_node)] = [pads[2], pads[3], pads[6], pads[7]]
         cx.tmap[n.output[0]] = xt
         return
-    if mode != "constant":
-        cx.fail(n, f"Pad mode '{mode}' is not supported (only 'constant')")
+    if mode not in ("constant", "reflect", "edge"):
+        cx.fail(n, f"Pad mode '{mode}' is not supported (only 'constant', 'reflect' and 'edge')")
     if len(pads) != 2 * r or any(p < 0 for p in pads):
         cx.fail(n, f"Pad with pads {pads}: negative pads (cropping) are not supported")
     s = cx.shp(xt)
@@ -255,5 +256,7 @@ def pad(cx, n, at):
     if math.isnan(value):
         cx.fail(n, "Pad with a NaN value is not supported")
     jvalue = value if math.isfinite(value) else ("inf" if value > 0 else "-inf")
-    cx.emit(n, "pad", [xt], {"pads": [int(p) for p in pads], "value": jvalue},
-            out=n.output[0], shape=out_shape)
+    attrs = {"pads": [int(p) for p in pads], "value": jvalue}
+    if mode != "constant":  # reflect and edge read the input only; kiln's default is constant
+        attrs = {"pads": attrs["pads"], "mode": mode}
+    cx.emit(n, "pad", [xt], attrs, out=n.output[0], shape=out_shape)

@@ -1,4 +1,5 @@
-"""Data movement: Reshape, Flatten, Transpose, and the aliases Identity and Dropout."""
+"""Data movement: Reshape, Flatten, Transpose, the aliases Identity and Dropout, and the byte-moving
+ops Concat, Split, Slice, Expand, Tile, DepthToSpace, SpaceToDepth and Trilu."""
 import numpy as np
 
 from ..registry import converter
@@ -81,3 +82,211 @@ def transpose(cx, n, at):
     if sorted(perm) != list(range(r)):
         cx.fail(n, f"perm {perm} is not a permutation of the {r} dims")
     cx.emit(n, "transpose", [xt], {"perm": perm}, out=n.output[0], shape=[s[p] for p in perm])
+
+
+# ------------------------------------------------------------------------------ byte-moving ops
+# Concat, Split, Slice, Expand, Tile, DepthToSpace, SpaceToDepth and Trilu: their kiln ops copy
+# elements into a new arrangement. Whatever sizes they take (split sizes, slice bounds, expand
+# shapes, repeats, k) must be constants or folded shape computations; on constant inputs they
+# fold (fold.py) and never reach these converters.
+
+def _known_shape(cx, n, xt):
+    s = cx.shp(xt)
+    if s is None:
+        cx.fail(n, f"needs the rank of '{xt}'")
+    return s
+
+
+def _ints(cx, n, t, what):
+    """A constant integer vector input (symbols refused: these are sizes kiln bakes in)."""
+    v = np.asarray(cx.const(n, t, what)).flatten().tolist()
+    if not all(isinstance(x, (int, np.integer)) for x in v):
+        cx.fail(n, f"{what} {v} holds sizes computed from run-time dims; kiln needs them static")
+    return [int(x) for x in v]
+
+
+def _emit_several(cx, n, op, inputs, attrs, shapes):
+    """A kiln node with one output per ONNX output of n (split)."""
+    from ..names import sanitize
+    base = sanitize(n.name, allow_dot=False, fallback=op) if n.name else op
+    nname = cx.nnames.get(base, fallback=op)
+    outs = [cx.tnames.get(o) for o in n.output]
+    node = {"op": op, "name": nname, "inputs": list(inputs), "outputs": outs}
+    node.update(attrs)
+    cx.nodes.append(node)
+    cx.origin[nname] = n
+    for o, kt, s in zip(n.output, outs, shapes):
+        cx.shape[kt] = list(s)
+        cx.dtype[kt] = cx.dtype[inputs[0]]
+        cx.tmap[o] = kt
+
+
+@converter("Concat")
+def concat(cx, n, at):
+    """Constant inputs are materialized in the run-time inputs' dtype; empty ones drop out."""
+    if "axis" not in at:
+        cx.fail(n, "Concat needs its axis attribute")
+    dt = cx.act_dtype(*n.input)
+    xs = []
+    for t in n.input:
+        v = cx.plain_const(t) if t else None
+        if not t or (v is not None and v.size == 0):
+            continue
+        xs.append(cx.act(n, t, dt))
+    s0 = _known_shape(cx, n, xs[0])
+    axis = cx.axis(n, int(at["axis"]), len(s0))
+    sizes = [(cx.shp(x) or [None] * len(s0))[axis] for x in xs]
+    out = list(s0)
+    out[axis] = sum(sizes) if all(isinstance(d, int) for d in sizes) else None
+    cx.emit(n, "concat", xs, {"axis": axis}, out=n.output[0], shape=out)
+
+
+def split_sizes(cx, n, at, dim):
+    """The output sizes: the `split` attribute (opset < 13) or input (13), `num_outputs`
+    (opset 18: ceil-sized parts, a smaller last one), or equal parts, one per output."""
+    if len(n.input) > 1 and n.input[1]:
+        return _ints(cx, n, n.input[1], "the split sizes")
+    if "split" in at:
+        return [int(v) for v in at["split"]]
+    parts = int(at.get("num_outputs", len(n.output)))
+    if parts != len(n.output):
+        cx.fail(n, f"num_outputs {parts} but the node has {len(n.output)} outputs")
+    if not isinstance(dim, int):
+        cx.fail(n, f"equal parts of a symbolic axis ({dim}) are not supported")
+    if "num_outputs" not in at and dim % parts:
+        cx.fail(n, f"the axis of size {dim} does not split into {parts} equal parts")
+    chunk = -(-dim // parts)
+    return [chunk] * (parts - 1) + [dim - chunk * (parts - 1)]
+
+
+@converter("Split")
+def split(cx, n, at):
+    xt = cx.act(n, n.input[0])
+    s = _known_shape(cx, n, xt)
+    axis = cx.axis(n, int(at.get("axis", 0)), len(s))
+    sizes = split_sizes(cx, n, at, s[axis])
+    if len(sizes) != len(n.output):
+        cx.fail(n, f"split sizes {sizes} for {len(n.output)} outputs")
+    if isinstance(s[axis], int) and sum(sizes) != s[axis]:
+        cx.fail(n, f"split sizes {sizes} sum to {sum(sizes)}, not to the axis size {s[axis]}")
+    shapes = [s[:axis] + [k] + s[axis + 1:] for k in sizes]
+    _emit_several(cx, n, "split", [xt], {"axis": axis, "split": sizes}, shapes)
+
+
+def _slice_spec(cx, n, at, r):
+    """(starts, ends, axes, steps) from attributes (opset < 10) or constant inputs."""
+    if "starts" in at:
+        starts, ends = [int(v) for v in at["starts"]], [int(v) for v in at["ends"]]
+        axes = [int(v) for v in at.get("axes", range(len(starts)))]
+        steps = [1] * len(starts)
+    else:
+        starts = _ints(cx, n, n.input[1], "the slice starts")
+        ends = _ints(cx, n, n.input[2], "the slice ends")
+        has = [len(n.input) > i and bool(n.input[i]) for i in (3, 4)]
+        axes = _ints(cx, n, n.input[3], "the slice axes") if has[0] else list(range(len(starts)))
+        steps = _ints(cx, n, n.input[4], "the slice steps") if has[1] else [1] * len(starts)
+    if not len(starts) == len(ends) == len(axes) == len(steps):
+        cx.fail(n, f"starts {starts}, ends {ends}, axes {axes} and steps {steps} differ in length")
+    axes = [cx.axis(n, a, r, "axes entry") for a in axes]
+    return starts, ends, axes, steps
+
+
+@converter("Slice")
+def slice_(cx, n, at):
+    """A slice covering a symbolic dim whole (0 to the end, step 1) leaves it alone; any other
+    bound on a symbolic dim is refused (kiln slices static dims)."""
+    xt = cx.act(n, n.input[0])
+    s = _known_shape(cx, n, xt)
+    starts, ends, axes, steps = _slice_spec(cx, n, at, len(s))
+    keep = [[], [], [], []]
+    out = list(s)
+    for b, e, ax, st in zip(starts, ends, axes, steps):
+        if st == 0:
+            cx.fail(n, f"a slice step of 0 (axis {ax})")
+        d = s[ax]
+        if not isinstance(d, int):
+            if b == 0 and e >= 2 ** 31 - 1 and st == 1:
+                continue
+            cx.fail(n, f"slicing symbolic dim {ax} ({d}) from {b} to {e} is not supported")
+        length = len(range(*slice(b, e, st).indices(d)))
+        if length == 0:
+            cx.fail(n, f"the slice of axis {ax} (size {d}) from {b} to {e} step {st} is empty")
+        out[ax] = length
+        # Graph files bound integers to 32 bits; bounds past a dim mean the same clamped.
+        lim = 2 ** 31 - 1
+        b, e = max(-lim, min(lim, b)), max(-lim, min(lim, e))
+        st = max(-lim, min(lim, st))
+        for lst, v in zip(keep, (b, e, ax, st)):
+            lst.append(v)
+    if not keep[0]:
+        cx.alias(n, xt)
+        return
+    cx.emit(n, "slice", [xt], {"starts": keep[0], "ends": keep[1], "axes": keep[2],
+                               "steps": keep[3]}, out=n.output[0], shape=out)
+
+
+@converter("Expand")
+def expand(cx, n, at):
+    from ..shapes import bcast
+    xt = cx.act(n, n.input[0])
+    tgt = np.asarray(cx.const(n, n.input[1], "the expand shape")).flatten().tolist()
+    if any(v is None for v in tgt):
+        cx.fail(n, f"the expand shape {tgt} has dims computed from run-time values")
+    tgt = [int(v) if isinstance(v, (int, np.integer)) else v for v in tgt]
+    cx.emit(n, "expand", [xt], {"shape": tgt}, out=n.output[0],
+            shape=bcast(_known_shape(cx, n, xt), tgt))
+
+
+@converter("Tile")
+def tile(cx, n, at):
+    xt = cx.act(n, n.input[0])
+    s = _known_shape(cx, n, xt)
+    reps = _ints(cx, n, n.input[1], "the repeats")
+    if len(reps) != len(s):
+        cx.fail(n, f"repeats {reps}: expected {len(s)} values (one per dim)")
+    if any(v < 1 for v in reps):
+        cx.fail(n, f"repeats {reps}: zero repeats (an empty tensor) are not supported")
+    out = [d * k if isinstance(d, int) else (d if k == 1 else None) for d, k in zip(s, reps)]
+    cx.emit(n, "tile", [xt], {"repeats": reps}, out=n.output[0], shape=out)
+
+
+@converter("DepthToSpace")
+def depth_to_space(cx, n, at):
+    from ..model import str_attr
+    xt = cx.act(n, n.input[0])
+    s = _known_shape(cx, n, xt)
+    b = int(at.get("blocksize", 0))
+    mode = str_attr(at, "mode", "DCR")
+    if len(s) != 4 or not isinstance(s[1], int) or b < 1 or s[1] % (b * b):
+        cx.fail(n, f"DepthToSpace of {s} with blocksize {b}: needs [N, C, H, W] with C a "
+                   f"multiple of blocksize^2")
+    mul = [d * b if isinstance(d, int) else None for d in s[2:]]
+    cx.emit(n, "depth_to_space", [xt], {"blocksize": b, "mode": mode}, out=n.output[0],
+            shape=[s[0], s[1] // (b * b)] + mul)
+
+
+@converter("SpaceToDepth")
+def space_to_depth(cx, n, at):
+    xt = cx.act(n, n.input[0])
+    s = _known_shape(cx, n, xt)
+    b = int(at.get("blocksize", 0))
+    if (len(s) != 4 or b < 1 or not all(isinstance(d, int) and d % b == 0 for d in s[2:])):
+        cx.fail(n, f"SpaceToDepth of {s} with blocksize {b}: needs [N, C, H, W] with static H "
+                   f"and W multiples of the blocksize")
+    c = s[1] * b * b if isinstance(s[1], int) else None
+    cx.emit(n, "space_to_depth", [xt], {"blocksize": b}, out=n.output[0],
+            shape=[s[0], c, s[2] // b, s[3] // b])
+
+
+@converter("Trilu")
+def trilu(cx, n, at):
+    xt = cx.act(n, n.input[0])
+    if cx.rank(n, xt) < 2:
+        cx.fail(n, "Trilu needs a tensor of rank >= 2")
+    k = 0
+    if len(n.input) > 1 and n.input[1]:
+        kv = _ints(cx, n, n.input[1], "k")
+        if len(kv) != 1:
+            cx.fail(n, f"k must be a scalar, found {kv}")
+        k = kv[0]
+    cx.emit(n, "trilu", [xt], {"upper": int(at.get("upper", 1)), "k": k}, out=n.output[0])
