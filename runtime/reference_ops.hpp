@@ -59,7 +59,8 @@ void pointwise(const NodeArgs& a);
 void reshape(const NodeArgs& a);
 void transpose(const NodeArgs& a);
 void pad(const NodeArgs& a);
-void reduce(const NodeArgs& a);
+void reduce(const NodeArgs& a);  // reduce_* (sum, mean, max, min, l2, prod)
+void cumsum(const NodeArgs& a);
 // Contractions and windows (reference_conv.cpp).
 void conv2d(const NodeArgs& a);
 void matmul(const NodeArgs& a);
@@ -69,6 +70,6 @@ void global_avgpool(const NodeArgs& a);
 void batchnorm(const NodeArgs& a);
 void lastdims_norm(const NodeArgs& a);  // layernorm, rmsnorm
 void channel_norm(const NodeArgs& a);   // groupnorm, instancenorm
-void softmax(const NodeArgs& a);
+void softmax(const NodeArgs& a);        // softmax, log_softmax
 
 }  // namespace kiln::ref
