@@ -1,12 +1,14 @@
 // Scan groups: cumsum along one axis (exclusive, reverse), with an elementwise prologue on the
 // input (applied on load) and an epilogue on the output (applied on store).
 //
-// One CTA per line (the elements along the axis at fixed other coordinates). The line is walked
-// in chunks of THREADS elements, from the front or (reverse) the back; each chunk is scanned
-// block-wide in f32 (kiln_block_scan in codegen/device/kiln_prelude.cuh) on top of the running
-// carry of the earlier chunks. Each input element is visited exactly once, so prologue
-// intermediates needed elsewhere are written on the way; an epilogue that reads them again
-// recomputes them.
+// A line is the elements along the axis at fixed other coordinates. When the axis is the input's
+// innermost memory dim, or the lines are long, one CTA scans each line: in chunks of THREADS
+// elements, from the front or (reverse) the back, each chunk scanned block-wide in f32
+// (kiln_block_scan in codegen/device/kiln_prelude.cuh) on top of the running carry of the earlier
+// chunks; an epilogue that reads prologue values again recomputes them after the scan. Otherwise
+// (a short line across memory: cumsum over C of NCHW) each thread runs one line serially, so that
+// adjacent threads read adjacent addresses. Each input element is visited exactly once, so
+// prologue intermediates needed elsewhere are written on the way.
 #include <algorithm>
 #include <numeric>
 
@@ -41,6 +43,9 @@ class ScanKernel {
       }
     L_ = X_[axis_];
     lines_ = shape_numel(line_shape_);
+    const Dim& stride = tensor_strides(g_.tensor(in_t_).desc)[axis_];
+    const bool innermost = stride.is_static() && stride.value() == 1;
+    serial_ = !innermost && L_.is_static() && L_.value() <= kSerialMaxLine;
     // A chunk covers a short line at once; longer lines take several chunks of 256.
     const int64_t Ls = L_.is_static() ? L_.value() : 256;
     T_ = static_cast<int>(std::min<int64_t>(256, (Ls + 31) / 32 * 32));
@@ -55,9 +60,15 @@ class ScanKernel {
     k.heading = fmt::format("// group {}: {} of {} along dim {}{}{}\n", grp_.id, op_name(A_.op),
                             g_.tensor(in_t_).desc.str(), axis_, exclusive_ ? ", exclusive" : "",
                             reverse_ ? ", reverse" : "");
-    k.threads = T_;
-    body();
-    k.grid = lines_;
+    if (serial_) {
+      k.threads = kSerialThreads;
+      serial_body();
+      k.grid = (lines_ + Dim(kSerialThreads - 1)) / Dim(kSerialThreads);
+    } else {
+      k.threads = T_;
+      body();
+      k.grid = lines_;
+    }
     return group_kernel_spec(k, gp_, w_.str());
   }
 
@@ -98,6 +109,37 @@ class ScanKernel {
       }
     *values = pe.values;
     return v;
+  }
+
+  // One thread per line, the line walked in order; the prologue's values stay in scope for the
+  // epilogue.
+  void serial_body() {
+    std::vector<int> ident(r_);
+    std::iota(ident.begin(), ident.end(), 0);
+    w_.line("const long long line = static_cast<long long>(blockIdx.x) * {} + threadIdx.x;",
+            kSerialThreads);
+    w_.line("if (line >= {}) return;", dp_.ref(lines_));
+    w_.line("float acc = 0.0f;");
+    w_.open("for (long long k = 0; k < {}; ++k) {{", L_.value());
+    w_.line("const long long j = {};", reverse_ ? fmt::format("{} - k", L_.value() - 1) : "k");
+    w_.line("(void)j;");
+    ElementLoader ld{g_, X_, Shape{}, "", coords(), &dp_, "", {}};
+    std::map<int, std::string> seed;
+    w_.line("const float x = {};", prologue(ld, true, &seed));
+    if (exclusive_) {
+      w_.line("const float y = acc;");
+      w_.line("acc += x;");
+    } else {
+      w_.line("acc += x;");
+      w_.line("const float y = acc;");
+    }
+    seed[out_t_] = "y";
+    PointwiseEmitter pe{g_, ld.fn(), seed, ""};
+    pe.emit(w_, epilogue_);
+    for (int t : grp_.outputs)
+      if (!from_prologue(t))
+        w_.line("{};", store_f32(tensor_param(t) + " + " + ld.offset(t, ident), pe.values.at(t)));
+    w_.close();
   }
 
   void body() {
@@ -161,6 +203,9 @@ class ScanKernel {
   Shape line_shape_;
   Dim L_, lines_;
   int T_ = 256;
+  bool serial_ = false;
+  static constexpr int64_t kSerialMaxLine = 1024;  // longer lines take a CTA each
+  static constexpr int kSerialThreads = 256;
 };
 
 }  // namespace

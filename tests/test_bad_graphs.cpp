@@ -101,6 +101,12 @@ const std::map<std::string, std::vector<std::string>>& expectations() {
       {"pad_negative.json",
        {"nodes[0] (crop).pads[3]: expected an integer in 0..2147483647 (pad never crops), found "
         "-1"}},
+      {"prelu_slope_no_broadcast.json",
+       {"nodes[0] (act): slope 'slope' [4] does not broadcast to input 'x' [N, 4, 5, 5]",
+        "[C, 1, 1]"}},
+      {"log_softmax_axis_out_of_range.json",
+       {"nodes[0] (lsm).axis: axis -3 out of range for rank 2"}},
+      {"cumsum_bad_exclusive.json", {"nodes[0] (cs).exclusive: expected 0 or 1, found 2"}},
   };
   return t;
 }
