@@ -21,5 +21,7 @@ KernelSpec emit_copy(const EmitContext& cx, const FusionGroup& g);
 KernelSpec emit_contraction(const EmitContext& cx, const FusionGroup& g);
 // q @ k^T -> softmax -> @ v in one kernel (codegen/emit_attention.cpp).
 KernelSpec emit_attention(const EmitContext& cx, const FusionGroup& g);
+// cumsum along one axis, a CTA per row (codegen/emit_scan.cpp).
+KernelSpec emit_scan(const EmitContext& cx, const FusionGroup& g);
 
 }  // namespace kiln

@@ -1,6 +1,6 @@
-// Reduction groups: reduce_sum/mean/max/min over any axes (keepdims or not), and global_avgpool
-// (a mean over the spatial dims), with an elementwise prologue on the input and an epilogue on
-// the reduced output.
+// Reduction groups: reduce_sum/mean/max/min/l2/prod over any axes (keepdims or not), and
+// global_avgpool (a mean over the spatial dims), with an elementwise prologue on the input and an
+// epilogue on the reduced output.
 //
 // Schedule: when the innermost memory dim of the input is reduced, a warp (short reductions) or
 // a CTA (long ones) per output element walks the reduced elements in memory order (coalesced);
@@ -19,7 +19,7 @@
 namespace kiln {
 namespace {
 
-enum class ReduceKind { Sum, Mean, Max, Min };
+enum class ReduceKind { Sum, Mean, Max, Min, L2, Prod };
 
 class ReductionKernel {
  public:
@@ -90,20 +90,37 @@ class ReductionKernel {
     kind_ = A_.op == OpKind::ReduceSum    ? ReduceKind::Sum
             : A_.op == OpKind::ReduceMean ? ReduceKind::Mean
             : A_.op == OpKind::ReduceMax  ? ReduceKind::Max
+            : A_.op == OpKind::ReduceL2   ? ReduceKind::L2
+            : A_.op == OpKind::ReduceProd ? ReduceKind::Prod
                                           : ReduceKind::Min;
     return reduced;
   }
 
   const char* init() const {
-    return kind_ == ReduceKind::Max ? "-KILN_INF" : kind_ == ReduceKind::Min ? "KILN_INF" : "0.0f";
+    return kind_ == ReduceKind::Max    ? "-KILN_INF"
+           : kind_ == ReduceKind::Min  ? "KILN_INF"
+           : kind_ == ReduceKind::Prod ? "1.0f"
+                                       : "0.0f";
   }
   const char* opn() const {
-    return kind_ == ReduceKind::Max ? "max" : kind_ == ReduceKind::Min ? "min" : "sum";
+    return kind_ == ReduceKind::Max    ? "max"
+           : kind_ == ReduceKind::Min  ? "min"
+           : kind_ == ReduceKind::Prod ? "prod"
+                                       : "sum";
   }
   std::string combine(const std::string& v) const {
-    return kind_ == ReduceKind::Max   ? fmt::format("acc = fmaxf(acc, {});", v)
-           : kind_ == ReduceKind::Min ? fmt::format("acc = fminf(acc, {});", v)
-                                      : fmt::format("acc += {};", v);
+    switch (kind_) {
+      case ReduceKind::Max:
+        return fmt::format("acc = fmaxf(acc, {});", v);
+      case ReduceKind::Min:
+        return fmt::format("acc = fminf(acc, {});", v);
+      case ReduceKind::Prod:
+        return fmt::format("acc *= {};", v);
+      case ReduceKind::L2:  // a sum of squares, its root taken in finish()
+        return fmt::format("{{ const float sq = {}; acc = fmaf(sq, sq, acc); }}", v);
+      default:
+        return fmt::format("acc += {};", v);
+    }
   }
 
   // Visits input element j of output o: prologue, extra outputs, accumulate.
@@ -132,7 +149,8 @@ class ReductionKernel {
   void finish() {
     w_.line("const float red = {};", kind_ == ReduceKind::Mean
                                          ? fmt::format("acc / static_cast<float>({})", Rr_)
-                                         : std::string("acc"));
+                                     : kind_ == ReduceKind::L2 ? std::string("sqrtf(acc)")
+                                                               : std::string("acc"));
     std::vector<std::string> oc;
     if (keep_) {
       oc.assign(r_, "0");

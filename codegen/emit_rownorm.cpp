@@ -1,6 +1,6 @@
-// RowNorm groups: layernorm / rmsnorm (statistics over the trailing dims from `axis`) and softmax
-// (over one axis), with a fused elementwise prologue (applied on load) and epilogue (applied on
-// store), and extra outputs for intermediates needed elsewhere.
+// RowNorm groups: layernorm / rmsnorm (statistics over the trailing dims from `axis`) and softmax /
+// log_softmax (over one axis), with a fused elementwise prologue (applied on load) and epilogue
+// (applied on store), and extra outputs for intermediates needed elsewhere.
 //
 // The layout is heuristics' RowSchedule (heuristics/schedule.cpp): with a static row length the
 // whole row is held in registers (codegen/rownorm/registers.cpp), one warp per row for rows of

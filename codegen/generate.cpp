@@ -92,6 +92,9 @@ std::vector<KernelSpec> generate_kernels(const Graph& g, const Plan& p,
       case GroupKind::Attention:
         ks = {emit_attention(cx, grp)};
         break;
+      case GroupKind::Scan:
+        ks = {emit_scan(cx, grp)};
+        break;
     }
     for (KernelSpec& k : ks) add(std::move(k), grp);
   }

@@ -201,9 +201,10 @@ void reduce(const NodeArgs& a) {
   KILN_ASSERT(on == numel(a.out_shape), "{}: reduction output size", a.where);
   const int64_t count = on > 0 ? in_n / on : 1;
   const OpKind op = a.node.op;
-  const double init = op == OpKind::ReduceMax   ? -std::numeric_limits<double>::infinity()
-                      : op == OpKind::ReduceMin ? std::numeric_limits<double>::infinity()
-                                                : 0.0;
+  const double init = op == OpKind::ReduceMax    ? -std::numeric_limits<double>::infinity()
+                      : op == OpKind::ReduceMin  ? std::numeric_limits<double>::infinity()
+                      : op == OpKind::ReduceProd ? 1.0
+                                                 : 0.0;
   std::fill(a.out, a.out + on, init);
   Dims idx(r, 0);
   int64_t off = 0;
@@ -215,6 +216,10 @@ void reduce(const NodeArgs& a) {
       o = (v > o || std::isnan(v)) ? v : o;
     else if (op == OpKind::ReduceMin)
       o = (v < o || std::isnan(v)) ? v : o;
+    else if (op == OpKind::ReduceL2)
+      o += v * v;
+    else if (op == OpKind::ReduceProd)
+      o *= v;
     else
       o += v;
     for (int d = r - 1; d >= 0; --d) {
@@ -228,6 +233,36 @@ void reduce(const NodeArgs& a) {
   }
   if (op == OpKind::ReduceMean)
     for (int64_t i = 0; i < on; ++i) a.out[i] /= static_cast<double>(count);
+  if (op == OpKind::ReduceL2)
+    for (int64_t i = 0; i < on; ++i) a.out[i] = std::sqrt(a.out[i]);
+}
+
+// Running sums along `axis`, from the front or (reverse) the back; exclusive leaves each element
+// out of its own sum.
+void cumsum(const NodeArgs& a) {
+  const Dims& xs = a.in_shapes[0];
+  const int r = static_cast<int>(xs.size());
+  int64_t axis = a.node.attr_int("axis");
+  if (axis < 0) axis += r;
+  const bool exclusive = a.node.attr_int("exclusive") != 0;
+  const bool reverse = a.node.attr_int("reverse") != 0;
+  const int64_t D = xs[axis];
+  const int64_t inner = span_numel(xs, axis + 1, xs.size());
+  const int64_t lines = span_numel(xs, 0, axis) * inner;
+  parallel_for(
+      lines, a.threads,
+      [&](int64_t t) {
+        const int64_t base = (t / inner) * D * inner + t % inner;
+        double acc = 0;
+        for (int64_t k = 0; k < D; ++k) {
+          const int64_t i = base + (reverse ? D - 1 - k : k) * inner;
+          const double v = a.in[0][i];
+          if (!exclusive) acc += v;
+          a.out[i] = acc;
+          if (exclusive) acc += v;
+        }
+      },
+      std::max<int64_t>(1, 4096 / D));
 }
 
 }  // namespace ref
@@ -346,7 +381,13 @@ void run_node(const Node& node, const std::string& where, ref::NodeArgs& args) {
     case OpKind::ReduceMean:
     case OpKind::ReduceMax:
     case OpKind::ReduceMin:
+    case OpKind::ReduceL2:
+    case OpKind::ReduceProd:
       return ref::reduce(args);
+    case OpKind::LogSoftmax:
+      return ref::softmax(args);
+    case OpKind::Cumsum:
+      return ref::cumsum(args);
     case OpKind::Maxpool2d:
     case OpKind::Avgpool2d:
       return ref::pool2d(args);

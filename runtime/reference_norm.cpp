@@ -112,8 +112,10 @@ void channel_norm(const NodeArgs& a) {
   });
 }
 
-// y = exp(x - max) / sum(exp(x - max)) along `axis`.
+// y = exp(x - max) / sum(exp(x - max)) along `axis`; log_softmax: y = x - max - log(sum), never
+// the log of a softmax that underflowed to 0.
 void softmax(const NodeArgs& a) {
+  const bool log_form = a.node.op == OpKind::LogSoftmax;
   const Dims& xs = a.in_shapes[0];
   const size_t axis = static_cast<size_t>(norm_axis(a.node.attr_int("axis"), xs.size()));
   const int64_t outer = span_numel(xs, 0, axis);
@@ -134,6 +136,11 @@ void softmax(const NodeArgs& a) {
         for (int64_t d = 0; d < D; ++d) {
           yp[d * inner] = std::exp(xp[d * inner] - mx);
           sum += yp[d * inner];
+        }
+        if (log_form) {
+          const double ls = std::log(sum);
+          for (int64_t d = 0; d < D; ++d) yp[d * inner] = (xp[d * inner] - mx) - ls;
+          return;
         }
         for (int64_t d = 0; d < D; ++d) yp[d * inner] /= sum;
       },

@@ -81,7 +81,8 @@ void pointwise(const NodeArgs& a);
 void reshape(const NodeArgs& a);
 void transpose(const NodeArgs& a);
 void pad(const NodeArgs& a);
-void reduce(const NodeArgs& a);
+void reduce(const NodeArgs& a);  // reduce_* (sum, mean, max, min, l2, prod)
+void cumsum(const NodeArgs& a);
 // The byte-moving movement ops and pad's reflect and edge modes (reference_movement.cpp).
 void concat(const NodeArgs& a);
 void split(const NodeArgs& a);
@@ -101,6 +102,6 @@ void global_avgpool(const NodeArgs& a);
 void batchnorm(const NodeArgs& a);
 void lastdims_norm(const NodeArgs& a);  // layernorm, rmsnorm
 void channel_norm(const NodeArgs& a);   // groupnorm, instancenorm
-void softmax(const NodeArgs& a);
+void softmax(const NodeArgs& a);        // softmax, log_softmax
 
 }  // namespace kiln::ref

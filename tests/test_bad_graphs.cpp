@@ -133,6 +133,12 @@ const std::map<std::string, std::vector<std::string>>& expectations() {
       {"depth_to_space_channels.json",
        {"nodes[0] (shuffle).blocksize: the 6 channels of 'x' are not divisible by blocksize^2 = "
         "4"}},
+      {"prelu_slope_no_broadcast.json",
+       {"nodes[0] (act): slope 'slope' [4] does not broadcast to input 'x' [N, 4, 5, 5]",
+        "[C, 1, 1]"}},
+      {"log_softmax_axis_out_of_range.json",
+       {"nodes[0] (lsm).axis: axis -3 out of range for rank 2"}},
+      {"cumsum_bad_exclusive.json", {"nodes[0] (cs).exclusive: expected 0 or 1, found 2"}},
   };
   return t;
 }

@@ -105,6 +105,10 @@ Graph all_ops_graph() {
   outs.push_back(g.transpose(x, {0, 2, 3, 1}));
   outs.push_back(g.pad(x, {0, 1, 0, 2, 0, 7, 1, 0}, -1.5));
   outs.push_back(g.pad(m, {0, 0, 1, 0, 0, 0}));  // value 0 by default
+  outs.push_back(g.add_node1("log_softmax", {x}, {{"axis", int64_t{2}}}));
+  outs.push_back(g.reduce("reduce_l2", x, {1, 3}, true));
+  outs.push_back(g.reduce("reduce_prod", m, {0}));
+  outs.push_back(g.add_node1("cumsum", {m}, {{"axis", int64_t{-2}}, {"reverse", int64_t{1}}}));
   // f16 / bf16 constants and a strided input.
   Tensor h = g.input("h", desc(DType::F16, {4, 6}));
   Tensor hc = data_const(g, "hc", DType::F16, {4, 6}, 0.1);

@@ -316,6 +316,62 @@ KILN_DEVICE float kiln_block_min(float v, float* red) {
   return kiln_warp_min(v);
 }
 
+KILN_DEVICE float kiln_warp_prod(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v *= __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+template <int THREADS>
+KILN_DEVICE float kiln_block_prod(float v, float* red) {
+  v = kiln_warp_prod(v);
+  if (THREADS == 32) return v;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  __syncthreads();
+  if (lane == 0) red[warp] = v;
+  __syncthreads();
+  v = lane < THREADS / 32 ? red[lane] : 1.0f;
+  return kiln_warp_prod(v);
+}
+
+// Prefix sums of v over the block's THREADS threads (a multiple of 32, at most 1024) in thread
+// order: returns the inclusive one, `excl` gets the exclusive one (a sum of the earlier values
+// only, not the inclusive one minus v) and `total` the block's sum. `red` is shared scratch of at
+// least 32 floats; safe to call back to back.
+template <int THREADS>
+KILN_DEVICE float kiln_block_scan(float v, float& excl, float& total, float* red) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  float s = v;
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const float t = __shfl_up_sync(0xffffffffu, s, o);
+    if (lane >= o) s += t;
+  }
+  float e = __shfl_up_sync(0xffffffffu, s, 1);
+  if (lane == 0) e = 0.0f;
+  if (THREADS == 32) {
+    excl = e;
+    total = __shfl_sync(0xffffffffu, s, 31);
+    return s;
+  }
+  __syncthreads();
+  if (lane == 31) red[warp] = s;
+  __syncthreads();
+  if (warp == 0) {
+    float w = lane < THREADS / 32 ? red[lane] : 0.0f;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+      const float t = __shfl_up_sync(0xffffffffu, w, o);
+      if (lane >= o) w += t;
+    }
+    if (lane < THREADS / 32) red[lane] = w;  // inclusive prefix of the warp sums
+  }
+  __syncthreads();
+  const float before = warp > 0 ? red[warp - 1] : 0.0f;
+  total = red[THREADS / 32 - 1];
+  excl = before + e;
+  return before + s;
+}
+
 // Welford running statistics (count, mean, M2) and their merge (Chan et al.).
 struct kiln_welford {
   float n, mean, m2;
@@ -518,4 +574,12 @@ KILN_DEVICE float kiln_gelu_erf_fast(float x) {
 }
 KILN_DEVICE float kiln_softplus(float x) {
   return x > 20.0f ? x : log1pf(expf(x));
+}
+// x * tanh(softplus(x)) with one exp: tanh(log(1 + e)) = n / (n + 2), n = e (e + 2), which
+// neither cancels for x << 0 (n ~ 2e) nor overflows before x = 20, past which it is 1 in f32.
+KILN_DEVICE float kiln_mish(float x) {
+  if (x > 20.0f) return x;
+  const float e = expf(x);
+  const float n = e * (e + 2.0f);
+  return x * (n / (n + 2.0f));
 }

@@ -16,7 +16,7 @@ void RowNormKernel::looped() {
     w_.close();
   };
   w_.open("{{");
-  w_.line("float acc = {};", A_.op == OpKind::Softmax ? "-KILN_INF" : "0.0f");
+  w_.line("float acc = {};", softmax_family_ ? "-KILN_INF" : "0.0f");
   if (A_.op == OpKind::Layernorm) {
     pass([&](ElementLoader&, const std::string& v) { w_.line("acc += {};", v); }, false);
     w_.line("mean = {} / static_cast<float>({});", reduce("sum", "acc"), Lr_);
@@ -37,7 +37,10 @@ void RowNormKernel::looped() {
     w_.line("acc = 0.0f;");
     pass([&](ElementLoader&, const std::string& v) { w_.line("acc += expf({} - row_max);", v); },
          false);
-    w_.line("inv_sum = 1.0f / {};", reduce("sum", "acc"));
+    if (log_softmax_)
+      w_.line("log_sum = logf({});", reduce("sum", "acc"));
+    else
+      w_.line("inv_sum = 1.0f / {};", reduce("sum", "acc"));
   }
   w_.close();
   pass(

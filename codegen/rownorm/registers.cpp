@@ -2,7 +2,7 @@
 // (a warp per row for short rows, a CTA per row for long ones), so the input is read from DRAM
 // exactly once. Statistics take one warp/block reduction: layernorm merges per-thread (count,
 // mean, centered M2) Welford triples (each two-pass over its registers: no cancellation);
-// softmax merges per-thread (max, sum of exp) pairs.
+// softmax and log_softmax merge per-thread (max, sum of exp) pairs.
 #include <algorithm>
 
 #include "codegen/rownorm/rownorm_kernel.hpp"
@@ -71,8 +71,7 @@ void RowNormKernel::load_row() {
   }
   w_.reopen("} else {");
   w_.line("#pragma unroll");
-  w_.line("for (int l = 0; l < {}; ++l) x[k][l] = {};", V_,
-          A_.op == OpKind::Softmax ? "-KILN_INF" : "0.0f");
+  w_.line("for (int l = 0; l < {}; ++l) x[k][l] = {};", V_, softmax_family_ ? "-KILN_INF" : "0.0f");
   w_.close();
   w_.close();
 }
@@ -121,20 +120,27 @@ void RowNormKernel::rmsnorm_statistics() {
 }
 
 // One reduction of (max, sum) pairs: each thread exponentiates against its own max, the merge
-// rescales the sums, and the thread's factor exp(m_t - max) / sum goes in inv_sum.
+// rescales the sums, and the thread's factor exp(m_t - max) / sum goes in inv_sum. log_softmax
+// keeps x in the registers and takes log_sum = log(sum) instead.
 void RowNormKernel::softmax_statistics() {
   w_.line("float acc = -KILN_INF;");
   regs_loop("acc = fmaxf(acc, x[k][l]);");
   w_.line("const float m_t = acc == -KILN_INF ? 0.0f : acc;");
   w_.line("float ssum = 0.0f;");
-  regs_loop(
-      fmt::format("if (valid) {{ x[k][l] = {}(x[k][l] - m_t); ssum += x[k][l]; }}", expf_name_));
+  if (log_softmax_)
+    regs_loop(fmt::format("if (valid) ssum += {}(x[k][l] - m_t);", expf_name_));
+  else
+    regs_loop(
+        fmt::format("if (valid) {{ x[k][l] = {}(x[k][l] - m_t); ssum += x[k][l]; }}", expf_name_));
   w_.line("kiln_maxsum ms;");
   w_.line("ms.m = acc;");
   w_.line("ms.s = ssum;");
   w_.line("ms = {};", reduce("maxsum", "ms", 2));
   w_.line("row_max = ms.m;");
-  w_.line("inv_sum = {}(acc - ms.m) / ms.s;", expf_name_);
+  if (log_softmax_)
+    w_.line("log_sum = logf(ms.s);");
+  else
+    w_.line("inv_sum = {}(acc - ms.m) / ms.s;", expf_name_);
 }
 
 // 3. Normalize, epilogue, store.

@@ -18,12 +18,14 @@ RowNormKernel::RowNormKernel(const EmitContext& cx, const FusionGroup& grp)
       r_(static_cast<int>(X_.size())),
       in_t_(A_.inputs[0]),
       out_t_(A_.outputs[0]),
+      softmax_family_(A_.op == OpKind::Softmax || A_.op == OpKind::LogSoftmax),
+      log_softmax_(A_.op == OpKind::LogSoftmax),
       gp_(g_, grp),
       dp_(gp_.dims) {
   int64_t ax = A_.attr_int("axis");
   if (ax < 0) ax += r_;
   for (int d = 0; d < r_; ++d) {
-    const bool in = A_.op == OpKind::Softmax ? d == ax : d >= ax;
+    const bool in = softmax_family_ ? d == ax : d >= ax;
     (in ? inner_ : outer_).push_back(d);
   }
   for (int d : inner_) inner_shape_.push_back(X_[d]);
@@ -49,7 +51,7 @@ RowNormKernel::RowNormKernel(const EmitContext& cx, const FusionGroup& grp)
   V_ = sch_.vec;
   T_ = sch_.threads;
   TT_ = sch_.row_threads;
-  eps_ = A_.op == OpKind::Softmax ? "" : cuda_float(A_.attr_float("eps"));
+  eps_ = softmax_family_ ? "" : cuda_float(A_.attr_float("eps"));
   // A 16-bit softmax result: ex2.approx (relative error ~1e-6) instead of the IEEE-exact expf.
   expf_name_ = g_.tensor(out_t_).desc.dtype == DType::F32 ? "expf" : "kiln_exp_fast";
 }
@@ -85,6 +87,7 @@ void RowNormKernel::preamble() {
   }
   w_.line("float mean = 0.0f, rstd = 1.0f, inv_sum = 1.0f, row_max = 0.0f;");
   w_.line("(void)mean; (void)rstd; (void)inv_sum; (void)row_max;");
+  if (log_softmax_) w_.line("float log_sum = 0.0f;");
 }
 
 std::vector<std::string> RowNormKernel::coords_of(const std::string& j) {
@@ -176,6 +179,8 @@ std::string RowNormKernel::anchor_value(ElementLoader& ld, const std::string& x)
   } else if (A_.op == OpKind::Rmsnorm) {
     y = fmt::format("{} * rstd", x);
     if (A_.inputs.size() > 1) y = fmt::format("{} * {}", y, param(1));
+  } else if (log_softmax_) {
+    y = fmt::format("({} - row_max) - log_sum", x);
   } else {
     y = fmt::format("{} * inv_sum", x);
   }

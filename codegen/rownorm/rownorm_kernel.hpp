@@ -1,4 +1,5 @@
-// The row-norm kernel of one group (codegen/emit_rownorm.cpp): layernorm / rmsnorm / softmax
+// The row-norm kernel of one group (codegen/emit_rownorm.cpp): layernorm / rmsnorm / softmax /
+// log_softmax
 // over the group's rows, with its elementwise prologue (applied on load) and epilogue (applied
 // on store). The layout (registers or looped passes, a warp or a CTA per row, vectors) is
 // heuristics' RowSchedule; rownorm_kernel.cpp has what both forms share, registers.cpp the
@@ -35,7 +36,8 @@ class RowNormKernel {
   // The prologue for one element; returns the f32 value of the anchor's input. Extra outputs
   // among prologue tensors are stored when `store`. The values land in pro_vals_.
   std::string emit_prologue(ElementLoader& ld, bool store);
-  // The anchor's output for one element from its input value x (softmax: x = exp(x - max)).
+  // The anchor's output for one element from its input value x (softmax: x = exp(x - max);
+  // log_softmax: x itself).
   std::string anchor_value(ElementLoader& ld, const std::string& x);
   // The epilogue and the stores of the anchor/epilogue outputs; outputs in `vector_outs` go to
   // the per-thread arrays o<t>[l] instead.
@@ -70,6 +72,8 @@ class RowNormKernel {
   const Shape X_;
   const int r_;
   const int in_t_, out_t_;
+  // softmax or log_softmax: statistics over one axis, a (max, sum of exp) pair.
+  const bool softmax_family_, log_softmax_;
   std::vector<int> inner_, outer_;  // normalized and outer dims
   Shape inner_shape_, outer_shape_;
   Dim L_, rows_;

@@ -414,6 +414,33 @@ std::vector<TensorDesc> infer_pad(const InferArgs& a) {
   return {like(in(a, 0), out, out_layout(in(a, 0)))};
 }
 
+// PRelu (ONNX): the slope broadcasts to the input, never the input to the slope.
+std::vector<TensorDesc> infer_prelu(const InferArgs& a) {
+  const Shape& x = in(a, 0).shape;
+  const Shape& s = in(a, 1).shape;
+  bool ok = s.size() <= x.size();
+  for (size_t i = 0; ok && i < s.size(); ++i) {
+    const Dim& sd = s[s.size() - 1 - i];
+    ok = sd == x[x.size() - 1 - i] || (sd.is_static() && sd.value() == 1);
+  }
+  KILN_CHECK(ok,
+             "{}: slope '{}' {} does not broadcast to input '{}' {} (the slope broadcasts to the "
+             "input's shape, numpy-style from the right; a per-channel slope of [N, C, H, W] is "
+             "[C, 1, 1])",
+             a.where, in_name(a, 1), shape_str(s), in_name(a, 0), shape_str(x));
+  return {like(in(a, 0), x, out_layout(in(a, 0)))};
+}
+
+// cumsum: a running sum along one axis, the input's shape.
+std::vector<TensorDesc> infer_cumsum(const InferArgs& a) {
+  require_rank(a, 0, 1, 8, "a tensor");
+  norm_axis(a, a.node.attr_int("axis"), in(a, 0).rank(), "axis");
+  for (const char* flag : {"exclusive", "reverse"})
+    KILN_CHECK(a.node.attr_int(flag) == 0 || a.node.attr_int(flag) == 1,
+               "{}.{}: expected 0 or 1, found {}", a.where, flag, a.node.attr_int(flag));
+  return {like(in(a, 0), in(a, 0).shape, out_layout(in(a, 0)))};
+}
+
 // ---------------------------------------------------------------- pointwise math
 double gelu_ref(double x, bool tanh_approx) {
   if (tanh_approx) {
@@ -424,6 +451,10 @@ double gelu_ref(double x, bool tanh_approx) {
 }
 double sigmoid_ref(double x) {
   return 1.0 / (1.0 + std::exp(-x));
+}
+// x * tanh(softplus(x)); softplus is x past 20, where log1p(exp(x)) would overflow far out.
+double mish_ref(double x) {
+  return x * std::tanh(x > 20 ? x : std::log1p(std::exp(x)));
 }
 
 std::string call(const char* f, const std::vector<std::string>& x) {
@@ -594,6 +625,17 @@ std::vector<OpInfo> pointwise_rows() {
       INTS(UNARY(Cast, cast, x[0], cast_expr(x[0], p[0]),
                  AttrSpec{"dtype", AttrKind::Enum, std::nullopt, "f32|f16|bf16|i32|i64|bool"}),
            Any, x[0], int_cast_expr(x[0], p[0])),
+      // ONNX HardSwish, x * relu6(x + 3) / 6: a division, so that f32 is exact at x = 3.
+      UNARY(HardSwish, hardswish, x[0] * std::min(std::max(x[0] + 3.0, 0.0), 6.0) / 6.0,
+            fmt::format("({0} * fminf(fmaxf({0} + 3.0f, 0.0f), 6.0f) / 6.0f)", x[0])),
+      // ONNX HardSigmoid's defaults (PyTorch's hardsigmoid is alpha = 1/6).
+      UNARY(HardSigmoid, hardsigmoid, std::min(std::max(p[0] * x[0] + p[1], 0.0), 1.0),
+            fmt::format("fminf(fmaxf({} * {} + {}, 0.0f), 1.0f)", cuda_float(p[0]), x[0],
+                        cuda_float(p[1])),
+            f_attr("alpha", 0.2), f_attr("beta", 0.5)),
+      UNARY(Mish, mish, mish_ref(x[0]), call("kiln_mish", x)),
+      UNARY(Sin, sin, std::sin(x[0]), call("sinf", x)),
+      UNARY(Cos, cos, std::cos(x[0]), call("cosf", x)),
       INTS(BINARY(Add, add, x[0] + x[1], F("(" + x[0] + " + " + x[1] + ")")), Numeric,
            wadd(x[0], x[1]), call2("kiln_iadd", x)),
       INTS(BINARY(Sub, sub, x[0] - x[1], F("(" + x[0] + " - " + x[1] + ")")), Numeric,
@@ -607,6 +649,10 @@ std::vector<OpInfo> pointwise_rows() {
       INTS(BINARY(Min, min, std::min(x[0], x[1]), F("fminf(" + x[0] + ", " + x[1] + ")")),
            Numeric, std::min(x[0], x[1]), call2("kiln_imin", x)),
       BINARY(Pow, pow, std::pow(x[0], x[1]), F("powf(" + x[0] + ", " + x[1] + ")")),
+      // ONNX PRelu: x < 0 ? slope * x : x, the slope (input 1) broadcast to x.
+      OpInfo{OpKind::Prelu, "prelu", OpCategory::Pointwise, FusionRole::Elementwise, 2, 2, {},
+             infer_prelu, REF_FN(x[0] < 0 ? x[1] * x[0] : x[0]),
+             CUDA_FN(fmt::format("({0} < 0.0f ? {1} * {0} : {0})", x[0], x[1]))},
       // clang-format on
   };
 }
@@ -749,6 +795,15 @@ std::vector<OpInfo> contraction_and_norm_rows() {
        1,
        {i_attr("axis", -1)},
        infer_softmax},
+      // x - max - log(sum(exp(x - max))) along `axis`: softmax's statistics.
+      {OpKind::LogSoftmax,
+       "log_softmax",
+       OpCategory::Normalization,
+       FusionRole::RowStatistics,
+       1,
+       1,
+       {i_attr("axis", -1)},
+       infer_softmax},
   };
 }
 
@@ -838,6 +893,32 @@ std::vector<OpInfo> reduction_window_movement_rows() {
         AttrSpec{"mode", AttrKind::Enum, AttrValue(std::string("constant")),
                  "constant|reflect|edge"}},
        infer_pad},
+      // sqrt(sum(x^2)) and the product, reduced like reduce_sum.
+      {OpKind::ReduceL2,
+       "reduce_l2",
+       OpCategory::Reduction,
+       FusionRole::Anchor,
+       1,
+       1,
+       {ints_attr("axes", {}), i_attr("keepdims", 0)},
+       infer_reduce},
+      {OpKind::ReduceProd,
+       "reduce_prod",
+       OpCategory::Reduction,
+       FusionRole::Anchor,
+       1,
+       1,
+       {ints_attr("axes", {}), i_attr("keepdims", 0)},
+       infer_reduce},
+      // ONNX CumSum: exclusive leaves out the element itself, reverse sums from the end.
+      {OpKind::Cumsum,
+       "cumsum",
+       OpCategory::Scan,
+       FusionRole::Anchor,
+       1,
+       1,
+       {{"axis", AttrKind::Int, std::nullopt}, i_attr("exclusive", 0), i_attr("reverse", 0)},
+       infer_cumsum},
   };
 }
 
@@ -902,6 +983,8 @@ const char* category_name(OpCategory c) {
       return "window";
     case OpCategory::Movement:
       return "movement";
+    case OpCategory::Scan:
+      return "scan";
   }
   return "?";
 }

@@ -21,6 +21,7 @@ enum class GroupKind {
   Copy,         // movement that could not be folded (transpose/reshape materialized)
   Attention,    // q @ k^T (scaled), softmax, @ v in one kernel: the scores stay on chip
   View,         // a movement node made a view by the engine passes: no kernel
+  Scan,         // cumsum along one axis (with pointwise prologue/epilogue): a block-wide scan
 };
 const char* group_kind_name(GroupKind k);
 

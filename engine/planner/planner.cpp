@@ -1,7 +1,7 @@
 // The fusion planner: partitions the graph into groups, each of which becomes one kernel.
 //
 // Legality comes from the op table only (each op's FusionRole and category), never op names:
-//  - Anchors (Normalization with statistics, Reduction, Window, Contraction) start a group.
+//  - Anchors (Normalization with statistics, Reduction, Window, Contraction, Scan) start a group.
 //    Elementwise producers of a non-contraction anchor's main input with that input's shape fuse
 //    in as a prologue; elementwise consumers of the anchor output with the output's shape fuse in
 //    as an epilogue (their other operands may broadcast).
@@ -52,6 +52,8 @@ const char* group_kind_name(GroupKind k) {
       return "view";
     case GroupKind::Attention:
       return "attention";
+    case GroupKind::Scan:
+      return "scan";
   }
   return "?";
 }
@@ -91,6 +93,8 @@ GroupKind anchor_kind(const Node& n) {
       return GroupKind::Reduction;
     case OpCategory::Window:
       return GroupKind::Window;
+    case OpCategory::Scan:
+      return GroupKind::Scan;
     default:
       return GroupKind::Pointwise;
   }

@@ -27,7 +27,12 @@
   X(Reciprocal, reciprocal) \
   X(Erf, erf)               \
   X(Identity, identity)     \
-  X(Cast, cast)
+  X(Cast, cast)             \
+  X(HardSwish, hardswish)   \
+  X(HardSigmoid, hardsigmoid) \
+  X(Mish, mish)             \
+  X(Sin, sin)               \
+  X(Cos, cos)
 
 #define KILN_BINARY_OPS(X) \
   X(Add, add)              \
@@ -36,7 +41,8 @@
   X(Div, div)              \
   X(Max, max)              \
   X(Min, min)              \
-  X(Pow, pow)
+  X(Pow, pow)              \
+  X(Prelu, prelu)
 
 #define KILN_STRUCTURED_OPS(X)     \
   X(Conv2d, conv2d)                \
@@ -64,7 +70,11 @@
   X(Tile, tile)                    \
   X(DepthToSpace, depth_to_space)  \
   X(SpaceToDepth, space_to_depth)  \
-  X(Trilu, trilu)
+  X(Trilu, trilu)                  \
+  X(LogSoftmax, log_softmax)       \
+  X(ReduceL2, reduce_l2)           \
+  X(ReduceProd, reduce_prod)       \
+  X(Cumsum, cumsum)
 
 // Integer / bool ops: comparisons (bool results), logical ops (bool operands), where, mod. No
 // builder methods of their own (and, or, xor, not are C++ keywords): add_node1("lt", {a, b}).
@@ -103,6 +113,7 @@ enum class OpCategory : uint8_t {
   Contraction,    // conv2d, matmul
   Window,         // pooling: a reduction over a sliding window
   Movement,       // reshape, transpose, pad
+  Scan,           // cumsum: a running reduction along one axis, one output per input element
 };
 
 const char* op_name(OpKind k);

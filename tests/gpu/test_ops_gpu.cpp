@@ -189,6 +189,127 @@ void append_int_bool_cases(std::vector<Case>* cases) {
   }
 }
 
+// ---- the ops added for real models (the new unary ops and prelu are in pointwise_all):
+// log_softmax as a row norm, reduce_l2 / reduce_prod, cumsum, and conv + bias + hardswish / conv +
+// per-channel prelu as one contraction kernel.
+void add_new_float_op_cases(std::vector<Case>& cases) {
+  for (DType dt : kDtypes)
+    for (int64_t len : {1, 7, 96, 1000, 4096, 4097, 70000}) {
+      Case c;
+      c.name = fmt::format("log_softmax_{}_r{}", dtype_name(dt), len);
+      c.inputs = {{"x", {{5, len}, -8.0, 8.0}}, {"r", {{5, len}}}};
+      c.build = [dt, len] {
+        auto g = std::make_shared<Graph>("lsm");
+        Tensor x = g->input("x", dt, {"N", len}), r = g->input("r", dt, {"N", len});
+        Tensor h = g->add(x, r);
+        Tensor y = g->add_node1("log_softmax", {h});
+        g->output(g->mul(y, h));  // an epilogue reading the anchor's input (in registers)
+        g->output(y);
+        g->output(h);
+        return g;
+      };
+      cases.push_back(c);
+    }
+  for (DType dt : kDtypes) {
+    Case c;
+    c.name = fmt::format("log_softmax_axis1_nhwc_symbolic_{}", dtype_name(dt));
+    c.inputs = {{"x", {{3, 7, 5, 4}, -8.0, 8.0}}, {"y", {{3, 333}}}};
+    c.build = [dt] {
+      auto g = std::make_shared<Graph>("lsm1");
+      Tensor x = g->input("x", dt, {3, 7, 5, 4}, Layout::NHWC);
+      g->output(g->add_node1("log_softmax", {x}, {{"axis", int64_t{1}}}));
+      Tensor y = g->input("y", dt, {"N", "L"});
+      g->output(g->add_node1("log_softmax", {y}));
+      return g;
+    };
+    cases.push_back(c);
+  }
+  // Products of values near 1 (a product of thousands stays in range); l2 with an epilogue.
+  const std::vector<std::vector<int64_t>> axes_list = {{}, {0}, {1}, {3}, {2, 3}, {1, 2, 3}};
+  for (DType dt : kDtypes)
+    for (Layout l : {Layout::NCHW, Layout::NHWC})
+      for (const char* op : {"reduce_l2", "reduce_prod"})
+        for (size_t ai = 0; ai < axes_list.size(); ++ai) {
+          if (dt != DType::F32 && ai % 2 == 1) continue;
+          std::string ops = op;
+          const bool prod = ops == "reduce_prod";
+          Case c;
+          bool keep = ai % 2 == 1;
+          c.name =
+              fmt::format("{}_{}_{}_a{}{}", op, dtype_name(dt), lname(l), ai, keep ? "_keep" : "");
+          c.inputs = {{"x", {{3, 5, 7, 97}, prod ? 0.98 : -2.0, prod ? 1.02 : 2.0}}};
+          c.rtol_scale = 10.0;  // long f32 accumulations in another order than the reference
+          auto axes = axes_list[ai];
+          c.build = [dt, l, ops, axes, keep] {
+            auto g = std::make_shared<Graph>("red2");
+            Tensor x = g->input("x", dt, {"N", 5, 7, 97}, l);
+            g->output(g->neg(g->reduce(ops, x, axes, keep)));
+            return g;
+          };
+          cases.push_back(c);
+        }
+  // cumsum: every flag, lines of one chunk, several chunks and a partial last chunk, a prologue
+  // with its output stored, an epilogue; positive values (running sums without cancellation).
+  for (DType dt : kDtypes)
+    for (int64_t len : {1, 7, 33, 256, 257, 1000, 4097})
+      for (int flags = 0; flags < 4; ++flags) {
+        if (dt != DType::F32 && flags % 3 != 0) continue;
+        Case c;
+        const bool excl = flags & 1, rev = flags & 2;
+        c.name = fmt::format("cumsum_{}_r{}{}{}", dtype_name(dt), len, excl ? "_excl" : "",
+                             rev ? "_rev" : "");
+        c.inputs = {{"x", {{5, len}, 0.0, 1.0}}, {"r", {{5, len}, 0.0, 1.0}}};
+        c.rtol_scale = 10.0;
+        c.build = [dt, len, excl, rev] {
+          auto g = std::make_shared<Graph>("cs");
+          Tensor x = g->input("x", dt, {"N", len}), r = g->input("r", dt, {"N", len});
+          Tensor h = g->add(x, r);
+          Tensor y = g->add_node1(
+              "cumsum", {h},
+              {{"axis", int64_t{1}}, {"exclusive", int64_t{excl}}, {"reverse", int64_t{rev}}});
+          g->output(g->mul(y, cst(*g, "k", dt, {len})));
+          g->output(h);
+          return g;
+        };
+        cases.push_back(c);
+      }
+  for (DType dt : kDtypes)
+    for (Layout l : {Layout::NCHW, Layout::NHWC}) {
+      Case c;
+      c.name = fmt::format("cumsum_axes_{}_{}", dtype_name(dt), lname(l));
+      c.inputs = {{"x", {{3, 7, 5, 300}, 0.0, 1.0}}};
+      c.rtol_scale = 10.0;
+      c.build = [dt, l] {
+        auto g = std::make_shared<Graph>("csax");
+        Tensor x = g->input("x", dt, {"N", 7, 5, 300}, l);
+        for (int64_t ax = 0; ax < 4; ++ax)
+          g->output(g->add_node1("cumsum", {x}, {{"axis", ax}, {"reverse", int64_t{ax % 2}}}));
+        return g;
+      };
+      cases.push_back(c);
+    }
+  // Contractions with the new epilogues: one kernel each (the planner tests pin the grouping).
+  for (DType dt : kDtypes)
+    for (Layout l : {Layout::NCHW, Layout::NHWC}) {
+      Case c;
+      c.name = fmt::format("conv_hardswish_prelu_{}_{}", dtype_name(dt), lname(l));
+      c.inputs = {{"x", {{2, 16, 9, 9}}}};
+      c.build = [dt, l] {
+        auto g = std::make_shared<Graph>("convact");
+        Tensor x = g->input("x", dt, {"N", 16, 9, 9}, l);
+        Attrs pad{{"padding", std::vector<int64_t>{1, 1}}};
+        Tensor w = cst(*g, "w", dt, {32, 16, 3, 3}, -0.2, 0.2);
+        Tensor b = cst(*g, "b", dt, {32}, -0.5, 0.5);
+        g->output(g->add_node1("hardswish", {g->add_node1("conv2d", {x, w, b}, pad)}));
+        Tensor w2 = cst(*g, "w2", dt, {32, 16, 3, 3}, -0.2, 0.2);
+        Tensor slope = cst(*g, "slope", dt, {32, 1, 1}, 0.05, 0.5);
+        g->output(g->add_node1("prelu", {g->add_node1("conv2d", {x, w2}, pad), slope}));
+        return g;
+      };
+      cases.push_back(c);
+    }
+}
+
 std::vector<Case> make_cases() {
   std::vector<Case> cases;
   append_int_bool_cases(&cases);
@@ -611,6 +732,7 @@ std::vector<Case> make_cases() {
         c.build = mg.build;
         cases.push_back(c);
       }
+  add_new_float_op_cases(cases);
   return cases;
 }
 

@@ -182,6 +182,23 @@ def silu(cx, n):
     return True
 
 
+@fusion("HardSigmoid")
+def hardswish(cx, n):
+    """x * HardSigmoid(x, alpha=1/6, beta=0.5) (either operand order)  =>  hardswish (torch's
+    Hardswish export before opset 14)."""
+    x = n.input[0]
+    at = cx.attrs(n)
+    if (abs(float(at.get("alpha", 0.2)) - 1 / 6) > 1e-6
+            or abs(float(at.get("beta", 0.5)) - 0.5) > 1e-6):
+        return False
+    m = cx.single_consumer(n.output[0], {"Mul"})
+    if m is None or cx.other(m, n.output[0]) != x or x not in cx.tmap:
+        return False
+    cx.skip.add(id(m))
+    cx.emit(m, "hardswish", [cx.tmap[x]], out=m.output[0])
+    return True
+
+
 def _operand_shape(cx, t):
     return cx.shp(cx.tmap[t]) if t in cx.tmap else list(np.shape(cx.consts.get(t, [])))
 

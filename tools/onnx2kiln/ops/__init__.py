@@ -5,8 +5,9 @@
     matmul.py       MatMul, Gemm
     norms.py        BatchNormalization, LayerNormalization, InstanceNormalization,
                     GroupNormalization
-    elementwise.py  unary and binary math, activations (Relu ... Gelu, LeakyRelu, Elu), Clip, Cast
+    elementwise.py  unary and binary math, activations (Relu ... Gelu, LeakyRelu, Elu, HardSigmoid,
+                    PRelu), Clip, Cast
     movement.py     Reshape, Flatten, Transpose, Identity, Dropout
-    reduce.py       ReduceMean/Sum/Max/Min, Softmax
+    reduce.py       ReduceMean/Sum/Max/Min/L2/Prod, Softmax, LogSoftmax, CumSum
 """
 from . import conv_pool, elementwise, matmul, movement, norms, reduce  # noqa: F401

@@ -1,4 +1,4 @@
-"""Elementwise ops: unary math and activations, binary math with broadcasting, Clip, Cast,
+"""Elementwise ops: unary math and activations, binary math with broadcasting, PRelu, Clip, Cast,
 comparisons, logical ops, Where, Mod."""
 import math
 
@@ -11,7 +11,8 @@ from ..shapes import bcast
 # ONNX op -> kiln op, for ops that map one to one with no attributes.
 UNARY = {"Relu": "relu", "Sigmoid": "sigmoid", "Tanh": "tanh", "Sqrt": "sqrt", "Erf": "erf",
          "Exp": "exp", "Log": "log", "Neg": "neg", "Abs": "abs", "Reciprocal": "reciprocal",
-         "Softplus": "softplus"}
+         "Softplus": "softplus", "HardSwish": "hardswish", "Mish": "mish", "Sin": "sin",
+         "Cos": "cos"}
 BINARY = {"Add": "add", "Sub": "sub", "Mul": "mul", "Div": "div", "Pow": "pow", "Max": "max",
           "Min": "min"}
 
@@ -37,6 +38,23 @@ def binary(cx, n, at):
 def gelu(cx, n, at):
     approx = str_attr(at, "approximate", "none")
     cx.emit(n, "gelu", [cx.act(n, n.input[0])], {"approximate": approx}, out=n.output[0])
+
+
+@converter("HardSigmoid")
+def hard_sigmoid(cx, n, at):
+    cx.emit(n, "hardsigmoid", [cx.act(n, n.input[0])],
+            {"alpha": float(at.get("alpha", 0.2)), "beta": float(at.get("beta", 0.5))},
+            out=n.output[0])
+
+
+@converter("PRelu")
+def prelu(cx, n, at):
+    """The slope broadcasts to x (kiln checks that it does); a constant slope takes x's dtype."""
+    if len(n.input) != 2:
+        cx.fail(n, f"expected 2 inputs, found {len(n.input)}")
+    xt = cx.act(n, n.input[0])
+    st = cx.act(n, n.input[1], cx.dtype[xt])
+    cx.emit(n, "prelu", [xt, st], out=n.output[0])
 
 
 @converter("LeakyRelu")

@@ -1,12 +1,13 @@
-"""Reductions (ReduceMean/Sum/Max/Min) and Softmax."""
+"""Reductions (ReduceMean/Sum/Max/Min/L2/Prod), Softmax, LogSoftmax and CumSum."""
 import numpy as np
 
+from ..fold import is_sym_array
 from ..registry import converter
 from ..shapes import reduced, reshape_shape
 from .movement import dims_target, flatten_target
 
 REDUCE = {"ReduceMean": "reduce_mean", "ReduceSum": "reduce_sum", "ReduceMax": "reduce_max",
-          "ReduceMin": "reduce_min"}
+          "ReduceMin": "reduce_min", "ReduceL2": "reduce_l2", "ReduceProd": "reduce_prod"}
 
 
 @converter(*REDUCE)
@@ -29,20 +30,35 @@ def reduce(cx, n, at):
             shape=reduced(s, red, keep))
 
 
-@converter("Softmax")
+@converter("Softmax", "LogSoftmax")
 def softmax(cx, n, at):
     """Opset >= 13: over `axis`. Before: over the flattened dims [axis, rank), which is a
     reshape to 2-D, a softmax over dim 1 and a reshape back (unless axis is the last dim)."""
+    op = "softmax" if n.op_type == "Softmax" else "log_softmax"
     xt = cx.act(n, n.input[0])
     r = cx.rank(n, xt)
     axis = cx.axis(n, at.get("axis", -1 if cx.opset >= 13 else 1), r)
     if cx.opset >= 13 or axis == r - 1:
-        cx.emit(n, "softmax", [xt], {"axis": axis}, out=n.output[0])
+        cx.emit(n, op, [xt], {"axis": axis}, out=n.output[0])
         return
     s = cx.shp(xt)
     flat = flatten_target(cx, n, s, axis)
     f = cx.emit(n, "reshape", [xt], {"shape": flat}, shape=reshape_shape(s, flat),
                 suffix="flatten")
-    sm = cx.emit(n, "softmax", [f], {"axis": 1})
+    sm = cx.emit(n, op, [f], {"axis": 1})
     back = dims_target(cx, n, s)
     cx.emit(n, "reshape", [sm], {"shape": back}, out=n.output[0], shape=s, suffix="unflatten")
+
+
+@converter("CumSum")
+def cumsum(cx, n, at):
+    """The axis is an input and must be a constant (a scalar or one value)."""
+    if len(n.input) != 2 or not n.input[1]:
+        cx.fail(n, "expected 2 inputs (x, axis)")
+    xt = cx.act(n, n.input[0])
+    ax = np.asarray(cx.const(n, n.input[1], "the axis input"))
+    if is_sym_array(ax) or ax.size != 1 or not np.issubdtype(ax.dtype, np.integer):
+        cx.fail(n, f"the axis input must be one constant integer, found {ax.tolist()}")
+    axis = cx.axis(n, int(ax.reshape(())), cx.rank(n, xt))
+    cx.emit(n, "cumsum", [xt], {"axis": axis, "exclusive": int(at.get("exclusive", 0)),
+                                "reverse": int(at.get("reverse", 0))}, out=n.output[0])
