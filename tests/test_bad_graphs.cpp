@@ -34,7 +34,7 @@ const std::map<std::string, std::vector<std::string>>& expectations() {
       {"unknown_dtype.json",
        {"inputs.x.dtype: expected f32, f16, bf16, i32, i64 or bool, found 'f64'"}},
       {"zero_dim.json", {"inputs.x.shape[1]: expected a positive integer", "found 0"}},
-      {"bad_symbol.json", {"inputs.x.shape[0]:", "symbol name", "found '2N'"}},
+      {"bad_symbol.json", {"inputs.x.shape[0]:", "cannot read dim '2N'", "symbol name"}},
       {"nhwc_3d.json", {"inputs.x.layout: NHWC needs a 4-D tensor, found rank 3"}},
       {"layout_and_strides.json", {"inputs.x: give either 'layout' or 'strides', not both"}},
       {"unknown_init_key.json",

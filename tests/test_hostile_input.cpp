@@ -484,7 +484,7 @@ TEST(Hostile, Row10SizesNeverWrap) {
   Dim n("N");
   Dim bytes = (n * Dim(64)) * Dim(2);
   std::string m = test::user_error([&] { bytes.eval({{"N", int64_t{1} << 60}}); });
-  EXPECT_TRUE(contains(m, "size (N*64) overflows 64 bits with N=1152921504606846976")) << m;
+  EXPECT_TRUE(contains(m, "size 128*N overflows 64 bits with N=1152921504606846976")) << m;
   EXPECT_EQ(bytes.eval({{"N", 3}}), 384);
   EXPECT_EQ((Dim(-7) + n).eval({{"N", 2}}), -5);
   EXPECT_EQ(((n - Dim(9)) / Dim(4)).eval({{"N", 2}}), -2);  // floor

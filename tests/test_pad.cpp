@@ -55,7 +55,7 @@ TEST(Pad, ShapeInference) {
   // Every dim, symbolic ones too; a 2-D tensor stays row-major.
   Tensor sp = g.pad(x, {1, 0, 2, 3, 0, 0, 1, 0});
   EXPECT_EQ(g.desc(sp).shape[0].eval({{"N", 5}}), 6);
-  EXPECT_EQ(shape_str(g.desc(sp).shape), "[(N+1), 3, 227, 227]");
+  EXPECT_EQ(shape_str(g.desc(sp).shape), "[N+1, 3, 227, 227]");
   Tensor m = g.input("m", DType::F32, {4, "K"});
   Tensor mp = g.pad(m, {0, 0, 0, 2}, -INFINITY);
   EXPECT_EQ(g.desc(mp).shape[1].eval({{"K", 7}}), 9);

@@ -171,11 +171,12 @@ struct Loader {
       const ojson& dj = shape[i];
       if (dj.is_string()) {
         const std::string& s = dj.get_ref<const std::string&>();
-        KILN_CHECK(is_identifier(s),
-                   "{}: expected a positive integer or a symbol name (letters, digits, _; not "
-                   "starting with a digit), found '{}'",
-                   w, s);
-        d.shape.emplace_back(s);
+        Dim e = is_identifier(s) ? Dim(s) : parse_dim(s, w);
+        KILN_CHECK(!e.is_static() || e.value() > 0,
+                   "{}: '{}' is {}: a dim must be positive", w, s, e.is_static() ? e.value() : 0);
+        KILN_CHECK(!e.is_static() || e.value() <= lim.max_dim, "{}: size {} is over the limit of {}",
+                   w, s, lim.max_dim);
+        d.shape.push_back(std::move(e));
         continue;
       }
       KILN_CHECK(dj.is_number_integer(),
@@ -438,9 +439,8 @@ struct Loader {
         std::string w = fmt::format("{}[{}]", where, i);
         if (v[i].is_string()) {
           const std::string& s = v[i].get_ref<const std::string&>();
-          KILN_CHECK(is_identifier(s), "{}: expected an integer or a symbol name, found '{}'", w,
-                     s);
-          out.emplace_back(s);
+          Dim e = is_identifier(s) ? Dim(s) : parse_dim(s, w);
+          out.push_back(e.is_static() ? Dim(bounded(e.value(), w)) : e);
         } else {
           KILN_CHECK(v[i].is_number_integer(),
                      "{}: expected an integer or a symbol name, found {} {}", w, type_of(v[i]),
@@ -763,6 +763,17 @@ class Emitter {
   }
 };
 
+// A symbolic dim has a graph-file form when its text reads back as the same dim: symbols with
+// identifier names, and canonical expressions (not the plain trees past the size caps).
+bool writable(const Dim& d) {
+  if (d.is_symbol()) return is_identifier(d.symbol());
+  try {
+    return parse_dim(d.str(), "dim") == d && parse_dim(d.str(), "dim").str() == d.str();
+  } catch (const Error&) {
+    return false;
+  }
+}
+
 ojson shape_json(const Shape& s, const std::string& where) {
   ojson a = ojson::array();
   for (size_t i = 0; i < s.size(); ++i) {
@@ -770,11 +781,11 @@ ojson shape_json(const Shape& s, const std::string& where) {
     if (d.is_static()) {
       a.push_back(d.value());
     } else {
-      KILN_CHECK(d.is_symbol() && is_identifier(d.symbol()),
-                 "{}.shape[{}]: '{}' cannot be written to a graph file (dims there are integers "
-                 "or symbol names)",
+      KILN_CHECK(writable(d),
+                 "{}.shape[{}]: '{}' cannot be written to a graph file (its text does not read "
+                 "back as the same dim)",
                  where, i, d.str());
-      a.push_back(d.symbol());
+      a.push_back(d.str());
     }
   }
   return a;
@@ -801,10 +812,11 @@ ojson attr_json(const AttrValue& v, const std::string& where) {
     if (d.is_static()) {
       a.push_back(d.value());
     } else {
-      KILN_CHECK(d.is_symbol() && is_identifier(d.symbol()),
-                 "{}[{}]: '{}' cannot be written to a graph file (integers or symbol names only)",
+      KILN_CHECK(writable(d),
+                 "{}[{}]: '{}' cannot be written to a graph file (its text does not read back as "
+                 "the same dim)",
                  where, i, d.str());
-      a.push_back(d.symbol());
+      a.push_back(d.str());
     }
   }
   return a;

@@ -298,25 +298,6 @@ std::vector<TensorDesc> infer_global_pool(const InferArgs& a) {
   return {like(in(a, 0), out, out_layout(in(a, 0)))};
 }
 
-// A numel split into a constant and a sorted multiset of symbolic factors, so that reshape can
-// check and infer sizes through symbols (N*64*56*56 -> [N, -1]).
-struct Factored {
-  int64_t c = 1;
-  std::vector<std::string> syms;
-};
-Factored factor(const Shape& s) {
-  Factored f;
-  for (const Dim& d : s) {
-    if (d.is_static())
-      KILN_CHECK(!__builtin_mul_overflow(f.c, d.value(), &f.c),
-                 "shape {} has more elements than 64 bits can count", shape_str(s));
-    else
-      f.syms.push_back(d.str());
-  }
-  std::sort(f.syms.begin(), f.syms.end());
-  return f;
-}
-
 std::vector<TensorDesc> infer_reshape(const InferArgs& a) {
   const Shape& x = in(a, 0).shape;
   Shape out = a.node.attr_dims("shape");
@@ -335,34 +316,23 @@ std::vector<TensorDesc> infer_reshape(const InferArgs& a) {
       KILN_CHECK(v > 0, "{}.shape: expected positive sizes, -1 or 0, found {}", a.where, v);
     }
   }
-  Factored fin = factor(x);
+  // Element counts in the dims' canonical form, so sizes check and infer through symbols
+  // ([N, 64, 56, 56] -> [N, -1]; [N*S, 64] -> [N, S, 64]).
   Shape known;
   for (size_t i = 0; i < out.size(); ++i)
     if (static_cast<int>(i) != infer_at) known.push_back(out[i]);
-  Factored fout = factor(known);
+  const Dim n_in = shape_numel(x), n_known = shape_numel(known);
   auto mismatch = [&] {
     return fmt::format("{}.shape: cannot reshape {} ({} elements) to {}", a.where, shape_str(x),
-                       shape_numel(x).str(), shape_str(a.node.attr_dims("shape")));
+                       n_in.str(), shape_str(a.node.attr_dims("shape")));
   };
   if (infer_at >= 0) {
-    // Remaining symbols: those of the input not consumed by the known output dims.
-    std::vector<std::string> rest;
-    std::set_difference(fin.syms.begin(), fin.syms.end(), fout.syms.begin(), fout.syms.end(),
-                        std::back_inserter(rest));
-    KILN_CHECK(rest.size() + fout.syms.size() == fin.syms.size(), "{}", mismatch());
-    KILN_CHECK(fout.c != 0 && fin.c % fout.c == 0, "{}", mismatch());
-    Dim d(fin.c / fout.c);
-    for (const std::string& s : rest) {
-      // Rebuild the symbolic factor from the input dim that printed as s.
-      for (const Dim& xd : x)
-        if (!xd.is_static() && xd.str() == s) {
-          d = d * xd;
-          break;
-        }
-    }
+    KILN_CHECK(!n_known.is_static() || n_known.value() > 0, "{}", mismatch());
+    const Dim d = n_in / n_known;  // exact only where the product checks
+    KILN_CHECK(d * n_known == n_in, "{}", mismatch());
     out[infer_at] = d;
   } else {
-    KILN_CHECK(fin.c == fout.c && fin.syms == fout.syms, "{}", mismatch());
+    KILN_CHECK(n_in == n_known, "{}", mismatch());
   }
   return {like(in(a, 0), out, Layout::NCHW)};
 }

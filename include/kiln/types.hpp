@@ -37,9 +37,10 @@ using Bindings = std::map<std::string, int64_t>;
 
 struct DimExpr;
 
-// One dimension: a positive integer, a symbol ("N"), or an integer expression over symbols that
-// shape inference derives (conv output sizes, reshape's inferred dim). Expressions fold constants,
-// so a dim over integers alone is always static.
+// One dimension: a positive integer, a symbol ("N"), or an integer expression over symbols
+// ("N*S", "S+1", "(H-1)/2+1": written in a graph file, or derived by shape inference). Expressions
+// fold constants, so a dim over integers alone is always static, and are simplified to a
+// canonical form, so that equal sizes compare equal however they were built (N*S*64/64 == N*S).
 class Dim {
  public:
   Dim(int64_t v = 1);                           // NOLINT: implicit so that {1, 64, 56, 56} works
@@ -53,7 +54,7 @@ class Dim {
   // True when this dim is a bare symbol; symbol() then returns its name.
   bool is_symbol() const;
   const std::string& symbol() const;
-  // Canonical text: "64", "N", "((H+2)-3)/1+1" style for derived dims.
+  // Canonical text: "64", "N", "N*S", "2*H+1", "(H+1)/2"; parse_dim reads it back.
   std::string str() const;
   // Evaluates with the bindings; throws a user error naming the unbound symbol.
   int64_t eval(const Bindings& b) const;
@@ -73,6 +74,11 @@ class Dim {
   std::shared_ptr<const DimExpr> expr_;
   friend struct DimExpr;
 };
+
+// Reads a dim from its text: integers, symbol names (letters, digits, _; not starting with a
+// digit), + - * / (floor division) and parentheses, e.g. "N*S" or "(H-1)/2+1". Throws a user
+// error "<where>: ..." naming the position of what it cannot read.
+Dim parse_dim(const std::string& text, const std::string& where);
 
 using Shape = std::vector<Dim>;
 
