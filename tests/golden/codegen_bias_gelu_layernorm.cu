@@ -1,4 +1,4 @@
-// ---- pointwise_f16_add_gelu grid=((((((N*64)*7)*7)+2047)/2048)) block=256 args=4
+// ---- pointwise_f16_add_gelu grid=((1088*N+2047)/2048+N) block=256 args=4
 
 // group: pointwise_f16_add_gelu
 extern "C" __global__ void __launch_bounds__(256) pointwise_f16_add_gelu(const kiln_f16* __restrict__ t_0, const kiln_f16* __restrict__ t_1, kiln_f16* __restrict__ t_2, long long d0) {
@@ -52,7 +52,7 @@ extern "C" __global__ void __launch_bounds__(256) pointwise_f16_add_gelu(const k
     }
   }
 }
-// ---- rownorm_bf16_r96_add_layernorm_gelu grid=(((N+3)/4)) block=128 args=3
+// ---- rownorm_bf16_r96_add_layernorm_gelu grid=((N+3)/4) block=128 args=3
 
 // group: layernorm over bf16[N, 96] (rows of 96)
 extern "C" __global__ void __launch_bounds__(128) rownorm_bf16_r96_add_layernorm_gelu(const kiln_bf16* __restrict__ t_0, kiln_bf16* __restrict__ t_1, long long d0) {
