@@ -109,6 +109,17 @@ Graph all_ops_graph() {
   outs.push_back(g.reduce("reduce_l2", x, {1, 3}, true));
   outs.push_back(g.reduce("reduce_prod", m, {0}));
   outs.push_back(g.add_node1("cumsum", {m}, {{"axis", int64_t{-2}}, {"reverse", int64_t{1}}}));
+  outs.push_back(g.add_node1(
+      "pad", {x},
+      {{"pads", std::vector<int64_t>{0, 0, 1, 2, 0, 0, 3, 1}}, {"mode", std::string("reflect")}}));
+  outs.push_back(g.concat({x, x}, 1));
+  for (Tensor t : g.split(x, 2, {2, 4})) outs.push_back(t);  // several outputs
+  outs.push_back(g.slice(x, {1, -1}, {5, -7}, {2, 3}, {1, -2}));
+  outs.push_back(g.expand(x, {2, 1, 1, 1, 1}));
+  outs.push_back(g.tile(x, {1, 2, 1, 3}));
+  outs.push_back(g.depth_to_space(x, 2, "CRD"));
+  outs.push_back(g.space_to_depth(x, 3));
+  outs.push_back(g.trilu(x, false, -1));
   // f16 / bf16 constants and a strided input.
   Tensor h = g.input("h", desc(DType::F16, {4, 6}));
   Tensor hc = data_const(g, "hc", DType::F16, {4, 6}, 0.1);

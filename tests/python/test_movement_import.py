@@ -107,12 +107,12 @@ def test_pad_reflect_edge(tmp_path):
 
 def test_trilu(tmp_path):
     x = rand(3, 5, 7)
-    for upper, k in ((1, None), (0, -2), (1, 3)):
+    for i, (upper, k) in enumerate(((1, None), (0, -2), (1, 3))):
         ins = ["x"] + (["k"] if k is not None else [])
         nodes = [helper.make_node("Trilu", ins, ["y"], name="tri", upper=upper)]
         m = model(nodes, [vi("x", ["N", 5, 7])], [vi("y", None)],
                   [ints("k", k)] if k is not None else [], opset=14)
-        g = check(tmp_path, m, {"x": x}, name=f"trilu{upper}{k}")
+        g = check(tmp_path, m, {"x": x}, name=f"trilu{i}")
         assert g["nodes"][0]["k"] == (k or 0) and g["nodes"][0]["upper"] == upper
 
 
