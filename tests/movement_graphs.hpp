@@ -35,7 +35,7 @@ inline std::vector<MovementGraph> movement_graphs(DType dt) {
          Tensor c = g->input("c", dt, {"N", 3, 5, 8}, Layout::NHWC);
          Tensor e = g->input("e", dt, {"N", 5, 5, 8}, Layout::NHWC);
          g->output(g->exp(g->concat({c, e}, 1)));  // NHWC channels: 8 = vectors
-         Tensor f = g->input("f", dt, {"N", 4, 8}), h = g->input("h", dt, {2, 4, 8});
+         Tensor f = g->input("f", dt, {"M", 4, 8}), h = g->input("h", dt, {2, 4, 8});
          g->output(g->concat({f, h, f}, 0));  // symbolic offsets along the axis
          g->output(g->concat({f, f}, -1));    // the innermost dim: lanes from both
          return g;
@@ -52,7 +52,7 @@ inline std::vector<MovementGraph> movement_graphs(DType dt) {
                  Tensor x = g->input("x", dt, {"N", 6, 9, 10});
                  g->output(g->slice(x, {1, -1}, {8, -100}, {2, 3}, {2, -3}));  // steps, clamps
                  g->output(g->slice(g->neg(x), {-4}, {1000}, {1}));            // prologue
-                 Tensor y = g->input("y", dt, {"N", 4, 32});
+                 Tensor y = g->input("y", dt, {"M", 4, 32});
                  g->output(g->slice(y, {8}, {24}, {2}));  // 16 innermost: vectors
                  std::vector<Tensor> parts = g->split(y, 1, {1, 3});
                  g->output(parts[0]);
@@ -97,7 +97,7 @@ inline std::vector<MovementGraph> movement_graphs(DType dt) {
          g->output(g->add_node1("pad", {n},  // NHWC channels 4 -> 8: vectors
                                 {{"pads", std::vector<int64_t>{0, 0, 1, 0, 0, 4, 3, 0}},
                                  {"mode", std::string("edge")}}));
-         g->output(g->trilu(g->input("t", dt, {"N", 5, 7}), true, 1));
+         g->output(g->trilu(g->input("t", dt, {"M", 5, 7}), true, 1));
          Tensor s = g->input("s", dt, {16, 16});
          g->output(g->trilu(s, false, -2));
          g->output(g->trilu(g->sigmoid(s), true, 0));  // prologue

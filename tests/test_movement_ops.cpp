@@ -60,7 +60,7 @@ TEST(MovementOps, ConcatReference) {
   // Symbolic dims add up along the axis and must match elsewhere.
   Graph s("sym");
   Tensor a = s.input("a", DType::F16, {"N", 4}), b = s.input("b", DType::F16, {2, 4});
-  EXPECT_EQ(shape_str(s.desc(s.concat({a, b, a}, 0)).shape), "[((N+2)+N), 4]");
+  EXPECT_EQ(shape_str(s.desc(s.concat({a, b, a}, 0)).shape), "[2*N+2, 4]");
 }
 
 TEST(MovementOps, SplitReference) {
@@ -122,7 +122,7 @@ TEST(MovementOps, ExpandTileReference) {
   EXPECT_EQ(out.at(g.tensor(t).name).to_f64(), (V{0, 0, 0, 1, 1, 1, 0, 0, 0, 1, 1, 1}));
   Tensor s = g.input("s", DType::F32, {"N", 1});
   EXPECT_EQ(shape_str(g.desc(g.expand(s, {1, 4})).shape), "[N, 4]");
-  EXPECT_EQ(shape_str(g.desc(g.tile(s, {2, 1})).shape), "[(N*2), 1]");
+  EXPECT_EQ(shape_str(g.desc(g.tile(s, {2, 1})).shape), "[2*N, 1]");
 }
 
 TEST(MovementOps, DepthSpaceReference) {
