@@ -30,7 +30,8 @@ sys.path.insert(0, HERE)
 
 import onnx_models  # noqa: E402
 import onnx_oracle  # noqa: E402
-from hypothesis import HealthCheck, Phase, given, seed, settings  # noqa: E402
+import hypothesis  # noqa: E402
+from hypothesis import HealthCheck, Phase, given, settings  # noqa: E402
 
 BATCH = 200
 EXTRA_ADDRESS_SPACE = 2 << 30
@@ -97,16 +98,19 @@ class Runner:
                     f.write(data.encode() if isinstance(data, str) else data)
         return path
 
-    def batch(self, s, shrink=False):
+    def batch(self, seed, shrink=False, examples=BATCH, derandomize=False):
+        """One hypothesis run of `examples` cases from `seed` (derandomize: the same cases every
+        time, hypothesis's own choice). Raises the first Bug."""
         phases = [Phase.generate] + ([Phase.shrink] if shrink else [])
         self.shrinking = False
 
-        @seed(s)
-        @settings(max_examples=BATCH, deadline=None, database=None, derandomize=False,
+        @settings(max_examples=examples, deadline=None, database=None, derandomize=derandomize,
                   suppress_health_check=list(HealthCheck), phases=phases, print_blob=False)
         @given(onnx_models.cases())
         def fuzz(case):
             self.one(case)
+        if not derandomize:
+            fuzz = hypothesis.seed(seed)(fuzz)
         fuzz()
 
 

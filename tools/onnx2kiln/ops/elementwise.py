@@ -35,6 +35,8 @@ def binary(cx, n, at):
 @converter("Gelu")
 def gelu(cx, n, at):
     approx = str_attr(at, "approximate", "none")
+    if approx not in ("none", "tanh"):
+        cx.fail(n, f"approximate '{approx}': expected 'none' or 'tanh'")
     cx.emit(n, "gelu", [cx.act(n, n.input[0])], {"approximate": approx}, out=n.output[0])
 
 

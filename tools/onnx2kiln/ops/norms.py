@@ -50,9 +50,13 @@ def groupnorm(cx, n, at):
     dt = cx.dtype[xt]
     s = cx.shp(xt)
     groups = int(at["num_groups"])
-    c = s[1] if s else None
+    if cx.rank(n, xt) < 2:
+        cx.fail(n, f"the input has rank {cx.rank(n, xt)}; expected [N, C, ...]")
+    c = s[1]
     if not isinstance(c, int):
         cx.fail(n, "needs a static channel count")
+    if groups < 1 or c % groups:
+        cx.fail(n, f"num_groups {groups}: must be >= 1 and divide the channel count {c}")
     ins = [xt]
     for t, what in zip(n.input[1:3], ("scale", "bias")):
         v = np.asarray(cx.const(n, t, what), dtype=np.float64).reshape(-1)

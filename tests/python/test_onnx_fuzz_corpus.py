@@ -1,0 +1,80 @@
+"""The ONNX-importer regression corpus (tests/fuzz/corpus/onnx, written by
+tests/fuzz/make_onnx_corpus.py) replayed through the fuzz target's oracle: every case is refused
+with one `onnx2kiln: error:` line holding the strings EXPECTED.json lists, or converts into a graph
+kiln accepts; no traceback, no numpy warning, no file read outside the model's directory. Then a
+short, derandomized run of the fuzz target itself (the 10-minute runs are tools/fuzz.sh's).
+
+In-process (the importer's main(), no subprocess per case); kiln checks the converted graphs when
+the build has a kiln CLI.
+"""
+import json
+import os
+import shutil
+import sys
+
+import pytest
+
+from conftest import KILN, ROOT
+
+FUZZ = os.path.join(ROOT, "tests", "fuzz")
+CORPUS = os.path.join(FUZZ, "corpus", "onnx")
+sys.path.insert(0, FUZZ)
+
+import onnx_oracle  # noqa: E402
+
+with open(os.path.join(CORPUS, "EXPECTED.json")) as f:
+    EXPECTED = json.load(f)
+
+KILN_OR_NONE = KILN if os.path.isfile(KILN) and os.access(KILN, os.X_OK) else None
+
+
+def lay_out(tmp_path):
+    """The corpus as a model directory, with a file beside it that no case may read."""
+    work = str(tmp_path)
+    model_dir, _, outside = onnx_oracle.case_dirs(work)
+    shutil.copytree(CORPUS, model_dir, symlinks=True)
+    os.makedirs(outside)
+    with open(os.path.join(outside, "weights.bin"), "wb") as f:
+        f.write(b"\x01" * 4096)
+    return work, model_dir
+
+
+def test_every_case_is_listed():
+    files = sorted(f for f in os.listdir(CORPUS) if f.endswith(".onnx"))
+    assert files == sorted(EXPECTED), "run tests/fuzz/make_onnx_corpus.py"
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_corpus_case(tmp_path, name):
+    work, model_dir = lay_out(tmp_path)
+    path = os.path.join(model_dir, name)
+    o = onnx_oracle.check_file(path, work, KILN_OR_NONE)
+    want = EXPECTED[name]
+    if want == "converts":
+        assert o.rc == 0, o.stderr
+        return
+    assert o.rc == 2, f"{name} converted, expected a refusal with {want}:\n{o.stdout}"
+    for needle in want:
+        assert needle in o.error_line, f"{needle!r} not in {o.error_line!r}"
+
+
+def test_outside_file_is_never_opened(tmp_path):
+    """The oracle itself: a read of ../outside is caught (so that the external-data cases above
+    can fail)."""
+    work, model_dir = lay_out(tmp_path)
+    _, _, outside = onnx_oracle.case_dirs(work)
+    with onnx_oracle._watch().watching([outside]) as opened:
+        open(os.path.join(model_dir, "external_link.bin"), "rb").close()
+    assert opened and opened[0].endswith("external_link.bin")
+
+
+def test_short_fuzz_run():
+    """A few hundred generated cases (the same ones every run) through the oracle."""
+    import fuzz_onnx_importer as fuzz
+    r = fuzz.Runner(KILN_OR_NONE, None, deadline=float("inf"))
+    try:
+        r.batch(seed=0, examples=150, derandomize=True)
+    finally:
+        shutil.rmtree(r.base, ignore_errors=True)
+    assert r.executions >= 150
+    assert r.outcomes["ok"] > 10 and r.outcomes["refused"] > 10, r.outcomes
