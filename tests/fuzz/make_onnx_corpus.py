@@ -145,6 +145,16 @@ def found_by_fuzzing():
              helper.make_node("Add", ["x", "f"], ["y"], name="add")]
     write("size_overflow", model(nodes, [vi("x", [2**62, 2**62])], [vi("y", None)]),
           ["node 'size' (Size)"])
+    # Found with kiln checking the graphs (the refusal was kiln's, of a model onnxruntime runs):
+    # a negative epsilon, and an empty constant (a Slice folded to shape [0, 3]).
+    write("norm_epsilon_negative", one("InstanceNormalization", ["x", "s", "b"], inits=[
+        init("s", rand(3)), init("b", rand(3))], epsilon=-1.0),
+          ["node 'n1' (InstanceNormalization)", "epsilon -1.0"])
+    nodes = [helper.make_node("Slice", ["d", "st", "en"], ["e"], name="slice"),
+             helper.make_node("Add", ["x", "e"], ["y"], name="add")]
+    write("empty_constant", model(nodes, [vi("x", [1, 3])], [vi("y", None)], [
+        init("d", rand(2, 3)), init("st", np.array([1], np.int64)),
+        init("en", np.array([1], np.int64))]), ["node 'add' (Add)", "is empty (shape [0, 3])"])
     huge_folds()
 
 

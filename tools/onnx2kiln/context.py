@@ -119,6 +119,9 @@ class Converter:
         arr = np.asarray(a)
         if arr.dtype != np.float32:
             arr = arr.astype(np.float64)
+        if 0 in arr.shape:
+            self.fail(node, f"tensor '{t}' is empty (shape {list(arr.shape)}); kiln tensors have "
+                            f"no zero-size dims")
         arr = self.representable(arr, dtype, name)
         spec = {"dtype": dtype, "shape": [int(d) for d in arr.shape]}
         if arr.size <= INLINE_MAX:

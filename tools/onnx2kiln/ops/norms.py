@@ -1,12 +1,19 @@
 """Normalizations: BatchNormalization, LayerNormalization, InstanceNormalization and
 GroupNormalization (torch's opset <= 17 GroupNorm idiom is a fusion, see fusions.py)."""
+import math
+
 import numpy as np
 
 from ..registry import converter
 
 
-def _eps(at):
-    return float(at.get("epsilon", 1e-5))
+def norm_eps(cx, n, at):
+    """The epsilon attribute (default 1e-5): finite and >= 0, as kiln's norms take it (ONNX
+    names no bound; onnxruntime computes NaN from a negative one where the variance is small)."""
+    eps = float(at.get("epsilon", 1e-5))
+    if not (math.isfinite(eps) and eps >= 0):
+        cx.fail(n, f"epsilon {eps}: kiln's norms need a finite epsilon >= 0")
+    return eps
 
 
 def _params(cx, n, names, dt):
@@ -22,7 +29,7 @@ def batchnorm(cx, n, at):
     cx.no_extra_outputs(n)
     xt = cx.act(n, n.input[0])
     ps = [cx.act(n, t, cx.dtype[xt]) for t in n.input[1:5]]
-    cx.emit(n, "batchnorm", [xt] + ps, {"eps": _eps(at)}, out=n.output[0])
+    cx.emit(n, "batchnorm", [xt] + ps, {"eps": norm_eps(cx, n, at)}, out=n.output[0])
 
 
 @converter("LayerNormalization")
@@ -31,15 +38,15 @@ def layernorm(cx, n, at):
     cx.no_extra_outputs(n)
     xt = cx.act(n, n.input[0])
     ins = [xt] + _params(cx, n, n.input[1:3], cx.dtype[xt])
-    cx.emit(n, "layernorm", ins, {"axis": int(at.get("axis", -1)), "eps": _eps(at)},
-            out=n.output[0])
+    cx.emit(n, "layernorm", ins,
+            {"axis": int(at.get("axis", -1)), "eps": norm_eps(cx, n, at)}, out=n.output[0])
 
 
 @converter("InstanceNormalization")
 def instancenorm(cx, n, at):
     xt = cx.act(n, n.input[0])
     ins = [xt] + _params(cx, n, n.input[1:3], cx.dtype[xt])
-    cx.emit(n, "instancenorm", ins, {"eps": _eps(at)}, out=n.output[0])
+    cx.emit(n, "instancenorm", ins, {"eps": norm_eps(cx, n, at)}, out=n.output[0])
 
 
 @converter("GroupNormalization")
@@ -69,4 +76,4 @@ def groupnorm(cx, n, at):
                        f"(groups)")
         key = cx.add_const(t + "_per_channel", per_channel)
         ins.append(cx.materialize(n, key, dt))
-    cx.emit(n, "groupnorm", ins, {"groups": groups, "eps": _eps(at)}, out=n.output[0])
+    cx.emit(n, "groupnorm", ins, {"groups": groups, "eps": norm_eps(cx, n, at)}, out=n.output[0])
