@@ -155,6 +155,10 @@ def found_by_fuzzing():
     write("empty_constant", model(nodes, [vi("x", [1, 3])], [vi("y", None)], [
         init("d", rand(2, 3)), init("st", np.array([1], np.int64)),
         init("en", np.array([1], np.int64))]), ["node 'add' (Add)", "is empty (shape [0, 3])"])
+    # keepdims 2^32 + 1 went to kiln as it was (kiln refused the integer's range).
+    write("reduce_keepdims_huge", one("ReduceMean", ["x"], opset=13, axes=[1],
+                                      keepdims=2**32 + 1),
+          ["node 'n1' (ReduceMean)", "keepdims 4294967297: expected 0 or 1"])
     huge_folds()
 
 

@@ -75,6 +75,14 @@ class Converter:
     def attrs(self, node):
         return onnx_model.attributes(node)
 
+    def flag(self, node, at, key, default):
+        """A 0/1 attribute (keepdims, transA, ceil_mode, ...) as 0 or 1; any other value is
+        refused, not read as true."""
+        v = at.get(key, default)
+        if v not in (0, 1):
+            self.fail(node, f"{key} {v}: expected 0 or 1")
+        return int(v)
+
     # ---------------------------------------------------------------- tensors
     def is_act(self, t):
         return t in self.tmap

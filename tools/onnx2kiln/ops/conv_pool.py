@@ -154,13 +154,13 @@ def pool(cx, n, at, kind):
     if dils != [1, 1]:
         cx.fail(n, f"dilations {dils} are not supported")
     pads = window_pads(cx, n, at, s[2:], kernel, strides, dils)
-    if at.get("ceil_mode", 0):
+    if cx.flag(n, at, "ceil_mode", 0):
         if kind != "maxpool2d":
             cx.fail(n, "ceil_mode=1 is supported for MaxPool only")
         pads = _ceil_mode_pads(cx, n, s, kernel, strides, pads)
     attrs = {"kernel": kernel, "stride": strides, "padding": pads}
     if kind == "avgpool2d":
-        attrs["count_include_pad"] = int(at.get("count_include_pad", 0))
+        attrs["count_include_pad"] = cx.flag(n, at, "count_include_pad", 0)
     cx.emit(n, kind, [xt], attrs, out=n.output[0],
             shape=[s[0], s[1]] + window_dims(s[2:], pads, kernel, strides, [1, 1]))
 

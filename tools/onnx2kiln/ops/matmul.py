@@ -79,7 +79,7 @@ def gemm(cx, n, at):
     a, b = n.input[0], n.input[1]
     c = n.input[2] if len(n.input) > 2 and n.input[2] else None
     alpha, beta = float(at.get("alpha", 1.0)), float(at.get("beta", 1.0))
-    ta, tb = int(at.get("transA", 0)), int(at.get("transB", 0))
+    ta, tb = cx.flag(n, at, "transA", 0), cx.flag(n, at, "transB", 0)
     dt = cx.act_dtype(a, b)
     at_, bt_ = cx.act(n, a, dt), cx.act(n, b, dt)
     for t, kt in ((a, at_), (b, bt_)):

@@ -24,7 +24,7 @@ def _params(cx, n, names, dt):
 @converter("BatchNormalization")
 def batchnorm(cx, n, at):
     """Inference form: scale, bias, mean, var; the running-statistics outputs must be unused."""
-    if at.get("training_mode", 0):
+    if cx.flag(n, at, "training_mode", 0):
         cx.fail(n, "training_mode=1 is not supported (inference only)")
     cx.no_extra_outputs(n)
     xt = cx.act(n, n.input[0])
