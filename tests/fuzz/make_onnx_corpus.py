@@ -159,6 +159,14 @@ def found_by_fuzzing():
     write("reduce_keepdims_huge", one("ReduceMean", ["x"], opset=13, axes=[1],
                                       keepdims=2**32 + 1),
           ["node 'n1' (ReduceMean)", "keepdims 4294967297: expected 0 or 1"])
+    # Clip: min above max went to kiln (which refuses it; ONNX gives max everywhere), a NaN bound
+    # became -inf, and a bound of 2 values failed in numpy (ValueError).
+    bounds = [init("lo", np.array(1.5, np.float32)), init("hi", np.array(-0.5, np.float32))]
+    write("clip_min_above_max", one("Clip", ["x", "lo", "hi"], inits=bounds), "converts")
+    write("clip_nan_bound", one("Clip", ["x", "lo"], inits=[init("lo", np.array(
+        np.nan, np.float32))]), ["node 'n1' (Clip)", "NaN bound"])
+    write("clip_bound_not_scalar", one("Clip", ["x", "lo"], inits=[init("lo", np.array(
+        [0.0, 1.0], np.float32))]), ["node 'n1' (Clip)", "expected a scalar"])
     huge_folds()
 
 

@@ -78,3 +78,15 @@ def test_short_fuzz_run():
         shutil.rmtree(r.base, ignore_errors=True)
     assert r.executions >= 150
     assert r.outcomes["ok"] > 10 and r.outcomes["refused"] > 10, r.outcomes
+
+
+def test_clip_min_above_max_matches_onnxruntime(tmp_path):
+    """The fix of clip_min_above_max is max everywhere, as onnxruntime computes (kiln run)."""
+    import numpy as np
+    import onnx
+    from test_onnx_import import check
+    if KILN_OR_NONE is None:
+        pytest.skip(f"needs the kiln CLI ({KILN})")
+    m = onnx.load(os.path.join(CORPUS, "clip_min_above_max.onnx"))
+    x = np.random.default_rng(7).uniform(-3, 3, size=(2, 3, 4, 5)).astype(np.float32)
+    check(tmp_path, m, {"x": x}, name="clip_min_above_max")
