@@ -7,9 +7,9 @@ in-process and judged by the oracle (onnx_oracle.py).
 
 runs batches of hypothesis examples with fresh seeds until N seconds (default 60) have passed,
 then prints `executions: E` (every import) and exits 0; on a bug it prints the failure, writes
-the case (shrunk with --shrink) to DIR (default build-fuzz/crashes/onnx_importer) as crash-<hash>.onnx
-(with its side files in crash-<hash>.side/) and exits 1 (with --keep-going: goes on with the
-next batch, and exits 1 at the end). Every success goes through `kiln check` when a kiln CLI is
+the case (shrunk with --shrink) to DIR (default build-fuzz/crashes/onnx_importer) as
+crash-<hash>.onnx (with its side files in crash-<hash>.side/) and exits 1 (with --keep-going:
+goes on with the next batch, and exits 1 at the end). Every success goes through `kiln check` when a kiln CLI is
 found (build/kiln, or KILN_CLI, or --kiln).
 
 Memory: the process's address space is limited (2 GiB above what it uses after start-up), so

@@ -167,6 +167,11 @@ def found_by_fuzzing():
         np.nan, np.float32))]), ["node 'n1' (Clip)", "NaN bound"])
     write("clip_bound_not_scalar", one("Clip", ["x", "lo"], inits=[init("lo", np.array(
         [0.0, 1.0], np.float32))]), ["node 'n1' (Clip)", "expected a scalar"])
+    # A pool window larger than the input (onnxruntime: an empty output): kiln refused it; the
+    # importer now does, saying why.
+    write("pool_window_too_big", one("MaxPool", ["x"], shape=(1, 2, 1, 1), kernel_shape=[1, 2],
+                                     strides=[1, 2]),
+          ["node 'n1' (MaxPool)", "does not fit spatial dim 1 of size 1", "would be empty"])
     huge_folds()
 
 

@@ -200,7 +200,10 @@ def onnxruntime_runs(model_path):
             if np_type is None:
                 return f"input {i.name} of type {i.type}"
             feeds[i.name] = rng.standard_normal(shape).astype(np_type)
-        sess.run(None, feeds)
+        outs = sess.run(None, feeds)
+        empty = [o.shape for o in outs if getattr(o, "size", 1) == 0]
+        if empty:
+            return f"onnxruntime computes an empty output (shape {list(empty[0])})"
     except Exception as e:  # noqa: BLE001 - any refusal by onnxruntime
         return f"onnxruntime: {type(e).__name__}: {str(e)[:200]}"
     return None

@@ -6,7 +6,7 @@ import numpy as np
 
 from ..model import str_attr
 from ..registry import converter
-from ..shapes import window_dims
+from ..shapes import window_dims as _window_dims
 
 
 def _ints_attr(cx, n, at, key, default, count, least):
@@ -44,6 +44,20 @@ def window_pads(cx, n, at, in_sizes, kernel, strides, dils):
         begin.append(small if auto == "SAME_UPPER" else big)
         end.append(big if auto == "SAME_UPPER" else small)
     return begin + end
+
+
+def window_dims(cx, n, sizes, pads, kernel, strides, dils):
+    """The output sizes of a conv or pool window; a static size below 1 (the window does not fit
+    the padded input: onnxruntime gives an empty tensor, which kiln has no form for) is
+    refused."""
+    out = _window_dims(sizes, pads, kernel, strides, dils)
+    nsp = len(kernel)
+    for i, o in enumerate(out):
+        if o is not None and o < 1:
+            cx.fail(n, f"the window (kernel {kernel[i]}, dilation {dils[i]}) does not fit spatial "
+                       f"dim {i} of size {sizes[i]} with padding {pads[i]} + {pads[nsp + i]}: "
+                       f"the output would be empty")
+    return out
 
 
 # ------------------------------------------------------------------------------ conv
@@ -98,7 +112,7 @@ def conv(cx, n, at):
     if id(n) in cx.extra_pads:  # a Pad folded into this conv
         pads = [p + e for p, e in zip(pads, cx.extra_pads[id(n)])]
     bias = cx.act(n, n.input[2], dt) if len(n.input) > 2 and n.input[2] else None
-    out_sizes = window_dims(s[2:], pads, kernel, strides, dils)
+    out_sizes = window_dims(cx, n, s[2:], pads, kernel, strides, dils)
     if r == 3:
         _conv1d(cx, n, xt, w, bias, s, pads, strides, dils, groups, out_sizes[0])
         return
@@ -162,7 +176,7 @@ def pool(cx, n, at, kind):
     if kind == "avgpool2d":
         attrs["count_include_pad"] = cx.flag(n, at, "count_include_pad", 0)
     cx.emit(n, kind, [xt], attrs, out=n.output[0],
-            shape=[s[0], s[1]] + window_dims(s[2:], pads, kernel, strides, [1, 1]))
+            shape=[s[0], s[1]] + window_dims(cx, n, s[2:], pads, kernel, strides, [1, 1]))
 
 
 @converter("MaxPool")
