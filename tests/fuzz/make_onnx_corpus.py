@@ -172,6 +172,11 @@ def found_by_fuzzing():
     write("pool_window_too_big", one("MaxPool", ["x"], shape=(1, 2, 1, 1), kernel_shape=[1, 2],
                                      strides=[1, 2]),
           ["node 'n1' (MaxPool)", "does not fit spatial dim 1 of size 1", "would be empty"])
+    # A LayerNormalization scale of the input's whole shape (onnxruntime broadcasts it): kiln
+    # refused the graph; the importer does, naming the scale.
+    write("layernorm_scale_shape", one("LayerNormalization", ["x", "s"], inits=[
+        init("s", rand(2, 3, 4, 5))]), ["node 'n1' (LayerNormalization)",
+                                        "scale 's' has shape [2, 3, 4, 5]", "[5]"])
     huge_folds()
 
 

@@ -97,3 +97,18 @@ def test_clip_min_above_max_matches_onnxruntime(tmp_path):
     m = onnx.load(os.path.join(CORPUS, "clip_min_above_max.onnx"))
     x = np.random.default_rng(7).uniform(-3, 3, size=(2, 3, 4, 5)).astype(np.float32)
     check(tmp_path, m, {"x": x}, name="clip_min_above_max")
+
+
+def test_layernorm_scale_with_leading_ones_matches_onnxruntime(tmp_path):
+    """A scale [1, C] of a layernorm over the last dim is reshaped to [C] (kiln's form)."""
+    import numpy as np
+    from onnx import helper, numpy_helper
+    from test_onnx_import import check, model, vi
+    if KILN_OR_NONE is None:
+        pytest.skip(f"needs the kiln CLI ({KILN})")
+    rng = np.random.default_rng(11)
+    s = numpy_helper.from_array(rng.uniform(0.5, 1.5, (1, 5)).astype(np.float32), "s")
+    b = numpy_helper.from_array(rng.uniform(-1, 1, (1, 1, 5)).astype(np.float32), "b")
+    m = model([helper.make_node("LayerNormalization", ["x", "s", "b"], ["y"], name="ln")],
+              [vi("x", [2, 3, 5])], [vi("y", None)], [s, b])
+    check(tmp_path, m, {"x": rng.uniform(-2, 2, (2, 3, 5)).astype(np.float32)}, name="ln1")

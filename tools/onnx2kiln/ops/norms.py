@@ -32,12 +32,30 @@ def batchnorm(cx, n, at):
     cx.emit(n, "batchnorm", [xt] + ps, {"eps": norm_eps(cx, n, at)}, out=n.output[0])
 
 
+def _layernorm_param(cx, n, t, what, s, axis):
+    """A constant scale or bias must have the normalized dims s[axis:] (leading 1s are dropped):
+    kiln's layernorm takes no other shape, and onnxruntime broadcasts some it should refuse.
+    Returns the ONNX tensor to use (a reshaped copy when leading 1s were dropped)."""
+    v = cx.plain_const(t)
+    if v is None or s is None or not -len(s) <= axis < len(s):
+        return t
+    want = list(s[axis if axis >= 0 else axis + len(s):])
+    have = list(v.shape)
+    while len(have) > len(want) and have[0] == 1:
+        have = have[1:]
+    if len(have) != len(want) or any(isinstance(w, int) and h != w for h, w in zip(have, want)):
+        cx.fail(n, f"{what} '{t}' has shape {list(v.shape)}; expected the normalized dims {want}")
+    return t if have == list(v.shape) else cx.add_const(t + "_flat", v.reshape(have))
+
+
 @converter("LayerNormalization")
 def layernorm(cx, n, at):
     """Over the dims from `axis` on, optional bias; Mean/InvStdDev outputs must be unused."""
     cx.no_extra_outputs(n)
     xt = cx.act(n, n.input[0])
-    ins = [xt] + _params(cx, n, n.input[1:3], cx.dtype[xt])
+    params = [_layernorm_param(cx, n, t, what, cx.shp(xt), int(at.get("axis", -1)))
+              for t, what in zip(n.input[1:3], ("scale", "bias"))]
+    ins = [xt] + _params(cx, n, params, cx.dtype[xt])
     cx.emit(n, "layernorm", ins,
             {"axis": int(at.get("axis", -1)), "eps": norm_eps(cx, n, at)}, out=n.output[0])
 
