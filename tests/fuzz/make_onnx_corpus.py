@@ -177,6 +177,11 @@ def found_by_fuzzing():
     write("layernorm_scale_shape", one("LayerNormalization", ["x", "s"], inits=[
         init("s", rand(2, 3, 4, 5))]), ["node 'n1' (LayerNormalization)",
                                         "scale 's' has shape [2, 3, 4, 5]", "[5]"])
+    # ... and over a dynamic dim (axis 0 of [N, 3]): no constant has the dim N.
+    nodes = [helper.make_node("LayerNormalization", ["x", "s"], ["y"], name="ln", axis=0)]
+    write("layernorm_dynamic_dim", model(nodes, [vi("x", ["N", 3])], [vi("y", None)], [
+        init("s", rand(1, 3))]), ["node 'ln' (LayerNormalization)",
+                                  "expected the normalized dims ['N', 3]"])
     huge_folds()
 
 

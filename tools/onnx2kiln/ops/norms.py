@@ -33,8 +33,9 @@ def batchnorm(cx, n, at):
 
 
 def _layernorm_param(cx, n, t, what, s, axis):
-    """A constant scale or bias must have the normalized dims s[axis:] (leading 1s are dropped):
-    kiln's layernorm takes no other shape, and onnxruntime broadcasts some it should refuse.
+    """A constant scale or bias must have the normalized dims s[axis:] (leading 1s are dropped;
+    no constant has a dynamic dim): kiln's layernorm takes no other shape, and onnxruntime
+    broadcasts some it should refuse.
     Returns the ONNX tensor to use (a reshaped copy when leading 1s were dropped)."""
     v = cx.plain_const(t)
     if v is None or s is None or not -len(s) <= axis < len(s):
@@ -43,7 +44,7 @@ def _layernorm_param(cx, n, t, what, s, axis):
     have = list(v.shape)
     while len(have) > len(want) and have[0] == 1:
         have = have[1:]
-    if len(have) != len(want) or any(isinstance(w, int) and h != w for h, w in zip(have, want)):
+    if len(have) != len(want) or any(h != w for h, w in zip(have, want)):
         cx.fail(n, f"{what} '{t}' has shape {list(v.shape)}; expected the normalized dims {want}")
     return t if have == list(v.shape) else cx.add_const(t + "_flat", v.reshape(have))
 
