@@ -182,6 +182,10 @@ def found_by_fuzzing():
     write("layernorm_dynamic_dim", model(nodes, [vi("x", ["N", 3])], [vi("y", None)], [
         init("s", rand(1, 3))]), ["node 'ln' (LayerNormalization)",
                                   "expected the normalized dims ['N', 3]"])
+    # Pool strides of 2^31 (onnxruntime takes 64-bit ones) went to kiln, which refused them.
+    write("pool_stride_2_31", one("MaxPool", ["x"], shape=(1, 2, 7, 10), kernel_shape=[3, 2],
+                                  strides=[2**31, 1]),
+          ["node 'n1' (MaxPool)", "strides [2147483648, 1]", "above 2147483647"])
     huge_folds()
 
 

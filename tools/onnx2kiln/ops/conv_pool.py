@@ -9,6 +9,9 @@ from ..registry import converter
 from ..shapes import window_dims as _window_dims
 
 
+INT32_MAX = 2**31 - 1
+
+
 def _ints_attr(cx, n, at, key, default, count, least):
     """Integer-list attribute `key` (default `default`) with `count` entries, each >= `least`:
     the ONNX spec allows nothing else, and kiln would read any other value differently."""
@@ -20,6 +23,9 @@ def _ints_attr(cx, n, at, key, default, count, least):
     if bad:
         what = "negative" if least == 0 else ("zero or negative" if least == 1 else "too small")
         cx.fail(n, f"{key} {v}: {what} values are not allowed (each must be >= {least})")
+    if any(x > INT32_MAX for x in v):
+        cx.fail(n, f"{key} {v}: values above {INT32_MAX} are not supported (kiln's attributes "
+                   f"are 32-bit)")
     return v
 
 
@@ -255,6 +261,8 @@ def pad(cx, n, at):
         cx.fail(n, f"Pad mode '{mode}' is not supported (only 'constant')")
     if len(pads) != 2 * r or any(p < 0 for p in pads):
         cx.fail(n, f"Pad with pads {pads}: negative pads (cropping) are not supported")
+    if any(p > INT32_MAX for p in pads):
+        cx.fail(n, f"Pad with pads {pads}: values above {INT32_MAX} are not supported")
     s = cx.shp(xt)
     if s is None:
         cx.fail(n, "Pad needs a known input shape")
