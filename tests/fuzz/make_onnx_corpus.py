@@ -186,6 +186,12 @@ def found_by_fuzzing():
     write("pool_stride_2_31", one("MaxPool", ["x"], shape=(1, 2, 7, 10), kernel_shape=[3, 2],
                                   strides=[2**31, 1]),
           ["node 'n1' (MaxPool)", "strides [2147483648, 1]", "above 2147483647"])
+    # A signaling NaN in a conv filter: numpy warned "invalid value encountered in cast" on
+    # stderr when reading it as float64 (found by the 10-minute fuzz run, a bit flip).
+    m = conv()
+    w = m.graph.initializer[0]
+    w.raw_data = b"\x01\x00\x80\x7f" + w.raw_data[4:]
+    write("conv_filter_signaling_nan", m, "converts")
     huge_folds()
 
 
