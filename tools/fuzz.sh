@@ -7,26 +7,51 @@
 #
 # Targets: fuzz_graph_loader (graph files; seeds: examples/graphs, tests/bad_graphs,
 # tests/fuzz/corpus/graph_loader) and fuzz_safetensors (safetensors headers; seeds:
-# tests/fuzz/corpus/safetensors). Each has a dictionary (tests/fuzz/<name>.dict) and a max_len
-# large enough for deep and big inputs. The corpora grow in build-fuzz/corpus/<target>, crash
-# inputs land in build-fuzz/crashes/<target>; docs/FUZZING.md has the details.
+# tests/fuzz/corpus/safetensors), libFuzzer targets each with a dictionary
+# (tests/fuzz/<name>.dict) and a max_len large enough for deep and big inputs; their corpora grow
+# in build-fuzz/corpus/<target>. fuzz_onnx_importer (tests/fuzz/fuzz_onnx_importer.py) is a
+# hypothesis target: structure-aware ONNX models through the importer, in-process, with the
+# built kiln (build/kiln) checking its graphs when there is one; it needs python3 with
+# tools/requirements.txt, not clang. Crash inputs land in build-fuzz/crashes/<target>;
+# docs/FUZZING.md has the details.
 set -euo pipefail
 SECONDS_TO_RUN=${1:-60}
 shift || true
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUILD=$ROOT/build-fuzz
 JOBS=$(nproc 2>/dev/null || echo 2)
-ALL_TARGETS=(fuzz_graph_loader fuzz_safetensors)
+ALL_TARGETS=(fuzz_graph_loader fuzz_safetensors fuzz_onnx_importer)
 TARGETS=("$@")
 [ ${#TARGETS[@]} -eq 0 ] && TARGETS=("${ALL_TARGETS[@]}")
+NATIVE=()
+for T in "${TARGETS[@]}"; do [ "$T" != fuzz_onnx_importer ] && NATIVE+=("$T"); done
 
-for tool in clang clang++; do
-  command -v $tool >/dev/null || { echo "fuzz.sh: $tool not found (apt-get install clang libclang-rt-dev)" >&2; exit 2; }
-done
+if [ ${#NATIVE[@]} -gt 0 ]; then
+  for tool in clang clang++; do
+    command -v $tool >/dev/null || { echo "fuzz.sh: $tool not found (apt-get install clang libclang-rt-dev)" >&2; exit 2; }
+  done
+  CC=clang CXX=clang++ cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DKILN_BUILD_FUZZERS=ON -DKILN_BUILD_TESTS=OFF >/dev/null
+  ninja -C "$BUILD" -j "$JOBS" "${NATIVE[@]}"
+fi
 
-CC=clang CXX=clang++ cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DKILN_BUILD_FUZZERS=ON -DKILN_BUILD_TESTS=OFF >/dev/null
-ninja -C "$BUILD" -j "$JOBS" "${TARGETS[@]}"
+# The hypothesis target: one python3 process (single core); it prints its execution count.
+run_onnx_target() {
+  local LOG=$BUILD/fuzz_onnx_importer.log RC
+  echo "fuzz.sh: running fuzz_onnx_importer for ${1}s (log: $LOG)"
+  set +e
+  python3 "$ROOT/tests/fuzz/fuzz_onnx_importer.py" --seconds "$1" \
+    --crashes "$BUILD/crashes/fuzz_onnx_importer" >"$LOG" 2>&1
+  RC=$?
+  set -e
+  tail -n 3 "$LOG"
+  EXECS=$(grep -oE "executions: [0-9]+" "$LOG" | awk '{print $2}' | tail -1 || true)
+  echo "fuzz.sh: fuzz_onnx_importer: executions: ${EXECS:-unknown}, exit status: $RC"
+  if [ $RC -ne 0 ]; then
+    echo "fuzz.sh: fuzz_onnx_importer: CRASH found; inputs in $BUILD/crashes/fuzz_onnx_importer" >&2
+    return 1
+  fi
+}
 
 PER_TARGET=$(( SECONDS_TO_RUN / ${#TARGETS[@]} ))
 [ "$PER_TARGET" -lt 1 ] && PER_TARGET=1
@@ -39,6 +64,10 @@ for T in "${TARGETS[@]}"; do
     fuzz_safetensors)
       SEED_DIRS=("$ROOT/tests/fuzz/corpus/safetensors")
       DICT=$ROOT/tests/fuzz/safetensors.dict ;;
+    fuzz_onnx_importer)
+      mkdir -p "$BUILD"
+      run_onnx_target "$PER_TARGET" || FAILED=1
+      continue ;;
     *) echo "fuzz.sh: unknown target '$T' (targets: ${ALL_TARGETS[*]})" >&2; exit 2 ;;
   esac
   CORPUS=$BUILD/corpus/$T

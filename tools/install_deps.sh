@@ -44,7 +44,7 @@ fi
 
 # Python packages for the ONNX importer and its tests (tools/requirements.txt), only when missing.
 if command -v python3 >/dev/null 2>&1; then
-  if ! python3 -c "import onnx, onnxruntime, numpy, pytest" >/dev/null 2>&1; then
+  if ! python3 -c "import onnx, onnxruntime, numpy, pytest, hypothesis" >/dev/null 2>&1; then
     echo "install_deps: installing Python packages from tools/requirements.txt"
     python3 -m pip install -q -r "$(dirname "$0")/requirements.txt" ||
       echo "install_deps: warning: pip install failed; the ONNX import tests will skip" >&2

@@ -86,6 +86,14 @@ class Converter:
     def attrs(self, node):
         return onnx_model.attributes(node)
 
+    def flag(self, node, at, key, default):
+        """A 0/1 attribute (keepdims, transA, ceil_mode, ...) as 0 or 1; any other value is
+        refused, not read as true."""
+        v = at.get(key, default)
+        if v not in (0, 1):
+            self.fail(node, f"{key} {v}: expected 0 or 1")
+        return int(v)
+
     # ---------------------------------------------------------------- tensors
     def is_act(self, t):
         return t in self.tmap
@@ -132,6 +140,9 @@ class Converter:
             arr = self.integral(node, t, arr, dtype)
         elif arr.dtype != np.float32:
             arr = arr.astype(np.float64)
+        if 0 in arr.shape:
+            self.fail(node, f"tensor '{t}' is empty (shape {list(arr.shape)}); kiln tensors have "
+                            f"no zero-size dims")
         arr = self.representable(arr, dtype, name)
         spec = {"dtype": dtype, "shape": [int(d) for d in arr.shape]}
         if arr.size <= INLINE_MAX:

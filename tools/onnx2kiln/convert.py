@@ -21,7 +21,7 @@ def convert(model, name, layout="NCHW", dtype=None, source="model.onnx"):
     cx = Converter(model, name, layout=layout, dtype=dtype, source=source)
     g = cx.g
     for init in g.initializer:
-        cx.consts[init.name] = onnx_model.to_numpy(init)
+        cx.consts[init.name] = onnx_model.to_numpy(init, f"{source}: initializer '{init.name}'")
     init_names = {i.name for i in g.initializer}
     for vi in g.input:
         if vi.name not in init_names:
@@ -77,7 +77,7 @@ def constant_value(cx, n):
     import numpy as np
     a = cx.attrs(n)
     if "value" in a:
-        return onnx_model.to_numpy(a["value"])
+        return onnx_model.to_numpy(a["value"], f"{cx.source}: {cx.where(n)}: attribute value")
     if "value_float" in a:
         return np.array(a["value_float"], dtype=np.float32)
     if "value_floats" in a:

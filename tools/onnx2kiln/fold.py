@@ -14,6 +14,21 @@ from onnx import helper
 
 from .registry import FOLDERS, folder
 
+# A folded value may have at most this many elements: ConstantOfShape, Expand and Range make
+# arrays whose size comes from the model's numbers, and a hostile model asks for petabytes.
+FOLD_MAX_ELEMENTS = 1 << 24
+
+
+def bounded(shape, what="the folded value"):
+    """`shape` as ints when it has at most FOLD_MAX_ELEMENTS elements (ValueError otherwise)."""
+    shape = [int(d) for d in shape]
+    if any(d < 0 for d in shape):
+        raise ValueError(f"{what} would have a negative dim: {shape}")
+    if math.prod(shape) > FOLD_MAX_ELEMENTS:
+        raise ValueError(f"{what} would have shape {shape}, more than {FOLD_MAX_ELEMENTS} "
+                         f"elements")
+    return shape
+
 
 def is_sym_array(a):
     return isinstance(a, np.ndarray) and a.dtype == object
@@ -79,7 +94,10 @@ def try_fold(cx, n):
         return False
     ins = [cx.consts[t] if t else None for t in n.input]
     try:
-        out = fn(ins, at)
+        # NaN and infinities are what ONNX computes too (0 / 0, a negative base to a fractional
+        # power): no numpy warning on stderr.
+        with np.errstate(all="ignore"):
+            out = fn(ins, at)
     except Exception as e:  # noqa: BLE001 - a fold that numpy cannot do
         cx.fail(n, f"cannot fold this op on constant inputs: {e}")
     if out is None:
@@ -119,7 +137,7 @@ def fold_shape(cx, n, at):
 @folder("Size", reads_shape=True)
 def fold_size(cx, n, at):
     s = input_shape(cx, n.input[0])
-    if s is None or not all(isinstance(v, int) for v in s):
+    if s is None or not all(isinstance(v, int) for v in s) or math.prod(s) >= 2**63:
         return None
     return np.array(math.prod(s), dtype=np.int64)
 
@@ -221,8 +239,9 @@ def fold_transpose(ins, at):
 def fold_expand(ins, at):
     if any_sym(ins):
         return None
-    shape = [int(d) for d in ins[1]]
-    return ins[0] * np.ones(shape, dtype=ins[0].dtype)
+    shape = bounded(ins[1].flatten(), "Expand's shape")
+    out = bounded(np.broadcast_shapes(np.shape(ins[0]), tuple(shape)))
+    return np.broadcast_to(ins[0], out).copy()
 
 
 @folder("Tile")
@@ -291,14 +310,18 @@ def fold_constant_of_shape(ins, at):
     if any_sym(ins):
         return None
     v = to_numpy(at["value"]) if "value" in at else np.zeros(1, np.float32)
-    return np.full([int(d) for d in ins[0]], v.flatten()[0], dtype=v.dtype)
+    return np.full(bounded(ins[0].flatten()), v.flatten()[0], dtype=v.dtype)
 
 
 @folder("Range")
 def fold_range(ins, at):
     if any_sym(ins):
         return None
-    return np.arange(ins[0].item(), ins[1].item(), ins[2].item()).astype(ins[0].dtype)
+    start, limit, delta = (ins[i].item() for i in range(3))
+    if delta == 0 or not all(math.isfinite(v) for v in (start, limit, delta)):
+        raise ValueError(f"Range({start}, {limit}, {delta}) has no finite length")
+    bounded([max(math.ceil((limit - start) / delta), 0)], "the range")
+    return np.arange(start, limit, delta).astype(ins[0].dtype)
 
 
 @folder("Equal")

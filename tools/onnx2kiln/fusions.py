@@ -12,6 +12,7 @@ import math
 
 import numpy as np
 
+from .ops.norms import norm_eps
 from .registry import fusion
 from .shapes import mm_shape
 
@@ -156,7 +157,7 @@ def groupnorm_from_instancenorm(cx, n):
         return False
     tail, params = _affine_tail(cx, r2, s[1], len(s))
     chain = [r2] + tail
-    eps = float(cx.attrs(n).get("epsilon", 1e-5))
+    eps = norm_eps(cx, n, cx.attrs(n))
     dt = cx.dtype[xt]
     ins = [xt]
     for p, what in zip(params, ("scale", "bias")):

@@ -6,7 +6,10 @@ import numpy as np
 
 from ..model import str_attr
 from ..registry import converter
-from ..shapes import window_dims
+from ..shapes import window_dims as _window_dims
+
+
+INT32_MAX = 2**31 - 1
 
 
 def _ints_attr(cx, n, at, key, default, count, least):
@@ -20,6 +23,9 @@ def _ints_attr(cx, n, at, key, default, count, least):
     if bad:
         what = "negative" if least == 0 else ("zero or negative" if least == 1 else "too small")
         cx.fail(n, f"{key} {v}: {what} values are not allowed (each must be >= {least})")
+    if any(x > INT32_MAX for x in v):
+        cx.fail(n, f"{key} {v}: values above {INT32_MAX} are not supported (kiln's attributes "
+                   f"are 32-bit)")
     return v
 
 
@@ -44,6 +50,20 @@ def window_pads(cx, n, at, in_sizes, kernel, strides, dils):
         begin.append(small if auto == "SAME_UPPER" else big)
         end.append(big if auto == "SAME_UPPER" else small)
     return begin + end
+
+
+def window_dims(cx, n, sizes, pads, kernel, strides, dils):
+    """The output sizes of a conv or pool window; a static size below 1 (the window does not fit
+    the padded input: onnxruntime gives an empty tensor, which kiln has no form for) is
+    refused."""
+    out = _window_dims(sizes, pads, kernel, strides, dils)
+    nsp = len(kernel)
+    for i, o in enumerate(out):
+        if o is not None and o < 1:
+            cx.fail(n, f"the window (kernel {kernel[i]}, dilation {dils[i]}) does not fit spatial "
+                       f"dim {i} of size {sizes[i]} with padding {pads[i]} + {pads[nsp + i]}: "
+                       f"the output would be empty")
+    return out
 
 
 # ------------------------------------------------------------------------------ conv
@@ -98,7 +118,7 @@ def conv(cx, n, at):
     if id(n) in cx.extra_pads:  # a Pad folded into this conv
         pads = [p + e for p, e in zip(pads, cx.extra_pads[id(n)])]
     bias = cx.act(n, n.input[2], dt) if len(n.input) > 2 and n.input[2] else None
-    out_sizes = window_dims(s[2:], pads, kernel, strides, dils)
+    out_sizes = window_dims(cx, n, s[2:], pads, kernel, strides, dils)
     if r == 3:
         _conv1d(cx, n, xt, w, bias, s, pads, strides, dils, groups, out_sizes[0])
         return
@@ -154,15 +174,15 @@ def pool(cx, n, at, kind):
     if dils != [1, 1]:
         cx.fail(n, f"dilations {dils} are not supported")
     pads = window_pads(cx, n, at, s[2:], kernel, strides, dils)
-    if at.get("ceil_mode", 0):
+    if cx.flag(n, at, "ceil_mode", 0):
         if kind != "maxpool2d":
             cx.fail(n, "ceil_mode=1 is supported for MaxPool only")
         pads = _ceil_mode_pads(cx, n, s, kernel, strides, pads)
     attrs = {"kernel": kernel, "stride": strides, "padding": pads}
     if kind == "avgpool2d":
-        attrs["count_include_pad"] = int(at.get("count_include_pad", 0))
+        attrs["count_include_pad"] = cx.flag(n, at, "count_include_pad", 0)
     cx.emit(n, kind, [xt], attrs, out=n.output[0],
-            shape=[s[0], s[1]] + window_dims(s[2:], pads, kernel, strides, [1, 1]))
+            shape=[s[0], s[1]] + window_dims(cx, n, s[2:], pads, kernel, strides, [1, 1]))
 
 
 @converter("MaxPool")
@@ -242,6 +262,8 @@ def pad(cx, n, at):
         cx.fail(n, f"Pad mode '{mode}' is not supported (only 'constant', 'reflect' and 'edge')")
     if len(pads) != 2 * r or any(p < 0 for p in pads):
         cx.fail(n, f"Pad with pads {pads}: negative pads (cropping) are not supported")
+    if any(p > INT32_MAX for p in pads):
+        cx.fail(n, f"Pad with pads {pads}: values above {INT32_MAX} are not supported")
     s = cx.shp(xt)
     if s is None:
         cx.fail(n, "Pad needs a known input shape")

@@ -37,6 +37,8 @@ def binary(cx, n, at):
 @converter("Gelu")
 def gelu(cx, n, at):
     approx = str_attr(at, "approximate", "none")
+    if approx not in ("none", "tanh"):
+        cx.fail(n, f"approximate '{approx}': expected 'none' or 'tanh'")
     cx.emit(n, "gelu", [cx.act(n, n.input[0])], {"approximate": approx}, out=n.output[0])
 
 
@@ -70,19 +72,31 @@ def elu(cx, n, at):
 
 
 def _bound(v):
-    """A clamp bound for the graph file: infinities as strings (a NaN bound reads as -inf)."""
+    """A clamp bound for the graph file: infinities as strings."""
     return v if math.isfinite(v) else ("inf" if v > 0 else "-inf")
+
+
+def _clip_bound(cx, n, i, what):
+    """Clip's bound input i (min or max): a constant scalar."""
+    v = np.asarray(cx.const(n, n.input[i], what))
+    if v.size != 1:
+        cx.fail(n, f"{what} '{n.input[i]}' has shape {list(v.shape)}; expected a scalar")
+    return float(v.reshape(()))
 
 
 @converter("Clip")
 def clip(cx, n, at):
-    """Bounds as attributes (opset < 11) or constant inputs; a missing one is unbounded."""
+    """Bounds as attributes (opset < 11) or constant inputs; a missing one is unbounded. A min
+    above max gives max everywhere (the spec's rule, and min(max(x, lo), hi)): clamp(hi, hi)."""
     xt = cx.act(n, n.input[0])
-    lo, hi = at.get("min", -math.inf), at.get("max", math.inf)
+    lo, hi = float(at.get("min", -math.inf)), float(at.get("max", math.inf))
     if len(n.input) > 1 and n.input[1]:
-        lo = float(np.asarray(cx.const(n, n.input[1], "min")).reshape(()))
+        lo = _clip_bound(cx, n, 1, "min")
     if len(n.input) > 2 and n.input[2]:
-        hi = float(np.asarray(cx.const(n, n.input[2], "max")).reshape(()))
+        hi = _clip_bound(cx, n, 2, "max")
+    if math.isnan(lo) or math.isnan(hi):
+        cx.fail(n, f"a NaN bound (min {lo}, max {hi}) is not supported")
+    lo = min(lo, hi)
     cx.emit(n, "clamp", [xt], {"min": _bound(float(lo)), "max": _bound(float(hi))},
             out=n.output[0])
 

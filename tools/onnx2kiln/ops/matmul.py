@@ -24,6 +24,9 @@ def matmul(cx, n, at):
     a, squeeze_m = _vector_const(cx, a, (1, -1), "_row")
     b, squeeze_n = _vector_const(cx, b, (-1, 1), "_col")
     at_, bt_ = cx.act(n, a, dt), cx.act(n, b, dt)
+    for t, kt in ((a, at_), (b, bt_)):
+        if cx.rank(n, kt) == 0:
+            cx.fail(n, f"input '{t}' is a scalar; MatMul needs operands of rank 1 or more")
     if cx.rank(n, at_) == 1:
         at_ = cx.emit(n, "reshape", [at_], {"shape": [1, -1]}, shape=[1, cx.shp(at_)[0]],
                       suffix="row")
@@ -76,9 +79,12 @@ def gemm(cx, n, at):
     a, b = n.input[0], n.input[1]
     c = n.input[2] if len(n.input) > 2 and n.input[2] else None
     alpha, beta = float(at.get("alpha", 1.0)), float(at.get("beta", 1.0))
-    ta, tb = int(at.get("transA", 0)), int(at.get("transB", 0))
+    ta, tb = cx.flag(n, at, "transA", 0), cx.flag(n, at, "transB", 0)
     dt = cx.act_dtype(a, b)
     at_, bt_ = cx.act(n, a, dt), cx.act(n, b, dt)
+    for t, kt in ((a, at_), (b, bt_)):
+        if cx.shp(kt) is not None and len(cx.shp(kt)) != 2:
+            cx.fail(n, f"input '{t}' has rank {len(cx.shp(kt))}; Gemm takes 2-D A and B")
     shape = mm_shape(cx.shp(at_), cx.shp(bt_), bool(ta), bool(tb))
     attrs = {"transpose_a": ta, "transpose_b": tb}
     bias = _gemm_bias(cx, n, c, alpha, beta, shape[-1] if shape else None, dt)

@@ -57,7 +57,7 @@ def reshape(cx, n, at):
     inferred, a symbol stays a symbol; one unknown entry becomes -1."""
     xt = cx.act(n, n.input[0])
     tgt = cx.const(n, n.input[1], "the target shape")
-    if at.get("allowzero", 0) and any(isinstance(v, (int, np.integer)) and v == 0
+    if cx.flag(n, at, "allowzero", 0) and any(isinstance(v, (int, np.integer)) and v == 0
                                       for v in tgt.flatten()):
         cx.fail(n, "allowzero=1 with a 0 in the shape (an empty tensor) is not supported")
     target = []

@@ -21,8 +21,8 @@ def reduce(cx, n, at):
     if axes is None and len(n.input) > 1 and n.input[1]:
         axes = [int(v) for v in np.asarray(cx.const(n, n.input[1], "axes")).flatten()]
     axes = list(axes or [])
-    keep = int(at.get("keepdims", 1))
-    if not axes and at.get("noop_with_empty_axes", 0):
+    keep = cx.flag(n, at, "keepdims", 1)
+    if not axes and cx.flag(n, at, "noop_with_empty_axes", 0):
         cx.alias(n, xt)
         return
     red = {cx.axis(n, a, r, "axes entry") for a in axes} if axes else set(range(r))
