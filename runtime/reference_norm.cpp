@@ -5,8 +5,8 @@
 #include <limits>
 
 #include "engine/base/check.hpp"
-#include "runtime/reference_ops.hpp"
 #include "engine/base/thread_pool.hpp"
+#include "runtime/reference_ops.hpp"
 
 namespace kiln::ref {
 

@@ -12,7 +12,6 @@
 #include <set>
 #include <sstream>
 
-#include "tests/test_paths.hpp"
 #include "codegen/kernel_spec.hpp"
 #include "codegen/nvrtc.hpp"
 #include "engine/ir/op_table.hpp"
@@ -21,6 +20,7 @@
 #include "kiln/error.hpp"
 #include "kiln/graph.hpp"
 #include "tests/pool_graphs.hpp"
+#include "tests/test_paths.hpp"
 
 namespace kiln {
 namespace {
@@ -671,7 +671,8 @@ TEST(Codegen, GoldenSource) {
                         k.block[0], k.args.size());
     text += k.source.substr(prelude.size());
   }
-  std::string path = std::string(kiln::testing::source_dir()) + "/tests/golden/codegen_bias_gelu_layernorm.cu";
+  std::string path =
+      std::string(kiln::testing::source_dir()) + "/tests/golden/codegen_bias_gelu_layernorm.cu";
   const char* update = std::getenv("UPDATE_GOLDEN");
   if (update && std::string(update) == "1") {
     std::ofstream(path) << text;

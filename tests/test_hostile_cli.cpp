@@ -138,8 +138,9 @@ TEST(HostileCli, Row9OldArchs) {
 TEST(HostileCli, Row10ExplainOfAWrappingShape) {
   TempDir d;
   write_file(d / "g.json", kSmallGraph);
-  expect_one_line_error({"explain", (d / "g.json").string(), "--shape", "N=1152921504606846976"},
-                        {"tensor 'x' (f32[N, 8])", "more than 2^63 bytes", "N=1152921504606846976"});
+  expect_one_line_error(
+      {"explain", (d / "g.json").string(), "--shape", "N=1152921504606846976"},
+      {"tensor 'x' (f32[N, 8])", "more than 2^63 bytes", "N=1152921504606846976"});
 }
 
 TEST(HostileCli, Row11NulAfterTheGraph) {

@@ -8,11 +8,11 @@
 
 #include <fmt/format.h>
 
-#include "tests/test_paths.hpp"
 #include "engine/ir/json_io.hpp"
 #include "engine/ir/op_table.hpp"
 #include "kiln/error.hpp"
 #include "kiln/io.hpp"
+#include "tests/test_paths.hpp"
 #include "tests/user_error.hpp"
 
 using namespace kiln;

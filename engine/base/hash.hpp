@@ -10,7 +10,9 @@
 
 namespace kiln {
 
-inline uint64_t hash_rotl(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
+inline uint64_t hash_rotl(uint64_t x, int r) {
+  return (x << r) | (x >> (64 - r));
+}
 // murmur3's 64-bit finalizer: every input bit affects every output bit.
 inline uint64_t hash_fmix64(uint64_t k) {
   k ^= k >> 33;

@@ -172,10 +172,10 @@ struct Loader {
       if (dj.is_string()) {
         const std::string& s = dj.get_ref<const std::string&>();
         Dim e = is_identifier(s) ? Dim(s) : parse_dim(s, w);
-        KILN_CHECK(!e.is_static() || e.value() > 0,
-                   "{}: '{}' is {}: a dim must be positive", w, s, e.is_static() ? e.value() : 0);
-        KILN_CHECK(!e.is_static() || e.value() <= lim.max_dim, "{}: size {} is over the limit of {}",
-                   w, s, lim.max_dim);
+        KILN_CHECK(!e.is_static() || e.value() > 0, "{}: '{}' is {}: a dim must be positive", w, s,
+                   e.is_static() ? e.value() : 0);
+        KILN_CHECK(!e.is_static() || e.value() <= lim.max_dim,
+                   "{}: size {} is over the limit of {}", w, s, lim.max_dim);
         d.shape.push_back(std::move(e));
         continue;
       }

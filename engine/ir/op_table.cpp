@@ -894,8 +894,8 @@ std::vector<OpInfo> reduction_window_movement_rows() {
 
 std::vector<OpInfo> build_table() {
   std::vector<OpInfo> t = pointwise_rows();
-  for (auto rows : {contraction_and_norm_rows, reduction_window_movement_rows, int_bool_rows,
-                    movement_rows})
+  for (auto rows :
+       {contraction_and_norm_rows, reduction_window_movement_rows, int_bool_rows, movement_rows})
     for (OpInfo& row : rows()) t.push_back(std::move(row));
   // Movement moves values of any dtype.
   for (OpInfo& row : t)

@@ -28,13 +28,13 @@ bool has_batchnorm_after_contraction(const Graph& g);
 // C = 3) would load them one by one. A conv2d qualifies when x is f16/bf16 NHWC, groups is 1,
 // C % 8 != 0 and C != 4 (C = 4 convs load 8-byte halves of a chunk), C < kMaxPaddedConvChannels
 // (the small channel counts of input stems), the filter is a constant and it is not 1x1 (an R x S
-// > 1 conv gains more than the pad's pass over x costs, a 1x1 conv does not: docs/PERFORMANCE.md). Its filter becomes a constant [K, Cp, R, S] (Cp = 4 for C < 4, which
-// halves the stem's MMA work against 8; else C rounded up to 8) whose extra channels are 0, and it
-// reads x
-// through a new `pad` node ("<conv>_pad_c<Cp>", output "<x>_c<Cp>") that appends Cp - C zero
-// channels: every sum gains only 0 * 0 terms, so the conv computes the same values. A tensor
-// feeding several such convs is padded once. Returns the number of convs rewritten, and in
-// `padded` (optional) one "conv1 (3 -> 8)" per conv; the unpadded filters are pruned.
+// > 1 conv gains more than the pad's pass over x costs, a 1x1 conv does not: docs/PERFORMANCE.md).
+// Its filter becomes a constant [K, Cp, R, S] (Cp = 4 for C < 4, which halves the stem's MMA work
+// against 8; else C rounded up to 8) whose extra channels are 0, and it reads x through a new `pad`
+// node ("<conv>_pad_c<Cp>", output "<x>_c<Cp>") that appends Cp - C zero channels: every sum gains
+// only 0 * 0 terms, so the conv computes the same values. A tensor feeding several such convs is
+// padded once. Returns the number of convs rewritten, and in `padded` (optional) one "conv1 (3 ->
+// 8)" per conv; the unpadded filters are pruned.
 constexpr int64_t kMaxPaddedConvChannels = 64;
 int pad_conv_channels(Graph& g, std::vector<std::string>* padded = nullptr);
 
