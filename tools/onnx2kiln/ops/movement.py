@@ -290,3 +290,59 @@ def trilu(cx, n, at):
             cx.fail(n, f"k must be a scalar, found {kv}")
         k = kv[0]
     cx.emit(n, "trilu", [xt], {"upper": int(at.get("upper", 1)), "k": k}, out=n.output[0])
+
+
+def _squeeze_axes(cx, n, at):
+    """Squeeze/Unsqueeze axes: an attribute before opset 13, a constant input from 13 on."""
+    if "axes" in at:
+        return [int(v) for v in at["axes"]]
+    if len(n.input) > 1 and n.input[1]:
+        return [int(v) for v in cx.const(n, n.input[1], "the axes").flatten().tolist()]
+    return None
+
+
+def _reshape_to(cx, n, xt, out_shape):
+    """A reshape of run-time tensor xt to out_shape (ints, symbols; at most one unknown dim)."""
+    target = [-1 if v is None else v for v in out_shape]
+    if target.count(-1) > 1:
+        cx.fail(n, f"the output shape {out_shape} has more than one dim unknown at conversion time")
+    cx.emit(n, "reshape", [xt], {"shape": target}, out=n.output[0],
+            shape=reshape_shape(cx.shp(xt), target))
+
+
+@converter("Unsqueeze")
+def unsqueeze(cx, n, at):
+    """On a run-time tensor (the class token of ViT, masks): a reshape inserting 1s."""
+    xt = cx.act(n, n.input[0])
+    s = cx.shp(xt)
+    if s is None:
+        cx.fail(n, "the input's rank is unknown at conversion time")
+    axes = _squeeze_axes(cx, n, at)
+    if axes is None:
+        cx.fail(n, "Unsqueeze needs axes")
+    r = len(s) + len(axes)
+    norm = [cx.axis(n, a, r, what="axes") for a in axes]
+    if len(set(norm)) != len(norm):
+        cx.fail(n, f"axes {axes} repeat an axis")
+    it = iter(s)
+    _reshape_to(cx, n, xt, [1 if i in norm else next(it) for i in range(r)])
+
+
+@converter("Squeeze")
+def squeeze(cx, n, at):
+    """On a run-time tensor: a reshape dropping dims of size 1 (the given ones, or every one)."""
+    xt = cx.act(n, n.input[0])
+    s = cx.shp(xt)
+    if s is None:
+        cx.fail(n, "the input's rank is unknown at conversion time")
+    axes = _squeeze_axes(cx, n, at)
+    if axes is None:
+        if any(not isinstance(v, int) for v in s):
+            cx.fail(n, f"Squeeze without axes of shape {s}: which dims are 1 is unknown")
+        drop = {i for i, v in enumerate(s) if v == 1}
+    else:
+        drop = {cx.axis(n, a, len(s), what="axes") for a in axes}
+        for i in drop:
+            if s[i] != 1:
+                cx.fail(n, f"axis {i} has size {s[i]}, not 1")
+    _reshape_to(cx, n, xt, [v for i, v in enumerate(s) if i not in drop])
