@@ -11,7 +11,6 @@
 #include <sstream>
 #include <thread>
 
-#include "tests/test_paths.hpp"
 #include "codegen/kernel_spec.hpp"
 #include "engine/base/env.hpp"
 #include "engine/ir/graph_key.hpp"
@@ -20,6 +19,7 @@
 #include "kiln/error.hpp"
 #include "kiln/io.hpp"
 #include "tests/engine_test_fixture.hpp"
+#include "tests/test_paths.hpp"
 
 using namespace kiln;
 namespace fs = std::filesystem;

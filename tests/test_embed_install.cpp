@@ -11,12 +11,12 @@
 #include <regex>
 #include <string>
 
-#include "tests/test_paths.hpp"
 #include "kiln/graph.hpp"
 #include "kiln/io.hpp"
 #include "kiln/reference.hpp"
 #include "runtime/cuda_driver.hpp"
 #include "tests/shell_util.hpp"
+#include "tests/test_paths.hpp"
 
 namespace fs = std::filesystem;
 using namespace kiln;

@@ -9,12 +9,12 @@
 #include <sstream>
 #include <string>
 
-#include "tests/test_paths.hpp"
 #include "codegen/kernel_spec.hpp"
 #include "engine/passes/passes.hpp"
 #include "engine/planner/plan.hpp"
 #include "kiln/io.hpp"
 #include "tests/shell_util.hpp"
+#include "tests/test_paths.hpp"
 
 namespace fs = std::filesystem;
 using namespace kiln;
@@ -116,7 +116,8 @@ INSTANTIATE_TEST_SUITE_P(ExampleGraphs, Explain,
 TEST(ExplainCli, BadArgumentsAreUsageErrors) {
   std::string out;
   EXPECT_EQ(run(std::string("'") + kiln::testing::cli_path() + "' explain", &out), 2) << out;
-  EXPECT_EQ(run(std::string("'") + kiln::testing::cli_path() + "' explain '" + kiln::testing::source_dir() +
+  EXPECT_EQ(run(std::string("'") + kiln::testing::cli_path() + "' explain '" +
+                    kiln::testing::source_dir() +
                     "/examples/graphs/add_layernorm_gelu.json' --shape nosuch=3",
                 &out),
             2)

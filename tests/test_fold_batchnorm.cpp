@@ -5,13 +5,13 @@
 
 #include <cmath>
 
-#include "tests/test_paths.hpp"
 #include "engine/passes/passes.hpp"
 #include "kiln/engine.hpp"
 #include "kiln/graph.hpp"
 #include "kiln/io.hpp"
 #include "kiln/reference.hpp"
 #include "tests/random_input.hpp"
+#include "tests/test_paths.hpp"
 
 using namespace kiln;
 
@@ -205,8 +205,8 @@ TEST(FoldBatchnorm, LeavesUnfoldableGraphsAlone) {
 // three batchnorms leave no batchnorm math in its kernels; without fusion, or with nothing to
 // fold, the graph is passed through untouched (no copy).
 TEST(FoldBatchnorm, EngineFoldsBeforePlanning) {
-  auto g = std::make_shared<const Graph>(
-      load_graph_file(std::string(kiln::testing::source_dir()) + "/examples/graphs/resnet50_bottleneck.json"));
+  auto g = std::make_shared<const Graph>(load_graph_file(
+      std::string(kiln::testing::source_dir()) + "/examples/graphs/resnet50_bottleneck.json"));
   ASSERT_EQ(count_op(*g, OpKind::Batchnorm), 3);
   std::string note;
   std::shared_ptr<const Graph> f = apply_engine_passes(g, true, &note);

@@ -7,7 +7,6 @@
 #include <filesystem>
 #include <string>
 
-#include "tests/test_paths.hpp"
 #include "codegen/kernel_spec.hpp"
 #include "engine/api/lower.hpp"
 #include "engine/base/env.hpp"
@@ -21,6 +20,7 @@
 #include "kiln/lowering.hpp"
 #include "kiln/random.hpp"
 #include "tests/engine_test_fixture.hpp"
+#include "tests/test_paths.hpp"
 #include "tests/user_error.hpp"
 
 using namespace kiln;
@@ -29,7 +29,8 @@ namespace fs = std::filesystem;
 namespace {
 
 Graph example(const std::string& name) {
-  return load_graph_file((fs::path(kiln::testing::source_dir()) / "examples" / "graphs" / name).string());
+  return load_graph_file(
+      (fs::path(kiln::testing::source_dir()) / "examples" / "graphs" / name).string());
 }
 
 const char* const kExamples[] = {"add_layernorm_gelu.json", "resnet50_bottleneck.json",

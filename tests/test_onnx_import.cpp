@@ -4,8 +4,8 @@
 // onnxruntime, numpy and pytest is not available (pip install -r tools/requirements.txt).
 #include <gtest/gtest.h>
 
-#include "tests/test_paths.hpp"
 #include "tests/shell_util.hpp"
+#include "tests/test_paths.hpp"
 
 #include <sys/wait.h>
 #include <array>
@@ -43,7 +43,8 @@ TEST(OnnxImport, PythonSuiteAgainstOnnxRuntime) {
                  << why;
   }
   std::string cmd =
-      "cd " + quote(kiln::testing::source_dir()) + " && KILN_CLI=" + quote(kiln::testing::cli_path()) +
+      "cd " + quote(kiln::testing::source_dir()) +
+      " && KILN_CLI=" + quote(kiln::testing::cli_path()) +
       " PYTHONDONTWRITEBYTECODE=1 python3 -m pytest -q -p no:cacheprovider tests/python";
   Result r = shell(cmd);
   EXPECT_EQ(r.status, 0) << cmd << "\n" << r.output;

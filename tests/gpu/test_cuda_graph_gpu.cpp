@@ -3,12 +3,12 @@
 // caller workspace each get their own capture; user errors stay located.
 #include <gtest/gtest.h>
 
-#include "tests/test_paths.hpp"
 #include "kiln/engine.hpp"
 #include "kiln/error.hpp"
 #include "kiln/io.hpp"
 #include "kiln/reference.hpp"
 #include "tests/gpu/gpu_test_util.hpp"
+#include "tests/test_paths.hpp"
 
 using namespace kiln;
 using namespace kiln::gputest;

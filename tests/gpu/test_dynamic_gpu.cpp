@@ -15,11 +15,11 @@
 #include <filesystem>
 #include <thread>
 
-#include "tests/test_paths.hpp"
 #include "kiln/engine.hpp"
 #include "kiln/io.hpp"
 #include "kiln/reference.hpp"
 #include "tests/gpu/gpu_test_util.hpp"
+#include "tests/test_paths.hpp"
 
 using namespace kiln;
 using namespace kiln::gputest;

@@ -10,12 +10,12 @@
 #include <set>
 #include <thread>
 
-#include "tests/test_paths.hpp"
 #include "kiln/engine.hpp"
 #include "kiln/error.hpp"
 #include "kiln/io.hpp"
 #include "kiln/reference.hpp"
 #include "tests/gpu/gpu_test_util.hpp"
+#include "tests/test_paths.hpp"
 
 using namespace kiln;
 using namespace kiln::gputest;
@@ -116,10 +116,11 @@ TEST(ThreadsGpu, ConcurrentCompilesShareTheCacheAndCompileEachKernelOnce) {
   o.disk_cache = false;
   o.load_kernels = cuda::driver_available();
   Engine engine(o);
-  std::vector<Graph> graphs = {
-      threads_graph(),
-      load_graph_file(std::string(kiln::testing::source_dir()) + "/examples/graphs/add_layernorm_gelu.json"),
-      load_graph_file(std::string(kiln::testing::source_dir()) + "/examples/graphs/transformer_mlp.json")};
+  std::vector<Graph> graphs = {threads_graph(),
+                               load_graph_file(std::string(kiln::testing::source_dir()) +
+                                               "/examples/graphs/add_layernorm_gelu.json"),
+                               load_graph_file(std::string(kiln::testing::source_dir()) +
+                                               "/examples/graphs/transformer_mlp.json")};
   constexpr int kThreads = 6;
   std::vector<std::vector<KernelInfo>> infos(kThreads);
   std::vector<std::string> errors(kThreads);

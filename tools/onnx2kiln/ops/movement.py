@@ -40,15 +40,22 @@ def dims_target(cx, n, s):
     return list(s)
 
 
+def _reshape_to(cx, n, xt, out_shape):
+    """A reshape of run-time tensor xt to out_shape (ints, symbols; at most one unknown dim)."""
+    target = [-1 if v is None else v for v in out_shape]
+    if target.count(-1) > 1:
+        cx.fail(n, f"the output shape {out_shape} has more than one dim unknown at conversion time")
+    cx.emit(n, "reshape", [xt], {"shape": target}, out=n.output[0],
+            shape=reshape_shape(cx.shp(xt), target))
+
+
 @converter("Flatten")
 def flatten(cx, n, at):
     xt = cx.act(n, n.input[0])
     s = cx.shp(xt)
     r = cx.rank(n, xt)
     axis = cx.axis(n, at.get("axis", 1), r, allow_end=True)
-    target = flatten_target(cx, n, s, axis)
-    cx.emit(n, "reshape", [xt], {"shape": target}, out=n.output[0],
-            shape=reshape_shape(s, target))
+    _reshape_to(cx, n, xt, flatten_target(cx, n, s, axis))
 
 
 @converter("Reshape")
@@ -63,13 +70,9 @@ def reshape(cx, n, at):
     target = []
     for v in tgt.flatten().tolist():
         target.append(int(v) if isinstance(v, (int, np.integer)) else v)
-    if None in target:
-        if target.count(None) == 1 and -1 not in target:
-            target[target.index(None)] = -1
-        else:
-            cx.fail(n, f"the target shape {target} has dims computed from run-time values")
-    cx.emit(n, "reshape", [xt], {"shape": target}, out=n.output[0],
-            shape=reshape_shape(cx.shp(xt), target))
+    if None in target and (target.count(None) > 1 or -1 in target):
+        cx.fail(n, f"the target shape {target} has dims computed from run-time values")
+    _reshape_to(cx, n, xt, target)
 
 
 @converter("Transpose")
@@ -299,15 +302,6 @@ def _squeeze_axes(cx, n, at):
     if len(n.input) > 1 and n.input[1]:
         return [int(v) for v in cx.const(n, n.input[1], "the axes").flatten().tolist()]
     return None
-
-
-def _reshape_to(cx, n, xt, out_shape):
-    """A reshape of run-time tensor xt to out_shape (ints, symbols; at most one unknown dim)."""
-    target = [-1 if v is None else v for v in out_shape]
-    if target.count(-1) > 1:
-        cx.fail(n, f"the output shape {out_shape} has more than one dim unknown at conversion time")
-    cx.emit(n, "reshape", [xt], {"shape": target}, out=n.output[0],
-            shape=reshape_shape(cx.shp(xt), target))
 
 
 @converter("Unsqueeze")
