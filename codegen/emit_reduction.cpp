@@ -4,9 +4,11 @@
 //
 // Schedule: when the innermost memory dim of the input is reduced, a warp (short reductions) or
 // a CTA (long ones) per output element walks the reduced elements in memory order (coalesced);
-// otherwise one thread per output element loops over the reduced dims while adjacent threads read
-// adjacent addresses. Each input element is visited exactly once, so prologue intermediates
-// needed elsewhere are written on the way.
+// otherwise adjacent threads hold adjacent outputs (adjacent addresses): one thread per output
+// looping over the reduced dims where outputs are many, else tiles of 32 outputs by 8 rows of the
+// reduced range, split over several CTAs that combine through a workspace (a global pool of a
+// large NHWC map: few outputs, long ranges; heuristics/schedule.cpp). Each input element is
+// visited exactly once, so prologue intermediates needed elsewhere are written on the way.
 #include <algorithm>
 #include <numeric>
 
@@ -52,21 +54,27 @@ class ReductionKernel {
     R_ = shape_numel(red_shape_);
     nout_ = shape_numel(kept_shape_);
     const bool inner = !red_dims_.empty() && red_dims_.back() == order.back();
-    sch_ = choose_reduction(R_.is_static() ? R_.value() : -1, inner, cx.opts.sm);
+    sch_ = choose_reduction(R_.is_static() ? R_.value() : -1,
+                            nout_.is_static() ? nout_.value() : -1, inner, cx.opts.sm);
     for (int n : grp.nodes)
       if (n != grp.anchor) (n < grp.anchor ? prologue_ : epilogue_).push_back(n);
   }
 
   KernelSpec emit() {
     GroupKernel k;
-    k.name = group_kernel_name(
-        g_, grp_, fmt::format("r{}", R_.is_static() ? std::to_string(R_.value()) : "dyn"));
+    std::string detail = fmt::format("r{}", R_.is_static() ? std::to_string(R_.value()) : "dyn");
+    if (!sch_.inner && sch_.columns)
+      detail += fmt::format("_cols32x{}_s{}", sch_.threads / 32, sch_.splits);
+    k.name = group_kernel_name(g_, grp_, detail);
     Rr_ = dp_.ref(R_);
     kept_c_ = decompose("o", kept_shape_, row_major_strides(kept_shape_), dp_);
     k.threads = sch_.threads;
     k.heading = fmt::format("// group {}: {} of {} over {} elements per output\n", grp_.id,
                             op_name(A_.op), xd_.str(), R_.str());
-    if (!sch_.inner)
+    if (!sch_.inner && sch_.columns) {
+      k.grid = column_tiles();
+      if (sch_.splits > 1) k.device = device_file("kiln_split_reduce.cuh");
+    } else if (!sch_.inner)
       k.grid = thread_per_output();
     else if (sch_.warp_per_output)
       k.grid = warp_per_output();
@@ -107,6 +115,19 @@ class ReductionKernel {
            : kind_ == ReduceKind::Min  ? "min"
            : kind_ == ReduceKind::Prod ? "prod"
                                        : "sum";
+  }
+  // Folds partial result `p` (of the same kind as acc) into acc.
+  std::string merge(const std::string& p) const {
+    switch (kind_) {
+      case ReduceKind::Max:
+        return fmt::format("acc = fmaxf(acc, {});", p);
+      case ReduceKind::Min:
+        return fmt::format("acc = fminf(acc, {});", p);
+      case ReduceKind::Prod:
+        return fmt::format("acc *= {};", p);
+      default:  // sums, and L2's sums of squares
+        return fmt::format("acc += {};", p);
+    }
   }
   std::string combine(const std::string& v) const {
     switch (kind_) {
@@ -188,6 +209,60 @@ class ReductionKernel {
     w_.close();
     finish();
     return (nout_ + Dim(T - 1)) / Dim(T);
+  }
+
+  // Tiles of 32 adjacent outputs (lane tx) by T / 32 rows (ty) of the reduced range, in
+  // sch_.splits CTAs per tile (schedule.hpp): rows combine in shared memory, splits through the
+  // workspace in split order (deterministic), the last CTA of a tile finishing.
+  Dim column_tiles() {
+    const int T = sch_.threads, TY = T / 32, S = sch_.splits;
+    const Dim tiles = (nout_ + Dim(31)) / Dim(32);
+    const std::string nt = dp_.ref(tiles);
+    std::string ws, cnt;
+    if (S > 1) {
+      KernelArg a;
+      a.kind = KernelArg::Kind::Scratch;
+      a.value = tiles * Dim(int64_t{S} * 32 * 4);
+      gp_.add_trailing("float* __restrict__ kc_ws", a);
+      a.kind = KernelArg::Kind::Counters;
+      a.value = tiles;
+      gp_.add_trailing("unsigned* __restrict__ kc_cnt", a);
+    }
+    w_.line("__shared__ float kiln_part[{}][33];", TY);
+    w_.line("const int tx = threadIdx.x & 31, ty = threadIdx.x >> 5;");
+    w_.line("const long long tile = static_cast<long long>(blockIdx.x) % {};", nt);
+    w_.line("const long long split = static_cast<long long>(blockIdx.x) / {};", nt);
+    w_.line("const long long o = tile * 32 + tx;");
+    w_.line("const bool live = o < {};", dp_.ref(nout_));
+    w_.line("(void)split;");
+    w_.line("float acc = {};", init());
+    const std::string chunk = S > 1 ? std::to_string((R_.value() + S - 1) / S) : std::string(Rr_);
+    w_.open("if (live) {{");
+    if (S > 1) {
+      w_.line("const long long j1 = (split + 1) * {0} < {1} ? (split + 1) * {0} : {1};", chunk,
+              Rr_);
+      w_.open("for (long long j = split * {} + ty; j < j1; j += {}) {{", chunk, TY);
+    } else {
+      w_.open("for (long long j = ty; j < {}; j += {}) {{", Rr_, TY);
+    }
+    visit();
+    w_.close();
+    w_.close();
+    w_.line("kiln_part[ty][tx] = acc;");
+    w_.line("__syncthreads();");
+    w_.line("if (ty != 0) return;");
+    w_.line("for (int y = 1; y < {}; ++y) {}", TY, merge("kiln_part[y][tx]"));
+    if (S > 1) {
+      w_.line("if (!kiln_split_arrive(kc_ws, kc_cnt, tile, split, {}, {}u, acc, live)) return;", nt,
+              S);
+      w_.line("acc = {};", init());
+      w_.line("if (live) for (int z = 0; z < {}; ++z) {}", S,
+              merge(fmt::format("kiln_split_partial(kc_ws, tile, z, {})", nt)));
+    }
+    w_.open("if (live) {{");
+    finish();
+    w_.close();
+    return tiles * Dim(S);
   }
 
   Dim warp_per_output() {

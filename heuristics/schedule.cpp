@@ -181,15 +181,31 @@ RowSchedule choose_rownorm(int64_t row_len, int max_elem_bytes, bool contiguous,
   return s;
 }
 
-ReduceSchedule choose_reduction(int64_t reduce_len, bool inner, int sm) {
+ReduceSchedule choose_reduction(int64_t reduce_len, int64_t outputs, bool inner, int sm) {
   ReduceSchedule s;
   s.inner = inner;
   if (!inner) {
-    // A thread per output element, looping over the reduced dims (adjacent threads read adjacent
-    // addresses).
     s.threads = 256;
     s.warp_per_output = false;
     s.outputs_per_cta = 256;
+    // A thread per output, looping over the reduced dims (adjacent threads read adjacent
+    // addresses), keeps the GPU busy only with many outputs: a squeeze-excite pool over a
+    // 112x112 NHWC map has 32 x 32 outputs of 12544 elements each, 4 CTAs on 132 SMs. Below
+    // about 2^16 outputs, or with a symbolic reduced range, tiles of 32 outputs by 8 rows
+    // split the range over enough CTAs for several waves.
+    constexpr int64_t kMinRowsPerSplit = 256;  // 32 iterations per thread: loads in flight
+    constexpr int64_t kTargetCtas = 1024;      // about 8 per SM on a 132-SM part
+    const bool few_outputs = outputs < 0 || outputs < (int64_t{1} << 16);
+    if (reduce_len >= 0 && reduce_len < 64) return s;
+    if (!few_outputs) return s;
+    s.columns = true;
+    s.outputs_per_cta = 32;
+    if (reduce_len < 0) return s;  // splits need the range at compile time
+    const int64_t tiles = outputs < 0 ? 32 : (outputs + 31) / 32;  // symbolic: assume a batch
+    const int64_t by_rows = std::max<int64_t>(1, reduce_len / kMinRowsPerSplit);
+    const int64_t by_ctas = std::max<int64_t>(1, kTargetCtas / tiles);
+    s.splits = static_cast<int>(std::min<int64_t>({by_rows, by_ctas, 64}));
+    (void)sm;
     return s;
   }
   if (reduce_len >= 0 && reduce_len <= 4096) {

@@ -78,8 +78,14 @@ struct ReduceSchedule {
   bool warp_per_output = true;
   int threads = 256;
   int outputs_per_cta = 8;
+  // Outer reductions (`inner` false) over long reduced ranges: a CTA holds 32 adjacent outputs
+  // (a warp across them, coalesced) by threads / 32 rows of the reduced range, combined in
+  // shared memory; `splits` CTAs share each 32-output tile, the last to arrive summing their
+  // partials (a workspace and a counter per tile). Off: one thread per output.
+  bool columns = false;
+  int splits = 1;
 };
-// `reduce_len` < 0: symbolic.
-ReduceSchedule choose_reduction(int64_t reduce_len, bool inner, int sm);
+// `reduce_len`, `outputs` < 0: symbolic.
+ReduceSchedule choose_reduction(int64_t reduce_len, int64_t outputs, bool inner, int sm);
 
 }  // namespace kiln

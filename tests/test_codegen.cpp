@@ -505,6 +505,46 @@ TEST(Codegen, ReductionScheduleFollowsMemoryOrder) {
   EXPECT_NE(ks2[0].source.find("kiln_warp_sum", body), std::string::npos);
 }
 
+// Outer reductions with few outputs over long ranges split the range over CTAs (the squeeze-excite
+// pool of a 112x112 NHWC map: 32 x 32 outputs of 12544 elements), with a workspace and counters;
+// many outputs keep a thread each; a symbolic range keeps one CTA per tile.
+TEST(Codegen, OuterReductionsSplitOverCtas) {
+  auto kernels_of = [](const Shape& shape, std::vector<int64_t> axes) {
+    Graph g("red");
+    Tensor x = g.input("x", DType::F16, shape, Layout::NHWC);
+    g.output(g.reduce("reduce_mean", x, axes, true));
+    return generate_kernels(g, plan_fusion(g));
+  };
+  auto count = [](const KernelSpec& k, KernelArg::Kind kind) {
+    int n = 0;
+    for (const KernelArg& a : k.args) n += a.kind == kind;
+    return n;
+  };
+  auto se = kernels_of({32, 32, 112, 112}, {2, 3});
+  ASSERT_EQ(se.size(), 1u);
+  EXPECT_NE(se[0].name.find("_r12544_cols32x8_s32"), std::string::npos) << se[0].name;
+  EXPECT_EQ(count(se[0], KernelArg::Kind::Scratch), 1);
+  EXPECT_EQ(count(se[0], KernelArg::Kind::Counters), 1);
+  EXPECT_EQ(se[0].grid[0].value(), 32 * 32);  // 32 tiles of 32 outputs, 32 splits each
+  auto wide = kernels_of({64, 1280, 16, 16}, {2, 3});  // 81920 outputs: a thread each
+  EXPECT_EQ(wide[0].name.find("_cols"), std::string::npos) << wide[0].name;
+  auto sym = kernels_of({Dim("N"), Dim(64), Dim("H"), Dim(32)}, {2, 3});
+  EXPECT_NE(sym[0].name.find("_rdyn_cols32x8_s1"), std::string::npos) << sym[0].name;
+  EXPECT_EQ(count(sym[0], KernelArg::Kind::Counters), 0);
+  Batch b;  // NVRTC compiles each form
+  for (const Shape& sh : {Shape{32, 32, 112, 112}, Shape{Dim("N"), Dim(40), Dim(48), Dim(56)},
+                          Shape{Dim("N"), Dim(64), Dim("H"), Dim(32)}}) {
+    Graph g("red");
+    Tensor x = g.input("x", DType::F16, sh, Layout::NHWC);
+    Tensor r = g.relu(x);
+    g.output(r);
+    g.output(g.sigmoid(g.global_avgpool(r)));
+    g.output(g.reduce("reduce_max", x, {1, 2}, false));
+    b.add(g);
+  }
+  b.compile();
+}
+
 TEST(Codegen, WindowsAndGlobalPool) {
   Batch b;
   for (DType dt : kDtypes)

@@ -7,6 +7,7 @@
 
 #include "engine/base/check.hpp"
 #include "engine/ir/graph_queries.hpp"
+#include "engine/ir/op_table.hpp"
 #include "engine/passes/passes.hpp"
 
 namespace kiln {
@@ -32,12 +33,40 @@ bool is_row_major(const TensorDesc& d) {
   return true;
 }
 
+// True when `strides` are the dense channels-last strides of a 4-D `shape` (unit dims may carry
+// any stride).
+bool is_nhwc_dense(const std::vector<int64_t>& strides, const Shape& shape) {
+  if (shape.size() != 4) return false;
+  TensorDesc d;
+  d.shape = shape;
+  d.layout = Layout::NHWC;
+  auto want = static_strides(d);
+  if (!want) return false;
+  for (size_t i = 0; i < 4; ++i)
+    if (!(shape[i].is_static() && shape[i].value() == 1) && strides[i] != (*want)[i]) return false;
+  return true;
+}
+
 Layout strided_or_dense(const std::vector<int64_t>& strides, const Shape& shape) {
   TensorDesc d;
   d.shape = shape;
   d.layout = Layout::Strided;
   d.strides = strides;
-  return is_row_major(d) ? Layout::NCHW : Layout::Strided;
+  if (is_row_major(d)) return Layout::NCHW;
+  return is_nhwc_dense(strides, shape) ? Layout::NHWC : Layout::Strided;
+}
+
+// Consumers that read a channels-last tensor as well as a row-major one, at full speed: the
+// elementwise ops (adjacent threads, adjacent memory in either layout), convolutions and pools.
+bool all_consumers_take_nhwc(const Graph& g, int t) {
+  for (int c : consumers_of(g, t)) {
+    const OpInfo& info = op_info(g.nodes()[c].op);
+    if (info.role == FusionRole::Elementwise) continue;
+    if (info.category == OpCategory::Window) continue;
+    if (g.nodes()[c].op == OpKind::Conv2d && g.nodes()[c].inputs[0] == t) continue;
+    return false;
+  }
+  return true;
 }
 
 void set_view(Graph& g, int view, int root, const std::vector<int64_t>& strides) {
@@ -91,14 +120,22 @@ bool try_view(Graph& g, int i, std::string* what) {
     return true;
   }
   const auto& perm = n.attr_ints("perm");
-  // Forward: the output's strides are the input's, permuted. Only matmul operands read it (their
-  // loaders take any strides; a copy or an elementwise kernel would read it uncoalesced), and it
-  // stays contiguous along its last dim.
-  if (auto st = static_strides(ti.desc);
-      st && !is_graph_output(g, out) && all_consumers_matmul(g, out)) {
+  // Forward: the output's strides are the input's, permuted. A view where that is the dense
+  // memory of a layout every consumer takes (a channels-last [N, C, H, W] permuted to
+  // [N, H, W, C] is row-major as it is, ConvNeXt's permutes around its channel LayerNorms), or
+  // where only matmul operands read it (their loaders take any strides; a copy or an elementwise
+  // kernel would read it uncoalesced) and it stays contiguous along its last dim.
+  if (auto st = static_strides(ti.desc); st && !is_graph_output(g, out)) {
     std::vector<int64_t> os(perm.size());
     for (size_t k = 0; k < perm.size(); ++k) os[k] = (*st)[perm[k]];
-    if (!os.empty() && os.back() == 1) {
+    const Layout l = strided_or_dense(os, to.desc.shape);
+    if (l == Layout::NCHW || (l == Layout::NHWC && all_consumers_take_nhwc(g, out))) {
+      set_view(g, out, root, os);
+      *what = fmt::format("{} (transpose of dense memory, {})", n.name,
+                          l == Layout::NCHW ? "row-major" : "channels-last");
+      return true;
+    }
+    if (all_consumers_matmul(g, out) && !os.empty() && os.back() == 1) {
       set_view(g, out, root, os);
       *what = fmt::format("{} (transpose of a matmul operand)", n.name);
       return true;
@@ -170,11 +207,41 @@ int absorb_matmul_transposes(Graph& g, std::vector<std::string>* absorbed) {
   return count;
 }
 
+namespace {
+
+// The layouts of node `i`'s intermediate outputs inferred again from its inputs as they are now:
+// a transpose that became a channels-last view hands its layout on down the chain (an
+// elementwise op's output follows its input), so that the next conv takes channels-last memory
+// instead of a copy into NCHW. Graph outputs keep theirs (the caller's buffers), and so do the
+// outputs of anything but elementwise ops, convolutions and pools.
+void follow_input_layouts(Graph& g, int i) {
+  const Node& n = g.nodes()[i];
+  const OpInfo& info = op_info(n.op);
+  const bool follows = info.role == FusionRole::Elementwise ||
+                       info.category == OpCategory::Window || n.op == OpKind::Conv2d;
+  if (!follows || n.outputs.size() != 1) return;
+  const int out = n.outputs[0];
+  const TensorInfo& to = g.tensor(out);
+  if (to.role != TensorRole::Intermediate || to.view_of >= 0 || is_graph_output(g, out)) return;
+  std::vector<const TensorInfo*> ins;
+  for (int t : n.inputs) ins.push_back(&g.tensor(t));
+  const std::string where = n.name;
+  std::vector<TensorDesc> d = info.infer(InferArgs{where, ins, n});
+  if (d.size() != 1 || d[0].shape != to.desc.shape || d[0].dtype != to.desc.dtype) return;
+  if (d[0].layout == to.desc.layout || d[0].layout == Layout::Strided) return;
+  TensorDesc& od = g.mutable_tensors()[out].desc;
+  od.layout = d[0].layout;
+  od.strides.clear();
+}
+
+}  // namespace
+
 int fold_movement_views(Graph& g, std::vector<std::string>* views) {
   int count = 0;
   // Producers before consumers (a view of a view takes its root), and a backward view is
   // decided before the forward ones after it.
   for (int i = 0; i < static_cast<int>(g.nodes().size()); ++i) {
+    follow_input_layouts(g, i);
     std::string what;
     if (!try_view(g, i, &what)) continue;
     if (views) views->push_back(what);

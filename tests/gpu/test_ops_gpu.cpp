@@ -621,6 +621,33 @@ std::vector<Case> make_cases() {
           };
           cases.push_back(c);
         }
+  // ---- outer reductions split over CTAs (column tiles, a workspace and self-resetting counters:
+  // three runs): a squeeze-excite pool of a large NHWC map (few outputs, long ranges) with its
+  // prologue's result also an output, a symbolic batch, a partial tile of 32 outputs (C = 40), and
+  // max / min / sum over non-innermost dims.
+  for (DType dt : kDtypes) {
+    Case c;
+    c.name = fmt::format("reduce_split_columns_{}", dtype_name(dt));
+    c.inputs = {{"x", {{2, 40, 48, 56}}}, {"y", {{3, 24, 40, 40}}}, {"z", {{1500, 7, 36}}}};
+    c.runs = 3;
+    c.rtol_scale = 10.0;
+    c.kernel = "_cols32x8_s";
+    c.build = [dt] {
+      auto g = std::make_shared<Graph>("se_pool");
+      Tensor x = g->input("x", dt, {2, 40, 48, 56}, Layout::NHWC);
+      Tensor r = g->relu(x);
+      g->output(r);
+      g->output(g->sigmoid(g->global_avgpool(r)));
+      Tensor y = g->input("y", dt, {"N", 24, 40, 40}, Layout::NHWC);
+      g->output(g->reduce("reduce_max", y, {2, 3}, true));
+      g->output(g->neg(g->reduce("reduce_min", g->exp(y), {1, 2}, false)));
+      Tensor z = g->input("z", dt, {1500, 7, 36});
+      g->output(g->mul(g->reduce("reduce_mean", g->mul(z, z), {0}, false),
+                       cst(*g, "k", dt, {36}, 0.5, 1.5)));
+      return g;
+    };
+    cases.push_back(c);
+  }
   // ---- windows
   for (DType dt : kDtypes)
     for (Layout l : {Layout::NCHW, Layout::NHWC}) {
