@@ -169,6 +169,11 @@ bool tma_im2col_supported(const Problem& p);
 bool tma_rowfold_supported(const Problem& p);
 // The kernel for an explicit config (tests and benchmarks force variants with it).
 KernelSpec emit_with_config(const Problem& p, const ContractionConfig& cfg, int sm);
+// The grouped / depthwise conv kernel (contraction/grouped.cpp): NHWC f16 / bf16 / f32, 1 <
+// groups, the layout heuristics/grouped_conv_layout.hpp accepts (up to 64 input channels per
+// group).
+bool grouped_supported(const Problem& p);
+KernelSpec emit_grouped(const Problem& p);
 // The tiled SIMT kernel (contraction/simt.cpp): exact f32 math, any dtype and layout;
 // conv needs groups == 1.
 bool simt_supported(const Problem& p);

@@ -1,0 +1,47 @@
+// The layout of the grouped / depthwise conv kernel (codegen/contraction/grouped.cpp): NHWC
+// activations, 1 < groups, narrow groups (up to 64 input channels per group). Every thread owns
+// `vec` consecutive output channels of `pixels` consecutive output pixels of one output row; a
+// CTA is threads_c x threads_p threads (channel-fastest: neighbouring lanes read neighbouring
+// 16-byte channel vectors of a pixel), and holds the filters of its threads_c * vec output
+// channels in shared memory as f32. A pure function of the shape, tested on the CPU.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace kiln {
+
+struct GroupedConvShape {
+  int64_t c = 0, k = 0, groups = 1;  // input / output channels, groups
+  int64_t r = 1, s = 1;              // filter rows / columns
+  int64_t stride_w = 1, dil_w = 1;
+  int64_t ow = -1;     // output width when static, else -1
+  int elem_bytes = 2;  // storage bytes per element (2: f16 / bf16, 4: f32)
+  int smem_limit = 48 * 1024;
+};
+
+struct GroupedConvLayout {
+  bool ok = false;
+  std::string why_not;  // when !ok: why the direct kernel stays
+  int64_t cg = 0, kg = 0;  // input / output channels per group
+  int vec = 1;             // output channels per thread
+  int pixels = 1;          // output pixels per thread (along the output row)
+  // Groups a thread's channels span (vec > kg: several narrow groups), and how many output
+  // channels of each group it owns.
+  int groups_per_thread = 1, vec_per_group = 1;
+  // Input channels a thread reads: span consecutive channels from (k0 / kg) * cg; read in chunks
+  // of `chunk` channels (span itself where the thread spans several groups), loaded as vectors
+  // of x_vec elements.
+  int64_t span = 1;
+  int chunk = 1, x_vec = 1;
+  // Depthwise-like (one input channel per group): a filter row's weights stay in registers and
+  // every input column of the thread's window is loaded once (a sliding window along the row).
+  bool sliding = false;
+  int y_vec = 1;  // output channels per store (vec or a divisor of it)
+  int threads_c = 1, threads_p = 1, threads = 256;
+  int64_t smem_bytes = 0;  // the CTA's filters: r * s * cg * threads_c * vec floats
+};
+
+GroupedConvLayout grouped_conv_layout(const GroupedConvShape& s);
+
+}  // namespace kiln
