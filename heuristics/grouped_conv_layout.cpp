@@ -56,6 +56,37 @@ int choose_pixels(const GroupedConvShape& s, int vec, bool sliding) {
   return best;
 }
 
+// Lanes along C: the fewest idle lanes (the last channel tile's), at least 8 where that many fit
+// (neighbouring lanes read neighbouring 16-byte vectors: whole 32-byte sectors and more), ties to
+// the wider tile.
+int choose_threads_c(int64_t nvec, int max_tc) {
+  const int64_t floor_tc = std::min<int64_t>({8, nvec, max_tc});
+  int best = 1;
+  double best_score = 1e9;
+  for (int t = 1; t <= max_tc; ++t) {
+    const int64_t padded = (nvec + t - 1) / t * t;
+    double score = static_cast<double>(padded - nvec) / static_cast<double>(padded);
+    if (t < floor_tc) score += 0.5;
+    if (score <= best_score + 1e-12) {
+      best_score = score;
+      best = t;
+    }
+  }
+  return best;
+}
+
+// Pixel groups per thread: up to 8, while the grid keeps at least 4 CTAs per SM.
+int choose_iters(const GroupedConvShape& s, const GroupedConvLayout& L, int64_t ctiles) {
+  if (s.pixels_estimate <= 0 || s.ow < 1) return 1;
+  const int64_t rows = s.pixels_estimate / s.ow;  // N x OH
+  const int64_t groups = rows * ((s.ow + L.pixels - 1) / L.pixels);
+  for (int it = 8; it > 1; it /= 2) {
+    const int64_t ctas = (groups + int64_t{L.threads_p} * it - 1) / (int64_t{L.threads_p} * it);
+    if (ctas * ctiles >= 4 * int64_t{s.sm_count}) return it;
+  }
+  return 1;
+}
+
 }  // namespace
 
 GroupedConvLayout grouped_conv_layout(const GroupedConvShape& s) {
@@ -95,18 +126,17 @@ GroupedConvLayout grouped_conv_layout(const GroupedConvShape& s) {
   L.y_vec = L.vec;
   L.pixels = choose_pixels(s, L.vec, L.sliding);
   const int64_t nvec = s.k / L.vec;
-  int tc = 1;
-  while (tc < 32 && tc < nvec) tc *= 2;
-  auto smem = [&](int t) { return s.r * s.s * L.cg * t * L.vec * 4; };
-  while (tc > 1 && smem(tc) > s.smem_limit) tc /= 2;
-  if (smem(tc) > s.smem_limit) {
+  const int64_t tap_bytes = s.r * s.s * L.cg * L.vec * 4;  // one lane's filters
+  const int64_t max_tc = std::min<int64_t>(32, s.smem_limit / tap_bytes);
+  if (max_tc < 1) {
     L.why_not = "the filters of one channel vector exceed shared memory";
     return L;
   }
-  L.threads_c = tc;
-  L.threads_p = kThreads / tc;
-  L.threads = kThreads;
-  L.smem_bytes = smem(tc);
+  L.threads_c = choose_threads_c(nvec, static_cast<int>(max_tc));
+  L.threads_p = kThreads / L.threads_c;
+  L.threads = L.threads_c * L.threads_p;
+  L.smem_bytes = tap_bytes * L.threads_c;
+  L.iters = choose_iters(s, L, (nvec + L.threads_c - 1) / L.threads_c);
   L.ok = true;
   return L;
 }

@@ -18,6 +18,10 @@ struct GroupedConvShape {
   int64_t ow = -1;     // output width when static, else -1
   int elem_bytes = 2;  // storage bytes per element (2: f16 / bf16, 4: f32)
   int smem_limit = 48 * 1024;
+  // Output pixels (N x OH x OW, a symbolic batch estimated) and the SMs: how many pixel groups
+  // a thread runs one after the other (the CTA's filters loaded once for all of them).
+  int64_t pixels_estimate = 0;
+  int sm_count = 132;
 };
 
 struct GroupedConvLayout {
@@ -38,7 +42,10 @@ struct GroupedConvLayout {
   // every input column of the thread's window is loaded once (a sliding window along the row).
   bool sliding = false;
   int y_vec = 1;  // output channels per store (vec or a divisor of it)
+  // threads_c lanes along C (a divisor of the channel vectors where one fits: no idle lanes),
+  // threads_p = 256 / threads_c along the pixels, threads = their product.
   int threads_c = 1, threads_p = 1, threads = 256;
+  int iters = 1;  // pixel groups per thread, one after the other
   int64_t smem_bytes = 0;  // the CTA's filters: r * s * cg * threads_c * vec floats
 };
 

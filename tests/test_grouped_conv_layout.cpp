@@ -27,7 +27,8 @@ GroupedConvShape shape(int64_t c, int64_t k, int64_t groups, int64_t r, int64_t 
 
 TEST(GroupedConvLayout, DepthwiseThreeByThree) {
   // MobileNetV2's 144-channel depthwise conv on 56x56: 8 channels (one 16-byte load) x 4
-  // pixels per thread, a sliding window; 18 channel vectors -> 32 lanes along C.
+  // pixels per thread, a sliding window; 18 channel vectors -> 18 lanes along C, 14 along the
+  // pixels.
   GroupedConvLayout L = grouped_conv_layout(shape(144, 144, 144, 3, 56));
   ASSERT_TRUE(L.ok) << L.why_not;
   EXPECT_TRUE(L.sliding);
@@ -37,9 +38,15 @@ TEST(GroupedConvLayout, DepthwiseThreeByThree) {
   EXPECT_EQ(L.span, 8);
   EXPECT_EQ(L.x_vec, 8);
   EXPECT_EQ(L.pixels, 4);
-  EXPECT_EQ(L.threads_c, 32);
-  EXPECT_EQ(L.threads_p, 8);
-  EXPECT_EQ(L.smem_bytes, 9 * 32 * 8 * 4);
+  EXPECT_EQ(L.threads_c, 18);
+  EXPECT_EQ(L.threads_p, 14);
+  EXPECT_EQ(L.threads, 252);
+  EXPECT_EQ(L.smem_bytes, 9 * 18 * 8 * 4);
+  EXPECT_EQ(L.iters, 1);  // no pixel count given
+  // Batch 32: 25088 pixel groups of 4; 2 per thread keeps 896 CTAs (>= 4 per SM), 4 would not.
+  GroupedConvShape b = shape(144, 144, 144, 3, 56);
+  b.pixels_estimate = 32 * 56 * 56;
+  EXPECT_EQ(grouped_conv_layout(b).iters, 2);
 }
 
 TEST(GroupedConvLayout, ResNeXtNarrowGroups) {
@@ -79,8 +86,9 @@ TEST(GroupedConvLayout, ConvNeXtSevenBySevenF32) {
   EXPECT_EQ(L.vec, 4);
   EXPECT_EQ(L.x_vec, 4);
   EXPECT_EQ(L.pixels, 8);
-  EXPECT_EQ(L.threads_c, 32);
-  EXPECT_EQ(L.smem_bytes, 49 * 32 * 4 * 4);
+  EXPECT_EQ(L.threads_c, 24);
+  EXPECT_EQ(L.threads_p, 10);
+  EXPECT_EQ(L.smem_bytes, 49 * 24 * 4 * 4);
 }
 
 TEST(GroupedConvLayout, OddChannelCountsAndMultipliers) {

@@ -27,6 +27,13 @@ GroupedConvShape grouped_shape(const Problem& p) {
   s.dil_w = c.dil_w;
   s.ow = c.ow.is_static() ? c.ow.value() : -1;
   s.elem_bytes = p.dtype == DType::F32 ? 4 : 2;
+  // A symbolic batch at the planner's guess (problem_info's), for the pixel groups per thread.
+  const Dim pixels = c.n * c.oh * c.ow;
+  std::vector<std::string> syms;
+  pixels.symbols(&syms);
+  Bindings b;
+  for (const std::string& name : syms) b[name] = symbol_guess(p);
+  s.pixels_estimate = pixels.eval(b);
   return s;
 }
 
@@ -52,7 +59,7 @@ void emit_origin(GroupedKernel& k, const std::string& total_pg, const std::strin
   b.line("const int tx = tid % {}, ty = tid / {};", L.threads_c, L.threads_c);
   b.line("const long long kc0 = (long long)blockIdx.y * {};", k.tcv);
   {
-    auto l = b.block("for (int i = tid; i < {}; i += {}) {{", c.r * c.s * L.cg * k.tcv, kThreads);
+    auto l = b.block("for (int i = tid; i < {}; i += {}) {{", c.r * c.s * L.cg * k.tcv, L.threads);
     b.line("const int kl = i % {};", k.tcv);
     b.line("int q = i / {};", k.tcv);
     b.line("const int ci = q % {}; q /= {};", L.cg, L.cg);
@@ -62,10 +69,13 @@ void emit_origin(GroupedKernel& k, const std::string& total_pg, const std::strin
            load_fn(wd.dtype), k.ws, k.wst[0], k.wst[1], k.wst[2], k.wst[3]);
   }
   b.line("__syncthreads();");
-  b.line("const long long pg = (long long)blockIdx.x * {} + ty;", L.threads_p);
-  b.line("if (pg >= {}) return;", total_pg);
   b.line("const long long k0 = kc0 + tx * {};", L.vec);
   b.line("if (k0 >= {}) return;", c.k);
+  // The thread's pixel groups one after the other (the filters above loaded once for them).
+  b.line("#pragma unroll 1");
+  b.open("for (int it = 0; it < {}; ++it) {{", L.iters);
+  b.line("const long long pg = ((long long)blockIdx.x * {} + it) * {} + ty;", L.iters, L.threads_p);
+  b.line("if (pg >= {}) return;", total_pg);
   b.line("const long long owt = pg % {};", owt);
   b.line("long long q = pg / {};", owt);
   std::string oh = k.a.dim(c.oh);
@@ -258,6 +268,7 @@ KernelSpec emit_grouped(const Problem& p) {
   else
     emit_chunked(k);
   emit_stores(k);
+  k.b.close();  // the pixel groups
 
   const std::string name = kernel_name(p, L);
   KernelSpec s;
@@ -266,9 +277,10 @@ KernelSpec emit_grouped(const Problem& p) {
   s.source = assemble_kernel(device_preamble() + device_text("contraction_grouped.cuh") + "\n",
                              {name, std::to_string(kThreads), 0, 0, k.a.params()}, k.b.str());
   s.args = k.a.args();
-  s.grid = {(total_pg + Dim(L.threads_p - 1)) / Dim(L.threads_p),
+  const int64_t per_cta = int64_t{L.threads_p} * L.iters;
+  s.grid = {(total_pg + Dim(per_cta - 1)) / Dim(per_cta),
             Dim((c.k + k.tcv - 1) / k.tcv), Dim(1)};
-  s.block = {kThreads, 1, 1};
+  s.block = {L.threads, 1, 1};
   s.smem_bytes = static_cast<int>(L.smem_bytes);
   s.bytes_moved = bytes_moved(p);
   s.flops = flops(p);
