@@ -101,6 +101,21 @@ GroupedConvLayout grouped_conv_layout(const GroupedConvShape& s) {
     L.why_not = "groups wider than 64 input channels";
     return L;
   }
+  if (s.elem_bytes == 2 && s.sm >= 80 && L.cg % 8 == 0 && L.kg % 8 == 0) {
+    // Groups of 8 channels and more: f32 FMA issue would bound the SIMT kernel (a 16-channel
+    // group is 288 FMAs per output); one m16n8k16 is 2048 of them from 6 32-bit loads.
+    L.mma = true;
+    L.mma_k = L.cg % 16 == 0 ? 16 : 8;
+    for (int n : {32, 24, 16, 8})
+      if (L.kg % n == 0) {
+        L.mma_n = n;
+        break;
+      }
+    L.threads = 32 * L.mma_warps;
+    L.smem_bytes = s.r * s.s * L.mma_n * (L.cg + 8) * 2;
+    L.ok = true;
+    return L;
+  }
   const int vmax = 16 / s.elem_bytes;
   L.vec = choose_vec(s.k, L.cg, L.kg, vmax);
   L.groups_per_thread = L.vec > L.kg ? static_cast<int>(L.vec / L.kg) : 1;

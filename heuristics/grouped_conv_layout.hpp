@@ -22,12 +22,19 @@ struct GroupedConvShape {
   // a thread runs one after the other (the CTA's filters loaded once for all of them).
   int64_t pixels_estimate = 0;
   int sm_count = 132;
+  int sm = 90;  // compute capability (mma.sync: 80 and newer)
 };
 
 struct GroupedConvLayout {
   bool ok = false;
   std::string why_not;  // when !ok: why the direct kernel stays
   int64_t cg = 0, kg = 0;  // input / output channels per group
+  // Tensor cores (16-bit storage, sm_80+, 8 | cg, 8 | kg): implicit GEMM per group, one group's
+  // mma_n output channels per CTA of mma_warps warps, each warp mma_mt m16 tiles of output
+  // pixels (consecutive GEMM rows), k steps of mma_k input channels of one filter tap (16 where
+  // 16 | cg, else 8); the CTA's filters in shared memory as 16-bit [tap][channel][cg + 8].
+  bool mma = false;
+  int mma_k = 0, mma_n = 0, mma_mt = 2, mma_warps = 4;
   int vec = 1;             // output channels per thread
   int pixels = 1;          // output pixels per thread (along the output row)
   // Groups a thread's channels span (vec > kg: several narrow groups), and how many output
@@ -46,7 +53,9 @@ struct GroupedConvLayout {
   // threads_p = 256 / threads_c along the pixels, threads = their product.
   int threads_c = 1, threads_p = 1, threads = 256;
   int iters = 1;  // pixel groups per thread, one after the other
-  int64_t smem_bytes = 0;  // the CTA's filters: r * s * cg * threads_c * vec floats
+  // The CTA's filters: r * s * cg * threads_c * vec floats (SIMT), r * s * mma_n * (cg + 8)
+  // 16-bit values (mma).
+  int64_t smem_bytes = 0;
 };
 
 GroupedConvLayout grouped_conv_layout(const GroupedConvShape& s);

@@ -65,9 +65,11 @@ TEST(GroupedConvLayout, ResNeXtNarrowGroups) {
 }
 
 TEST(GroupedConvLayout, ResNeXtWideGroupsOnSevenWideRows) {
-  // 32 groups of 32 channels on 7x7: chunks of 8 input channels, 7 pixels (a whole row), and
-  // 4 lanes along C so that the filters fit 48 KB.
-  GroupedConvLayout L = grouped_conv_layout(shape(1024, 1024, 32, 3, 7));
+  // SIMT (before sm_80): 32 groups of 32 channels on 7x7: chunks of 8 input channels, 7 pixels
+  // (a whole row), and 4 lanes along C so that the filters fit 48 KB.
+  GroupedConvShape s = shape(1024, 1024, 32, 3, 7);
+  s.sm = 75;
+  GroupedConvLayout L = grouped_conv_layout(s);
   ASSERT_TRUE(L.ok) << L.why_not;
   EXPECT_EQ(L.vec, 8);
   EXPECT_EQ(L.groups_per_thread, 1);
@@ -77,6 +79,31 @@ TEST(GroupedConvLayout, ResNeXtWideGroupsOnSevenWideRows) {
   EXPECT_EQ(L.threads_c, 4);
   EXPECT_EQ(L.threads_p, 64);
   EXPECT_EQ(L.smem_bytes, 9 * 32 * 4 * 8 * 4);
+}
+
+TEST(GroupedConvLayout, TensorCoresFromEightChannelsPerGroup) {
+  // sm_90, 16-bit: 32 channels per group -> k16 steps, the group's 32 outputs per CTA.
+  GroupedConvLayout w = grouped_conv_layout(shape(1024, 1024, 32, 3, 7));
+  ASSERT_TRUE(w.ok);
+  EXPECT_TRUE(w.mma);
+  EXPECT_EQ(w.mma_k, 16);
+  EXPECT_EQ(w.mma_n, 32);
+  EXPECT_EQ(w.threads, 128);
+  EXPECT_EQ(w.smem_bytes, 9 * 32 * 40 * 2);
+  // RegNetY's 16-wide groups, 8-wide ones (k8 steps), 48 (24 outputs per CTA).
+  GroupedConvLayout r = grouped_conv_layout(shape(320, 320, 20, 3, 14));
+  EXPECT_TRUE(r.mma);
+  EXPECT_EQ(r.mma_k, 16);
+  EXPECT_EQ(r.mma_n, 16);
+  GroupedConvLayout e = grouped_conv_layout(shape(256, 256, 32, 3, 28));
+  EXPECT_TRUE(e.mma);
+  EXPECT_EQ(e.mma_k, 8);
+  EXPECT_EQ(e.mma_n, 8);
+  EXPECT_EQ(grouped_conv_layout(shape(96, 96, 2, 3, 7)).mma_n, 24);
+  // f32, 4-wide groups, or 4 outputs per group: the SIMT kernel.
+  EXPECT_FALSE(grouped_conv_layout(shape(1024, 1024, 32, 3, 7, 4)).mma);
+  EXPECT_FALSE(grouped_conv_layout(shape(128, 128, 32, 3, 56)).mma);
+  EXPECT_FALSE(grouped_conv_layout(shape(64, 16, 4, 3, 10)).mma);
 }
 
 TEST(GroupedConvLayout, ConvNeXtSevenBySevenF32) {

@@ -15,9 +15,12 @@ namespace {
 
 constexpr int kThreads = 256;
 
-GroupedConvShape grouped_shape(const Problem& p) {
+}  // namespace
+
+GroupedConvShape grouped_shape(const Problem& p, int sm) {
   const ConvProblem& c = p.conv;
   GroupedConvShape s;
+  s.sm = sm;
   s.c = c.c;
   s.k = c.k;
   s.groups = c.groups;
@@ -36,6 +39,8 @@ GroupedConvShape grouped_shape(const Problem& p) {
   s.pixels_estimate = pixels.eval(b);
   return s;
 }
+
+namespace {
 
 // What the emitting steps share.
 struct GroupedKernel {
@@ -239,18 +244,19 @@ std::string kernel_name(const Problem& p, const GroupedConvLayout& L) {
 
 }  // namespace
 
-bool grouped_supported(const Problem& p) {
+bool grouped_supported(const Problem& p, int sm) {
   if (!p.is_conv || p.conv.groups < 2) return false;
   const TensorDesc& xd = p.graph->tensor(p.x).desc;
   if (xd.layout != Layout::NHWC || xd.dtype != p.dtype) return false;
   if (p.dtype != DType::F16 && p.dtype != DType::BF16 && p.dtype != DType::F32) return false;
-  return grouped_conv_layout(grouped_shape(p)).ok;
+  return grouped_conv_layout(grouped_shape(p, sm)).ok;
 }
 
-KernelSpec emit_grouped(const Problem& p) {
-  KILN_ASSERT(grouped_supported(p), "{}: grouped conv kernel on an unsupported conv", p.where);
+KernelSpec emit_grouped(const Problem& p, int sm) {
+  KILN_ASSERT(grouped_supported(p, sm), "{}: grouped conv kernel on an unsupported conv", p.where);
   const Graph& g = *p.graph;
-  const GroupedConvLayout L = grouped_conv_layout(grouped_shape(p));
+  const GroupedConvLayout L = grouped_conv_layout(grouped_shape(p, sm));
+  if (L.mma) return emit_grouped_mma(p, L);
   GroupedKernel k{p, L};
   k.tcv = L.threads_c * L.vec;
   const TensorDesc& xd = g.tensor(p.x).desc;

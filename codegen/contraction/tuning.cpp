@@ -18,7 +18,7 @@ KernelSpec emit_with_config(const Problem& p, const ContractionConfig& cfg, int 
     case ContractionConfig::Kind::Simt:
       return emit_simt(p);
     case ContractionConfig::Kind::Grouped:
-      return emit_grouped(p);
+      return emit_grouped(p, sm);
     case ContractionConfig::Kind::Direct:
       break;
   }

@@ -96,3 +96,24 @@ __device__ __forceinline__ void kg_st_f32(float* p, const float* v) {
     for (int i = 0; i < N; ++i) p[i] = v[i];
   }
 }
+
+// Warp MMAs of the tensor-core grouped kernel (grouped_mma.cpp), f32 accumulators: m16n8k16 (a:
+// 4 words, b: 2) and m16n8k8 (a: 2 words, b: 1) of f16 / bf16 pairs.
+#define KG_DEFINE_MMA(dt)                                                                   \
+  __device__ __forceinline__ void kg_mma16_##dt(float* c, const unsigned* a, unsigned b0,   \
+                                                unsigned b1) {                              \
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32." #dt "." #dt                       \
+                 ".f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"     \
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])                           \
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));           \
+  }                                                                                         \
+  __device__ __forceinline__ void kg_mma8_##dt(float* c, const unsigned* a, unsigned b0,    \
+                                               unsigned) {                                  \
+    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32." #dt "." #dt                        \
+                 ".f32 {%0, %1, %2, %3}, {%4, %5}, {%6}, {%0, %1, %2, %3};"                 \
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])                           \
+                 : "r"(a[0]), "r"(a[1]), "r"(b0));                                          \
+  }
+KG_DEFINE_MMA(f16)
+KG_DEFINE_MMA(bf16)
+#undef KG_DEFINE_MMA

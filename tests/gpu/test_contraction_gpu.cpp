@@ -353,8 +353,9 @@ namespace {
 // Grouped and depthwise convs (NHWC): the grouped kernel (codegen/contraction/grouped.cpp) on
 // every layout variant: channel multipliers, 1 to 64 input channels per group, odd channel
 // counts, strides 1 / 2, filters 3x3 to 9x9, padding, dilation 2, partial pixel and channel
-// tiles, batch 1 to 3, f32 / f16 / bf16, bias + activation + residual epilogues. The last case
-// has 128 channels per group: the direct kernel.
+// tiles, batch 1 to 3, f32 / f16 / bf16, bias + activation + residual epilogues; the
+// tensor-core variant (8 | channels per group, 16-bit) with k8 and k16 steps and 8 to 32
+// output channels per CTA. The last case has 128 channels per group: the direct kernel.
 std::vector<ConvCase> grouped_conv_cases() {
   const Layout H = Layout::NHWC;
   return {
@@ -378,6 +379,10 @@ std::vector<ConvCase> grouped_conv_cases() {
       {DType::F32, 2, 64, 10, 10, 64, 3, 3, {1, 1}, {1, 1}, {1, 1}, 32, H, true, "relu"},
       {DType::F16, 2, 32, 10, 10, 64, 3, 5, {1, 2}, {0, 2, 1, 1}, {1, 1}, 4, H, true, "relu"},
       {DType::F16, 2, 144, 28, 28, 144, 3, 3, {1, 1}, {1, 1}, {1, 1}, 144, H, true, "relu"},
+      // Tensor cores: 32 / 16 channels per group, stride 2, dilation 2, partial M tiles.
+      {DType::BF16, 3, 128, 9, 9, 128, 3, 3, {2, 2}, {1, 1}, {1, 1}, 4, H, true, "add_relu"},
+      {DType::F16, 2, 320, 9, 11, 320, 3, 3, {1, 1}, {2, 2}, {2, 2}, 20, H, true, "relu"},
+      {DType::F16, 1, 64, 7, 7, 128, 5, 5, {1, 1}, {2, 2}, {1, 1}, 8, H, false, ""},
       {DType::F16, 2, 256, 7, 7, 256, 3, 3, {1, 1}, {1, 1}, {1, 1}, 2, H, true, "relu"},
   };
 }
