@@ -27,7 +27,7 @@ struct GroupedConvShape {
 
 struct GroupedConvLayout {
   bool ok = false;
-  std::string why_not;  // when !ok: why the direct kernel stays
+  std::string why_not;     // when !ok: why the direct kernel stays
   int64_t cg = 0, kg = 0;  // input / output channels per group
   // Tensor cores (16-bit storage, sm_80+, 8 | cg, 8 | kg): implicit GEMM per group, one group's
   // mma_n output channels per CTA of mma_warps warps, each warp mma_mt m16 tiles of output
@@ -35,8 +35,8 @@ struct GroupedConvLayout {
   // 16 | cg, else 8); the CTA's filters in shared memory as 16-bit [tap][channel][cg + 8].
   bool mma = false;
   int mma_k = 0, mma_n = 0, mma_mt = 2, mma_warps = 4;
-  int vec = 1;             // output channels per thread
-  int pixels = 1;          // output pixels per thread (along the output row)
+  int vec = 1;     // output channels per thread
+  int pixels = 1;  // output pixels per thread (along the output row)
   // Groups a thread's channels span (vec > kg: several narrow groups), and how many output
   // channels of each group it owns.
   int groups_per_thread = 1, vec_per_group = 1;

@@ -158,8 +158,8 @@ void emit_chunk_loop(GroupedKernel& k, int64_t chunks, const std::string& ci,
   b.line("for (int i = 0; i < {}; ++i)", L.chunk);
   b.line("  #pragma unroll");
   b.line("  for (int v = 0; v < {}; ++v)", vg);
-  b.line("    wv[i][v] = kw[((r * {} + s) * {} + {}) * {} + {} * {} + v];", c.s, L.cg, ci, k.tcv, gi,
-         vg);
+  b.line("    wv[i][v] = kw[((r * {} + s) * {} + {}) * {} + {} * {} + v];", c.s, L.cg, ci, k.tcv,
+         gi, vg);
   b.line("#pragma unroll");
   auto lp = b.block("for (int p = 0; p < {}; ++p) {{", L.pixels);
   b.line("const int iw = iw0 + p * {} + s * {};", c.stride_w, c.dil_w);
@@ -284,8 +284,7 @@ KernelSpec emit_grouped(const Problem& p, int sm) {
                              {name, std::to_string(kThreads), 0, 0, k.a.params()}, k.b.str());
   s.args = k.a.args();
   const int64_t per_cta = int64_t{L.threads_p} * L.iters;
-  s.grid = {(total_pg + Dim(per_cta - 1)) / Dim(per_cta),
-            Dim((c.k + k.tcv - 1) / k.tcv), Dim(1)};
+  s.grid = {(total_pg + Dim(per_cta - 1)) / Dim(per_cta), Dim((c.k + k.tcv - 1) / k.tcv), Dim(1)};
   s.block = {L.threads, 1, 1};
   s.smem_bytes = static_cast<int>(L.smem_bytes);
   s.bytes_moved = bytes_moved(p);

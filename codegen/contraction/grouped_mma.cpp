@@ -35,8 +35,8 @@ void emit_prologue(MmaKernel& k, const std::string& m_code) {
   b.line("const long long kbase = g * {} + (long long)(blockIdx.y % {}) * {};", L.kg, slices,
          L.mma_n);
   {
-    auto l = b.block("for (int i = tid; i < {}; i += {}) {{", c.r * c.s * L.mma_n * L.cg,
-                     L.threads);
+    auto l =
+        b.block("for (int i = tid; i < {}; i += {}) {{", c.r * c.s * L.mma_n * L.cg, L.threads);
     b.line("const int ci = i % {};", L.cg);
     b.line("int q = i / {};", L.cg);
     b.line("const int nl = q % {}, tap = q / {};", L.mma_n, L.mma_n);
@@ -109,8 +109,10 @@ void emit_mainloop(MmaKernel& k) {
   b.close();
   b.line("#pragma unroll");
   auto ln = b.block("for (int j = 0; j < {}; ++j) {{", nt);
-  b.line("const unsigned short* bp = kg_b + (tap * {} + j * 8 + (lane >> 2)) * {} + kc + (lane & 3) * 2;",
-         L.mma_n, k.ldb);
+  b.line(
+      "const unsigned short* bp = kg_b + (tap * {} + j * 8 + (lane >> 2)) * {} + kc + (lane & 3) * "
+      "2;",
+      L.mma_n, k.ldb);
   b.line("const unsigned b0 = *reinterpret_cast<const unsigned*>(bp);");
   b.line("const unsigned b1 = {};",
          L.mma_k == 16 ? "*reinterpret_cast<const unsigned*>(bp + 8)" : "0u");
@@ -161,8 +163,8 @@ void emit_stores(MmaKernel& k, const std::string& m_code) {
                dtype_name(td.dtype), t, t);
     } else {
       b.line("for (int e = 0; e < 2; ++e)");
-      b.line("  {}({} + n * {} + (col0 + e) * {} + oh * {} + ow * {}, o{}[e]);",
-             store_fn(td.dtype), ptr, st[0], st[1], st[2], st[3], t);
+      b.line("  {}({} + n * {} + (col0 + e) * {} + oh * {} + ow * {}, o{}[e]);", store_fn(td.dtype),
+             ptr, st[0], st[1], st[2], st[3], t);
     }
   }
 }
@@ -174,8 +176,7 @@ std::string kernel_name(const Problem& p, const GroupedConvLayout& L) {
     name += c.stride_h == c.stride_w ? fmt::format("_s{}", c.stride_h)
                                      : fmt::format("_s{}x{}", c.stride_h, c.stride_w);
   if (c.dil_h != 1 || c.dil_w != 1) name += fmt::format("_d{}", std::max(c.dil_h, c.dil_w));
-  return name +
-         fmt::format("_mma_m{}n{}k{}", L.mma_warps * L.mma_mt * 16, L.mma_n, L.mma_k) +
+  return name + fmt::format("_mma_m{}n{}k{}", L.mma_warps * L.mma_mt * 16, L.mma_n, L.mma_k) +
          epilogue_suffix(p);
 }
 
