@@ -113,6 +113,9 @@ GroupedConvLayout grouped_conv_layout(const GroupedConvShape& s) {
       }
     L.threads = 32 * L.mma_warps;
     L.smem_bytes = s.r * s.s * L.mma_n * (L.cg + 8) * 2;
+    const int64_t ctas2 = (s.pixels_estimate + 127) / 128 * s.groups * (L.kg / L.mma_n);
+    if (s.pixels_estimate > 0 && ctas2 < 4 * int64_t{s.sm_count}) L.mma_mt = 1;
+    L.unroll_rows = s.r * s.s <= 9;
     L.ok = true;
     return L;
   }
@@ -152,6 +155,8 @@ GroupedConvLayout grouped_conv_layout(const GroupedConvShape& s) {
   L.threads = L.threads_c * L.threads_p;
   L.smem_bytes = tap_bytes * L.threads_c;
   L.iters = choose_iters(s, L, (nvec + L.threads_c - 1) / L.threads_c);
+  const int64_t chunks = L.groups_per_thread > 1 || L.sliding ? 1 : L.cg / L.chunk;
+  L.unroll_rows = L.sliding ? s.r * s.s <= 25 : s.r * s.s * chunks <= 9;
   L.ok = true;
   return L;
 }

@@ -33,6 +33,7 @@ struct GroupedConvLayout {
   // mma_n output channels per CTA of mma_warps warps, each warp mma_mt m16 tiles of output
   // pixels (consecutive GEMM rows), k steps of mma_k input channels of one filter tap (16 where
   // 16 | cg, else 8); the CTA's filters in shared memory as 16-bit [tap][channel][cg + 8].
+  // mma_mt is 1 where 2 would leave fewer than 4 CTAs per SM (ResNeXt's 7x7 layers at batch 32).
   bool mma = false;
   int mma_k = 0, mma_n = 0, mma_mt = 2, mma_warps = 4;
   int vec = 1;     // output channels per thread
@@ -48,6 +49,8 @@ struct GroupedConvLayout {
   // Depthwise-like (one input channel per group): a filter row's weights stay in registers and
   // every input column of the thread's window is loaded once (a sliding window along the row).
   bool sliding = false;
+  // The filter-row loop unrolled (small filters: every row's loads in flight at once).
+  bool unroll_rows = false;
   int y_vec = 1;  // output channels per store (vec or a divisor of it)
   // threads_c lanes along C (a divisor of the channel vectors where one fits: no idle lanes),
   // threads_p = 256 / threads_c along the pixels, threads = their product.

@@ -66,7 +66,7 @@ TEST(GroupedConvLayout, ResNeXtNarrowGroups) {
 
 TEST(GroupedConvLayout, ResNeXtWideGroupsOnSevenWideRows) {
   // SIMT (before sm_80): 32 groups of 32 channels on 7x7: chunks of 8 input channels, 7 pixels
-  // (a whole row), and 4 lanes along C so that the filters fit 48 KB.
+  // (a whole row), and few lanes along C so that the filters fit 48 KB.
   GroupedConvShape s = shape(1024, 1024, 32, 3, 7);
   s.sm = 75;
   GroupedConvLayout L = grouped_conv_layout(s);
@@ -76,9 +76,10 @@ TEST(GroupedConvLayout, ResNeXtWideGroupsOnSevenWideRows) {
   EXPECT_EQ(L.span, 32);
   EXPECT_EQ(L.chunk, 8);
   EXPECT_EQ(L.pixels, 7);
-  EXPECT_EQ(L.threads_c, 4);
-  EXPECT_EQ(L.threads_p, 64);
-  EXPECT_EQ(L.smem_bytes, 9 * 32 * 4 * 8 * 4);
+  // At most 5 lanes fit; 5 (130 of 128 vectors) beats 4 lanes below the floor of 8.
+  EXPECT_EQ(L.threads_c, 5);
+  EXPECT_EQ(L.threads_p, 51);
+  EXPECT_EQ(L.smem_bytes, 9 * 32 * 5 * 8 * 4);
 }
 
 TEST(GroupedConvLayout, TensorCoresFromEightChannelsPerGroup) {
@@ -90,6 +91,14 @@ TEST(GroupedConvLayout, TensorCoresFromEightChannelsPerGroup) {
   EXPECT_EQ(w.mma_n, 32);
   EXPECT_EQ(w.threads, 128);
   EXPECT_EQ(w.smem_bytes, 9 * 32 * 40 * 2);
+  EXPECT_EQ(w.mma_mt, 2);  // no pixel count given
+  EXPECT_TRUE(w.unroll_rows);
+  // Batch 32 on 7x7: 13 x 32 CTAs of 128 pixels are too few for 132 SMs; 64-pixel CTAs.
+  GroupedConvShape b = shape(1024, 1024, 32, 3, 7);
+  b.pixels_estimate = 32 * 49;
+  EXPECT_EQ(grouped_conv_layout(b).mma_mt, 1);
+  b.pixels_estimate = 128 * 49;
+  EXPECT_EQ(grouped_conv_layout(b).mma_mt, 2);
   // RegNetY's 16-wide groups, 8-wide ones (k8 steps), 48 (24 outputs per CTA).
   GroupedConvLayout r = grouped_conv_layout(shape(320, 320, 20, 3, 14));
   EXPECT_TRUE(r.mma);

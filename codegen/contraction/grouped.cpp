@@ -101,7 +101,7 @@ void emit_origin(GroupedKernel& k, const std::string& total_pg, const std::strin
 void open_row(GroupedKernel& k) {
   const ConvProblem& c = k.p.conv;
   Writer& b = k.b;
-  b.line("#pragma unroll 1");
+  b.put(k.L.unroll_rows ? "#pragma unroll" : "#pragma unroll 1");
   b.open("for (int r = 0; r < {}; ++r) {{", c.r);
   b.line("const long long ih = oh * {} - {} + r * {};", c.stride_h, c.pad_t, c.dil_h);
   b.line("if (ih < 0 || ih >= {}) continue;", k.a.dim(c.h));

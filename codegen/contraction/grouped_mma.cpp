@@ -77,7 +77,7 @@ void emit_mainloop(MmaKernel& k) {
   b.line("for (int mt = 0; mt < {}; ++mt)", L.mma_mt);
   b.line("  #pragma unroll");
   b.line("  for (int j = 0; j < {}; ++j) acc[mt][j / 4][j % 4] = 0.f;", nt * 4);
-  b.line("#pragma unroll 1");
+  b.put(L.unroll_rows ? "#pragma unroll" : "#pragma unroll 1");
   auto lr = b.block("for (int r = 0; r < {}; ++r) {{", c.r);
   b.line("#pragma unroll");
   auto ls = b.block("for (int s = 0; s < {}; ++s) {{", c.s);
