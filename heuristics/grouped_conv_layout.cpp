@@ -113,8 +113,6 @@ GroupedConvLayout grouped_conv_layout(const GroupedConvShape& s) {
       }
     L.threads = 32 * L.mma_warps;
     L.smem_bytes = s.r * s.s * L.mma_n * (L.cg + 8) * 2;
-    const int64_t ctas2 = (s.pixels_estimate + 127) / 128 * s.groups * (L.kg / L.mma_n);
-    if (s.pixels_estimate > 0 && ctas2 < 4 * int64_t{s.sm_count}) L.mma_mt = 1;
     L.unroll_rows = s.r * s.s <= 9;
     L.ok = true;
     return L;
