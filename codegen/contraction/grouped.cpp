@@ -247,7 +247,9 @@ std::string kernel_name(const Problem& p, const GroupedConvLayout& L) {
 bool grouped_supported(const Problem& p, int sm) {
   if (!p.is_conv || p.conv.groups < 2) return false;
   const TensorDesc& xd = p.graph->tensor(p.x).desc;
+  // The tensor-core kernel copies the filters' 16-bit values as they are.
   if (xd.layout != Layout::NHWC || xd.dtype != p.dtype) return false;
+  if (p.graph->tensor(p.w).desc.dtype != p.dtype) return false;
   if (p.dtype != DType::F16 && p.dtype != DType::BF16 && p.dtype != DType::F32) return false;
   return grouped_conv_layout(grouped_shape(p, sm)).ok;
 }
