@@ -8,6 +8,7 @@
 //   warp-specialized, _tma: warp-specialized with TMA loads, _i2c: the same with a conv's A by
 //   im2col-mode TMA)
 //   --autotune (anywhere): every candidate config timed at this shape, the fastest reported
+//   --groups=G (anywhere): a grouped conv of G groups (G = C: depthwise), filters [K, C/G, R, R]
 //
 // act: relu (default for conv), gelu_tanh (default for matmul), none. Prints one JSON line: the
 // kernel name, median ms over CUDA-event-timed launches (runtime/kernel_timer), TFLOP/s. Inputs are
@@ -44,15 +45,17 @@ int usage() {
       "--config=wgBMxBNx64_sS[_ws|_tma|_i2c]: force that sm_90a wgmma tile (_ws: warp-\n"
       "  specialized, _tma: warp-specialized with TMA loads, _i2c: a conv's A by im2col TMA)\n"
       "--autotune: time every candidate config (what EngineOptions::autotune measures) at\n"
-      "  this shape and report the fastest (the candidates' times go to stderr)\n");
+      "  this shape and report the fastest (the candidates' times go to stderr)\n"
+      "--groups=G: a grouped conv of G groups (G = C: depthwise)\n");
   return 2;
 }
 
 Tensor act(Graph& g, Tensor y, const std::string& a) {
   if (a == "relu") return g.relu(y);
   if (a == "gelu_tanh") return g.gelu(y, GeluApprox::Tanh);
+  if (a == "silu") return g.silu(y);
   if (a == "none") return y;
-  throw Error(ErrorKind::User, "unknown activation '" + a + "' (relu, gelu_tanh, none)");
+  throw Error(ErrorKind::User, "unknown activation '" + a + "' (relu, gelu_tanh, silu, none)");
 }
 
 }  // namespace
@@ -62,6 +65,7 @@ int main(int argc, char** argv) {
   // --static (anywhere): the batch dim is static (what Engine hot-shape specialization compiles).
   // --config=wgBMxBNx64_sS (anywhere): that wgmma tile instead of the heuristics' choice.
   bool force_mma = false, static_shape = false, autotune = false;
+  int64_t groups = 1;
   ContractionConfig forced;
   std::vector<char*> av;
   for (int i = 0; i < argc; ++i) {
@@ -71,6 +75,9 @@ int main(int argc, char** argv) {
       static_shape = true;
     } else if (std::strcmp(argv[i], "--autotune") == 0) {
       autotune = true;
+    } else if (std::strncmp(argv[i], "--groups=", 9) == 0) {
+      groups = std::atoll(argv[i] + 9);
+      if (groups < 1) return usage();
     } else if (std::strncmp(argv[i], "--config=", 9) == 0) {
       int bm = 0, bn = 0, bk = 0, st = 0;
       if (std::sscanf(argv[i] + 9, "wg%dx%dx%d_s%d", &bm, &bn, &bk, &st) != 4 || bk != 64)
@@ -98,16 +105,18 @@ int main(int argc, char** argv) {
       std::string a = argc > 10 ? argv[10] : "relu";
       Tensor x =
           g.input("x", DType::F16, {static_shape ? Dim(n) : Dim("N"), c, h, w}, Layout::NHWC);
-      Tensor wt = g.constant_random("w", {DType::F16, {k, c, r, r}, Layout::NHWC, {}}, "normal", 0,
-                                    0.05, 1);
+      if (c % groups != 0 || k % groups != 0) return usage();
+      Tensor wt = g.constant_random("w", {DType::F16, {k, c / groups, r, r}, Layout::NHWC, {}},
+                                    "normal", 0, 0.05, 1);
       Tensor bias = g.constant_random("b", {DType::F16, {k}, Layout::NCHW, {}}, "normal", 0, 1, 2);
       Conv2dOptions o;
       o.stride = {st, st};
       o.padding = {pad, pad};
+      o.groups = groups;
       g.output(act(g, g.conv2d(x, wt, bias, o), a));
       b["N"] = n;
-      label = fmt::format("conv N={} C={} K={} {}x{} {}x{} s{} p{} +bias+{}", n, c, k, h, w, r, r,
-                          st, pad, a);
+      label = fmt::format("conv N={} C={} K={} {}x{} {}x{} s{} p{} g{} +bias+{}", n, c, k, h, w, r,
+                          r, st, pad, groups, a);
     } else if (mode == "matmul" && argc >= 5) {
       int64_t m = std::atoll(argv[2]), n = std::atoll(argv[3]), k = std::atoll(argv[4]);
       std::string a = argc > 5 ? argv[5] : "gelu_tanh";

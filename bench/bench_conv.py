@@ -9,6 +9,13 @@ launches, median). Anchors (PyTorch, triton.testing.do_bench median, fresh rando
 torch.cudnn_convolution_relu (cuDNN's fused conv+bias+relu) and eager conv -> add bias -> relu.
 Then matmul + bias + gelu(tanh), bf16, 8192x4096x16384 vs F.gelu(torch.addmm(...), 'tanh').
 Prints one JSON line per case with TFLOP/s and the ratios kiln / anchor.
+
+    python3 bench/bench_conv.py --suite grouped [--batches 32]
+The grouped and depthwise layers instead (ResNeXt-50 32x4d and RegNetY-800MF grouped 3x3,
+MobileNetV2 and EfficientNet-B0 depthwise 3x3 / 5x5, ConvNeXt-T depthwise 7x7), f16 NHWC, conv +
+bias + act fused in kiln against cuDNN's conv alone (torch F.conv2d, cudnn.benchmark on) and
+cuDNN's conv with bias and act added by eager ops; prints a table of kiln ms, cuDNN ms and the
+ratios per layer, with kiln's DRAM bandwidth (bytes of x, w, y over the kiln time).
 """
 import argparse
 import json
@@ -30,6 +37,94 @@ LAYERS = [  # name, C, K, H, R, stride, pad
     ("res5 3x3 512", 512, 512, 7, 3, 1, 1),
     ("stem 7x7 3->64 s2", 3, 64, 224, 7, 2, 3),
 ]
+
+
+# name, C, K, H, R, stride, groups, act: the distinct grouped / depthwise layers of each network
+# at 224x224 input (count in the network in the name).
+GROUPED_LAYERS = [
+    ("resnext50 l1 x3 128 56 g32", 128, 128, 56, 3, 1, 32, "relu"),
+    ("resnext50 l2.0 256 56 s2 g32", 256, 256, 56, 3, 2, 32, "relu"),
+    ("resnext50 l2 x3 256 28 g32", 256, 256, 28, 3, 1, 32, "relu"),
+    ("resnext50 l3.0 512 28 s2 g32", 512, 512, 28, 3, 2, 32, "relu"),
+    ("resnext50 l3 x5 512 14 g32", 512, 512, 14, 3, 1, 32, "relu"),
+    ("resnext50 l4.0 1024 14 s2 g32", 1024, 1024, 14, 3, 2, 32, "relu"),
+    ("resnext50 l4 x2 1024 7 g32", 1024, 1024, 7, 3, 1, 32, "relu"),
+    ("regnety800 s1.0 64 112 s2 g4", 64, 64, 112, 3, 2, 4, "relu"),
+    ("regnety800 s2.0 144 56 s2 g9", 144, 144, 56, 3, 2, 9, "relu"),
+    ("regnety800 s2 x2 144 28 g9", 144, 144, 28, 3, 1, 9, "relu"),
+    ("regnety800 s3.0 320 28 s2 g20", 320, 320, 28, 3, 2, 20, "relu"),
+    ("regnety800 s3 x7 320 14 g20", 320, 320, 14, 3, 1, 20, "relu"),
+    ("regnety800 s4.0 784 14 s2 g49", 784, 784, 14, 3, 2, 49, "relu"),
+    ("regnety800 s4 x1 784 7 g49", 784, 784, 7, 3, 1, 49, "relu"),
+    ("mobilenetv2 dw 32 112", 32, 32, 112, 3, 1, 32, "relu"),
+    ("mobilenetv2 dw 96 112 s2", 96, 96, 112, 3, 2, 96, "relu"),
+    ("mobilenetv2 dw 144 56", 144, 144, 56, 3, 1, 144, "relu"),
+    ("mobilenetv2 dw 144 56 s2", 144, 144, 56, 3, 2, 144, "relu"),
+    ("mobilenetv2 dw x2 192 28", 192, 192, 28, 3, 1, 192, "relu"),
+    ("mobilenetv2 dw 192 28 s2", 192, 192, 28, 3, 2, 192, "relu"),
+    ("mobilenetv2 dw x4 384 14", 384, 384, 14, 3, 1, 384, "relu"),
+    ("mobilenetv2 dw x2 576 14", 576, 576, 14, 3, 1, 576, "relu"),
+    ("mobilenetv2 dw 576 14 s2", 576, 576, 14, 3, 2, 576, "relu"),
+    ("mobilenetv2 dw x3 960 7", 960, 960, 7, 3, 1, 960, "relu"),
+    ("effnetb0 dw 32 112", 32, 32, 112, 3, 1, 32, "silu"),
+    ("effnetb0 dw 96 112 s2", 96, 96, 112, 3, 2, 96, "silu"),
+    ("effnetb0 dw 144 56", 144, 144, 56, 3, 1, 144, "silu"),
+    ("effnetb0 dw5 144 56 s2", 144, 144, 56, 5, 2, 144, "silu"),
+    ("effnetb0 dw5 240 28", 240, 240, 28, 5, 1, 240, "silu"),
+    ("effnetb0 dw 240 28 s2", 240, 240, 28, 3, 2, 240, "silu"),
+    ("effnetb0 dw x2 480 14", 480, 480, 14, 3, 1, 480, "silu"),
+    ("effnetb0 dw5 480 14", 480, 480, 14, 5, 1, 480, "silu"),
+    ("effnetb0 dw5 x2 672 14", 672, 672, 14, 5, 1, 672, "silu"),
+    ("effnetb0 dw5 672 14 s2", 672, 672, 14, 5, 2, 672, "silu"),
+    ("effnetb0 dw5 x3 1152 7", 1152, 1152, 7, 5, 1, 1152, "silu"),
+    ("effnetb0 dw 1152 7", 1152, 1152, 7, 3, 1, 1152, "silu"),
+    ("convnext-t dw7 x3 96 56", 96, 96, 56, 7, 1, 96, "none"),
+    ("convnext-t dw7 x3 192 28", 192, 192, 28, 7, 1, 192, "none"),
+    ("convnext-t dw7 x9 384 14", 384, 384, 14, 7, 1, 384, "none"),
+    ("convnext-t dw7 x3 768 7", 768, 768, 7, 7, 1, 768, "none"),
+]
+
+
+def eager_act(y, act):
+    return F.relu(y) if act == "relu" else F.silu(y) if act == "silu" else y
+
+
+def grouped_suite(binary, batches, out):
+    """The GROUPED_LAYERS table: kiln (conv + bias + act in one kernel) vs cuDNN."""
+    dev = "cuda"
+    rows = []
+    hdr = f"{'layer':34s} {'kiln ms':>8s} {'cudnn ms':>9s} {'ratio':>6s} {'+b+act ms':>9s} {'ratio':>6s} {'GB/s':>6s}  kernel"
+    for n in batches:
+        print(hdr, flush=True)
+        for name, C, K, H, R, s, g, act in GROUPED_LAYERS:
+            p = R // 2
+            P = (H + 2 * p - R) // s + 1
+            x = torch.randn(n, C, H, H, device=dev, dtype=torch.half).to(memory_format=torch.channels_last)
+            w = (torch.randn(K, C // g, R, R, device=dev, dtype=torch.half) * 0.05).to(
+                memory_format=torch.channels_last)
+            bias = torch.randn(K, device=dev, dtype=torch.half)
+            conv = lambda: F.conv2d(x, w, None, stride=s, padding=p, groups=g)
+            cudnn = bench(conv)
+            eager = bench(lambda: eager_act(conv() + bias.view(1, -1, 1, 1), act))
+            del x, w, bias
+            torch.cuda.empty_cache()
+            res = run_kiln(binary, ["conv", n, C, K, H, H, R, s, p, act, f"--groups={g}"])
+            nbytes = 2.0 * (n * C * H * H + n * K * P * P + K * (C // g) * R * R)
+            r = {"case": f"{name} N={n}", "cudnn_ms": round(cudnn, 4), "cudnn_bias_act_ms": round(eager, 4),
+                 "GFLOP": round(2.0 * n * K * P * P * (C // g) * R * R / 1e9, 3), "MB": round(nbytes / 1e6, 2)}
+            if "error" in res:
+                r["kiln_error"] = res["error"]
+                print(f"{name:34s} kiln error: {res['error'][:200]}", flush=True)
+            else:
+                ms = res["ms"]
+                r.update({"kiln_kernel": res["kernel"], "kiln_ms": round(ms, 4),
+                          "vs_cudnn": round(cudnn / ms, 3), "vs_cudnn_bias_act": round(eager / ms, 3),
+                          "kiln_GB/s": round(nbytes / ms / 1e6, 1)})
+                print(f"{name:34s} {ms:8.4f} {cudnn:9.4f} {cudnn / ms:6.2f} {eager:9.4f} {eager / ms:6.2f} "
+                      f"{nbytes / ms / 1e6:6.0f}  {res['kernel']}", flush=True)
+            rows.append(r)
+            with open(out, "w") as f:
+                json.dump(rows, f, indent=1)
 
 
 def bench(fn):
@@ -96,6 +191,8 @@ def main():
     ap.add_argument("--batches", default="32,128")
     ap.add_argument("--out", default=os.path.join(os.environ.get("OUT", "/tmp"), "bench_conv.json"))
     ap.add_argument("--skip-matmul", action="store_true")
+    ap.add_argument("--suite", default="dense", choices=("dense", "grouped"),
+                    help="dense: the ResNet-50 layers and the matmul; grouped: GROUPED_LAYERS")
     ap.add_argument("--no-static", action="store_true",
                     help="skip the run with a static batch dim (--static: tiles from the concrete M)")
     ap.add_argument("--configs", default="",
@@ -127,6 +224,9 @@ def main():
     print(json.dumps({"torch": torch.__version__, "cuda": torch.version.cuda,
                       "cudnn": torch.backends.cudnn.version(), "gpu": torch.cuda.get_device_name()}), flush=True)
     rows = []
+    if a.suite == "grouped":
+        grouped_suite(binary, [int(b) for b in a.batches.split(",")], a.out)
+        return
 
     def rec(r):
         rows.append(r)

@@ -10,6 +10,7 @@
 #include "codegen/kernel_spec.hpp"
 #include "codegen/writer.hpp"
 #include "heuristics/contraction_config.hpp"
+#include "heuristics/grouped_conv_layout.hpp"
 #include "kiln/graph.hpp"
 
 namespace kiln::contraction {
@@ -169,6 +170,14 @@ bool tma_im2col_supported(const Problem& p);
 bool tma_rowfold_supported(const Problem& p);
 // The kernel for an explicit config (tests and benchmarks force variants with it).
 KernelSpec emit_with_config(const Problem& p, const ContractionConfig& cfg, int sm);
+// The grouped / depthwise conv kernels (contraction/grouped.cpp, SIMT; contraction/
+// grouped_mma.cpp, tensor cores): NHWC f16 / bf16 / f32, 1 < groups, the layout
+// heuristics/grouped_conv_layout.hpp accepts for the target `sm` (up to 64 input channels per
+// group).
+GroupedConvShape grouped_shape(const Problem& p, int sm);
+bool grouped_supported(const Problem& p, int sm);
+KernelSpec emit_grouped(const Problem& p, int sm);
+KernelSpec emit_grouped_mma(const Problem& p, const GroupedConvLayout& L);
 // The tiled SIMT kernel (contraction/simt.cpp): exact f32 math, any dtype and layout;
 // conv needs groups == 1.
 bool simt_supported(const Problem& p);

@@ -12,6 +12,7 @@ namespace kiln {
 std::string ContractionConfig::str() const {
   if (kind == Kind::Direct) return "direct";
   if (kind == Kind::Simt) return "simt";
+  if (kind == Kind::Grouped) return "grouped";
   std::string s =
       fmt::format("{}{}x{}x{}_s{}", kind == Kind::Wgmma ? "wg" : "t", bm, bn, bk, stages);
   if (split_k > 1) s += fmt::format("_sk{}", split_k);
@@ -243,7 +244,10 @@ ContractionConfig choose_contraction_config(const ContractionProblemInfo& p) {
 ContractionConfig choose_mma_config(const ContractionProblemInfo& p) {
   ContractionConfig c;
   if (!tensor_core_ok(p)) {
-    if (p.simt_ok) c.kind = ContractionConfig::Kind::Simt;
+    if (p.simt_ok)
+      c.kind = ContractionConfig::Kind::Simt;
+    else if (p.grouped_ok)
+      c.kind = ContractionConfig::Kind::Grouped;
     return c;
   }
   double best = -1;

@@ -22,6 +22,8 @@ struct ContractionProblemInfo {
   int smem_optin = 232448;
   bool mma_ok = true;   // the tensor-core path supports the layout / group count
   bool simt_ok = true;  // the tiled SIMT path supports it (groups == 1)
+  // The grouped / depthwise NHWC kernel takes it (heuristics/grouped_conv_layout.hpp).
+  bool grouped_ok = false;
   // The sm_90a wgmma path is allowed (target is exactly sm_90 and accepts arch-specific code)
   // and supports the operands (A K-major).
   bool wgmma_ok = false;
@@ -41,10 +43,11 @@ struct ContractionProblemInfo {
 };
 
 struct ContractionConfig {
-  // Direct: one thread per output (grouped / depthwise conv). Simt: tiled 128x128x8 f32-math
+  // Direct: one thread per output (the fallback). Grouped: the grouped / depthwise NHWC conv
+  // kernel (several channels and pixels per thread, f32 math). Simt: tiled 128x128x8 f32-math
   // kernel. Mma: tensor cores via mma.sync (f16/bf16, sm_80+). Wgmma: sm_90a warpgroup MMA
   // (wm = 64 rows per warpgroup, wn = bn, bk = 64).
-  enum class Kind { Direct, Simt, Mma, Wgmma } kind = Kind::Direct;
+  enum class Kind { Direct, Simt, Mma, Wgmma, Grouped } kind = Kind::Direct;
   int bm = 0, bn = 0, bk = 0;  // block tile
   int wm = 0, wn = 0;          // warp tile
   int stages = 0;
@@ -71,7 +74,7 @@ struct ContractionConfig {
     return kind == Kind::Mma ? (bm + bn) * bk * 2 * stages : 0;
   }
   // "t128x128x32_s4" / "wg128x256x64_s4" / "wg128x256x64_s4_ws" / "..._tma" / "..._i2c" (TMA,
-  // im2col) / "..._rf" (TMA, row-folded A) / "simt" / "direct"
+  // im2col) / "..._rf" (TMA, row-folded A) / "simt" / "grouped" / "direct"
   std::string str() const;
 };
 

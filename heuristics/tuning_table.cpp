@@ -28,13 +28,16 @@ const char* kind_name(ContractionConfig::Kind k) {
       return "mma";
     case ContractionConfig::Kind::Wgmma:
       return "wgmma";
+    case ContractionConfig::Kind::Grouped:
+      return "grouped";
   }
   return "direct";
 }
 
 bool kind_from(const std::string& s, ContractionConfig::Kind* k) {
   for (auto c : {ContractionConfig::Kind::Direct, ContractionConfig::Kind::Simt,
-                 ContractionConfig::Kind::Mma, ContractionConfig::Kind::Wgmma})
+                 ContractionConfig::Kind::Mma, ContractionConfig::Kind::Wgmma,
+                 ContractionConfig::Kind::Grouped})
     if (s == kind_name(c)) {
       *k = c;
       return true;
@@ -44,7 +47,8 @@ bool kind_from(const std::string& s, ContractionConfig::Kind* k) {
 
 // A config read from a file is used only when it is one the emitters can build.
 bool plausible(const ContractionConfig& c) {
-  if (c.kind == ContractionConfig::Kind::Direct || c.kind == ContractionConfig::Kind::Simt)
+  if (c.kind == ContractionConfig::Kind::Direct || c.kind == ContractionConfig::Kind::Simt ||
+      c.kind == ContractionConfig::Kind::Grouped)
     return true;
   auto tile = [](int v) { return v == 64 || v == 128 || v == 256; };
   return tile(c.bm) && tile(c.bn) && (c.bk == 32 || c.bk == 64) && c.wm > 0 && c.wn > 0 &&

@@ -349,8 +349,8 @@ TEST(Contraction, ConvVariantsCompile) {
     FusionGroup grp = make_group(g);
     KernelSpec k = emit(g, grp);
     EXPECT_EQ(uses_mma(k), c.expect_mma) << k.name;
-    // Grouped / depthwise convs take the direct kernel, everything else a tiled one.
-    EXPECT_EQ(uses_direct(k), c.groups > 1) << k.name;
+    // NHWC grouped / depthwise convs take the grouped kernel, everything else a tiled one.
+    EXPECT_FALSE(uses_direct(k)) << k.name;
     EXPECT_EQ(k.group, 7);
     EXPECT_EQ(k.name.rfind("conv_", 0), 0u) << k.name;
     for (const auto& op : c.epi) {
@@ -367,6 +367,164 @@ TEST(Contraction, ConvVariantsCompile) {
       if (a.kind == KernelArg::Kind::Int && !a.value.is_static()) has_n = true;
     EXPECT_TRUE(has_n) << k.name;
     EXPECT_FALSE(k.grid[0].is_static()) << k.name;
+    compile_for(k);
+  }
+}
+
+// Every variant of the grouped / depthwise kernel generates source NVRTC compiles for sm_80 and
+// sm_90, under a name that says what it is; NCHW and 128-channel groups keep the direct kernel.
+TEST(Contraction, GroupedConvVariantsCompile) {
+  const Layout H = Layout::NHWC, C = Layout::NCHW;
+  struct G {
+    DType dt;
+    int64_t c, k, r, s;
+    std::array<int64_t, 2> stride, dil;
+    int64_t groups;
+    Layout xl;
+    std::vector<std::string> epi;
+    const char* name;  // expected kernel name ("" : the direct kernel)
+  };
+  const std::vector<G> cases = {
+      {DType::F16,
+       32,
+       32,
+       3,
+       3,
+       {2, 2},
+       {1, 1},
+       32,
+       H,
+       {"relu"},
+       "conv_f16_nhwc_dw3x3_s2_c8x5_bias_relu"},
+      {DType::F16,
+       24,
+       24,
+       5,
+       5,
+       {1, 1},
+       {1, 1},
+       24,
+       H,
+       {"add"},
+       "conv_f16_nhwc_dw5x5_c8x6_bias_add"},
+      {DType::BF16, 96, 96, 7, 7, {1, 1}, {1, 1}, 96, H, {}, "conv_bf16_nhwc_dw7x7_c8x6_bias"},
+      {DType::F16,
+       40,
+       40,
+       9,
+       9,
+       {2, 2},
+       {1, 1},
+       40,
+       H,
+       {"silu"},
+       "conv_f16_nhwc_dw9x9_s2_c8x5_bias_silu"},
+      {DType::F32,
+       36,
+       36,
+       3,
+       3,
+       {1, 1},
+       {2, 2},
+       36,
+       H,
+       {"relu"},
+       "conv_f32_nhwc_dw3x3_d2_c4x4_bias_relu"},
+      {DType::F16, 16, 32, 3, 3, {1, 1}, {1, 1}, 16, H, {}, "conv_f16_nhwc_dw3x3_m2_c8x6_bias"},
+      {DType::F16, 7, 7, 3, 3, {1, 1}, {1, 1}, 7, H, {}, "conv_f16_nhwc_dw3x3_c1x6_bias"},
+      {DType::F16,
+       128,
+       128,
+       3,
+       3,
+       {1, 1},
+       {1, 1},
+       32,
+       H,
+       {"relu"},
+       "conv_f16_nhwc_g32_3x3_c8x6_bias_relu"},
+      {DType::F16,
+       64,
+       64,
+       3,
+       3,
+       {2, 2},
+       {1, 1},
+       8,
+       H,
+       {"add", "relu"},
+       "conv_f16_nhwc_g8_3x3_s2_mma_m128n8k8_bias_add_relu"},
+      {DType::BF16,
+       64,
+       64,
+       3,
+       3,
+       {1, 1},
+       {1, 1},
+       4,
+       H,
+       {},
+       "conv_bf16_nhwc_g4_3x3_mma_m128n16k16_bias"},
+      {DType::F16,
+       96,
+       96,
+       3,
+       3,
+       {1, 1},
+       {1, 1},
+       2,
+       H,
+       {},
+       "conv_f16_nhwc_g2_3x3_mma_m128n24k16_bias"},
+      {DType::F32,
+       36,
+       36,
+       3,
+       3,
+       {1, 1},
+       {2, 2},
+       6,
+       H,
+       {"relu"},
+       "conv_f32_nhwc_g6_3x3_d2_c2x4_bias_relu"},
+      {DType::F32, 64, 64, 3, 3, {1, 1}, {1, 1}, 32, H, {}, "conv_f32_nhwc_g32_3x3_c4x6_bias"},
+      {DType::F16,
+       1024,
+       1024,
+       3,
+       3,
+       {2, 2},
+       {1, 1},
+       32,
+       H,
+       {"relu"},
+       "conv_f16_nhwc_g32_3x3_s2_mma_m128n32k16_bias_relu"},
+      {DType::BF16,
+       32,
+       64,
+       3,
+       3,
+       {1, 1},
+       {2, 2},
+       2,
+       H,
+       {"add"},
+       "conv_bf16_nhwc_g2_3x3_d2_mma_m128n32k16_bias_add"},
+      {DType::F16, 256, 256, 3, 3, {1, 1}, {1, 1}, 2, H, {}, ""},
+      {DType::F16, 32, 32, 3, 3, {1, 1}, {1, 1}, 32, C, {}, ""},
+  };
+  for (const G& c : cases) {
+    SCOPED_TRACE(c.name);
+    ConvCase cc{"grouped", c.dt,     c.c,  c.k,  c.r,   c.s,  c.stride, {c.r / 2, c.s / 2},
+                c.dil,     c.groups, c.xl, c.xl, c.epi, true, false};
+    Graph g = conv_graph(cc);
+    KernelSpec k = emit(g, make_group(g));
+    if (*c.name == 0) {
+      EXPECT_TRUE(uses_direct(k)) << k.name;
+      continue;
+    }
+    EXPECT_EQ(k.name, c.name);
+    EXPECT_LE(k.smem_bytes, 48 * 1024);
     compile_for(k);
   }
 }

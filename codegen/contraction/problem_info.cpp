@@ -33,6 +33,7 @@ ContractionProblemInfo problem_info(const Problem& p_in, int sm, bool arch_speci
   info.dtype = p.dtype;
   info.mma_ok = mma_supported(p);
   info.simt_ok = simt_supported(p);
+  info.grouped_ok = grouped_supported(p, sm);
   info.wgmma_ok = arch_specific && sm == 90 && wgmma_supported(p);
   info.tma_gemm = info.wgmma_ok && tma_supported(p);
   info.tma_spatial = info.wgmma_ok && !info.tma_gemm && tma_spatial_supported(p);

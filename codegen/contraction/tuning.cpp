@@ -17,6 +17,8 @@ KernelSpec emit_with_config(const Problem& p, const ContractionConfig& cfg, int 
       return emit_mma(p, cfg, sm);
     case ContractionConfig::Kind::Simt:
       return emit_simt(p);
+    case ContractionConfig::Kind::Grouped:
+      return emit_grouped(p, sm);
     case ContractionConfig::Kind::Direct:
       break;
   }

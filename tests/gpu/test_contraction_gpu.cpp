@@ -348,6 +348,67 @@ TEST(ContractionGpu, KernelConvVariants) {
   }
 }
 
+namespace {
+
+// Grouped and depthwise convs (NHWC): the grouped kernel (codegen/contraction/grouped.cpp) on
+// every layout variant: channel multipliers, 1 to 64 input channels per group, odd channel
+// counts, strides 1 / 2, filters 3x3 to 9x9, padding, dilation 2, partial pixel and channel
+// tiles, batch 1 to 3, f32 / f16 / bf16, bias + activation + residual epilogues; the
+// tensor-core variant (8 | channels per group, 16-bit) with k8 and k16 steps and 8 to 32
+// output channels per CTA. The last case has 128 channels per group: the direct kernel.
+std::vector<ConvCase> grouped_conv_cases() {
+  const Layout H = Layout::NHWC;
+  return {
+      {DType::F16, 3, 32, 14, 13, 32, 3, 3, {1, 1}, {1, 1}, {1, 1}, 32, H, true, "relu"},
+      {DType::F16, 1, 24, 15, 15, 24, 3, 3, {2, 2}, {1, 1}, {1, 1}, 24, H, true, "add_relu"},
+      {DType::F16, 2, 36, 11, 9, 36, 5, 5, {1, 1}, {2, 2}, {1, 1}, 36, H, true, "silu"},
+      {DType::BF16, 2, 16, 17, 19, 16, 7, 7, {1, 1}, {3, 3}, {1, 1}, 16, H, true, ""},
+      {DType::F16, 2, 40, 20, 20, 40, 9, 9, {2, 2}, {4, 4}, {1, 1}, 40, H, false, "relu"},
+      {DType::F32, 3, 20, 10, 12, 20, 3, 3, {1, 1}, {2, 2}, {2, 2}, 20, H, true, "add_relu"},
+      {DType::F16, 2, 16, 9, 10, 32, 3, 3, {1, 1}, {1, 1}, {1, 1}, 16, H, true, "relu"},
+      {DType::F32, 2, 8, 9, 9, 24, 5, 5, {2, 2}, {2, 2}, {1, 1}, 8, H, true, ""},
+      {DType::F16, 2, 7, 9, 9, 7, 3, 3, {1, 1}, {1, 1}, {1, 1}, 7, H, true, "relu"},
+      {DType::F16, 2, 64, 12, 11, 64, 3, 3, {1, 1}, {1, 1}, {1, 1}, 16, H, true, "relu"},
+      {DType::F16, 3, 128, 10, 10, 128, 3, 3, {2, 2}, {1, 1}, {1, 1}, 32, H, true, "add_relu"},
+      {DType::F16, 1, 64, 9, 9, 64, 3, 3, {1, 1}, {1, 1}, {1, 1}, 8, H, true, "relu"},
+      {DType::BF16, 2, 64, 9, 7, 64, 3, 3, {1, 1}, {1, 1}, {1, 1}, 4, H, true, "silu"},
+      {DType::F16, 2, 96, 7, 7, 96, 3, 3, {1, 1}, {1, 1}, {1, 1}, 2, H, true, "add_relu"},
+      {DType::F16, 2, 128, 8, 8, 128, 3, 3, {1, 1}, {1, 1}, {1, 1}, 2, H, true, "relu"},
+      {DType::F32, 2, 36, 9, 9, 36, 3, 3, {1, 1}, {1, 1}, {2, 2}, 6, H, true, "add_relu"},
+      {DType::F16, 2, 48, 11, 11, 24, 3, 3, {2, 2}, {1, 1}, {1, 1}, 4, H, true, "relu"},
+      {DType::F32, 2, 64, 10, 10, 64, 3, 3, {1, 1}, {1, 1}, {1, 1}, 32, H, true, "relu"},
+      {DType::F16, 2, 32, 10, 10, 64, 3, 5, {1, 2}, {0, 2, 1, 1}, {1, 1}, 4, H, true, "relu"},
+      {DType::F16, 2, 144, 28, 28, 144, 3, 3, {1, 1}, {1, 1}, {1, 1}, 144, H, true, "relu"},
+      // Tensor cores: 32 / 16 channels per group, stride 2, dilation 2, partial M tiles.
+      {DType::BF16, 3, 128, 9, 9, 128, 3, 3, {2, 2}, {1, 1}, {1, 1}, 4, H, true, "add_relu"},
+      {DType::F16, 2, 320, 9, 11, 320, 3, 3, {1, 1}, {2, 2}, {2, 2}, 20, H, true, "relu"},
+      {DType::F16, 1, 64, 7, 7, 128, 5, 5, {1, 1}, {2, 2}, {1, 1}, 8, H, false, ""},
+      {DType::F16, 2, 256, 7, 7, 256, 3, 3, {1, 1}, {1, 1}, {1, 1}, 2, H, true, "relu"},
+  };
+}
+
+}  // namespace
+
+TEST(ContractionGpu, KernelGroupedConv) {
+  REQUIRE_GPU();
+  const auto cases = grouped_conv_cases();
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const ConvCase& c = cases[i];
+    SCOPED_TRACE(fmt::format("grouped conv case {}", i));
+    Graph g = conv_graph(c);
+    auto in = conv_inputs(g, c, 31 + i);
+    std::string name;
+    auto got = run_kernel(g, in, &name, nullptr);
+    const bool direct = c.c / c.groups > 64;
+    EXPECT_EQ(name.find("_direct") != std::string::npos, direct) << name;
+    auto ref = run_reference(g, in);
+    for (auto& [n, t] : ref) {
+      ASSERT_TRUE(got.count(n)) << n;
+      EXPECT_EQ(compare(got.at(n), t, tolerance(c.dt)), "") << name << " output " << n;
+    }
+  }
+}
+
 TEST(ContractionGpu, KernelMatmulVariants) {
   REQUIRE_GPU();
   int i = 0;
@@ -413,6 +474,15 @@ TEST(ContractionGpu, EngineConvAndMatmul) {
   for (const auto& c : matmul_cases()) {
     Graph g = matmul_graph(c);
     run_engine(g, matmul_inputs(g, c), c.dt);
+  }
+}
+
+TEST(ContractionGpu, EngineGroupedConv) {
+  REQUIRE_GPU();
+  Engine eng;
+  for (const auto& c : grouped_conv_cases()) {
+    Graph g = conv_graph(c);
+    run_engine_check(eng, g, conv_inputs(g, c, 41), c.dt);
   }
 }
 
