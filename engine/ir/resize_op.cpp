@@ -70,7 +70,7 @@ Shape from_scales(const InferArgs& a, const std::vector<double>& scales) {
     }
     const float sf = static_cast<float>(s);
     if (!x[d].is_static()) {
-      KILN_CHECK(sf == std::floor(sf),
+      KILN_CHECK(sf >= 1.0f && sf == std::floor(sf),
                  "{}.scales[{}]: the symbolic dim '{}' of '{}' resizes by integer scales only, "
                  "found {}",
                  a.where, d, x[d].str(), a.in[0]->name, s);
