@@ -18,8 +18,8 @@
 #include "kiln/reference.hpp"
 #include "tests/gpu/gpu_test_util.hpp"
 #include "tests/movement_graphs.hpp"
-#include "tests/resize_graphs.hpp"
 #include "tests/pool_graphs.hpp"
+#include "tests/resize_graphs.hpp"
 
 namespace kiln {
 namespace {
