@@ -3,6 +3,7 @@
 
 #include "engine/base/check.hpp"
 #include "engine/ir/movement_ops.hpp"
+#include "engine/ir/resize_op.hpp"
 
 namespace kiln {
 namespace {
@@ -117,7 +118,80 @@ std::vector<std::string> mirror_pad_coords(const TensorDesc& id, const Node& nod
   return c;
 }
 
+// Nearest resize: each spatial coordinate rounded as resize_nearest_index, clamped as a float.
+std::vector<std::string> resize_nearest_coords(const TensorDesc& id, const TensorDesc& od,
+                                               const Node& node, const std::vector<std::string>& oc,
+                                               DimParams& dp) {
+  const ResizeNearest r = resize_spec(node).nearest;
+  const Dim numel = shape_numel(id.shape);
+  const char* ct = numel.is_static() && numel.value() < (int64_t{1} << 31) ? "int" : "long long";
+  std::vector<std::string> c = oc;
+  for (size_t d = kResizeFirstSpatial; d < oc.size(); ++d) {
+    if (resize_identity_dim(node, id, od, d)) continue;
+    const std::string x = resize_source_expr(node, id, od, d, oc[d], dp);
+    std::string v;
+    switch (r) {
+      case ResizeNearest::PreferFloor:
+        v = fmt::format("ceilf({} - 0.5f)", x);
+        break;
+      case ResizeNearest::PreferCeil:
+        v = fmt::format("floorf({} + 0.5f)", x);
+        break;
+      case ResizeNearest::Floor:
+        v = fmt::format("floorf({})", x);
+        break;
+      case ResizeNearest::Ceil:
+        v = fmt::format("ceilf({})", x);
+        break;
+    }
+    c[d] = fmt::format("static_cast<{}>(fminf(fmaxf({}, 0.0f), (float)({})))", ct, v,
+                       dim_minus_one(id.shape[d], dp));
+  }
+  return c;
+}
+
 }  // namespace
+
+bool resize_identity_dim(const Node& node, const TensorDesc& id, const TensorDesc& od, size_t d) {
+  const std::vector<double>& scales = node.attr_floats("scales");
+  return id.shape[d] == od.shape[d] && (scales.empty() || scales[d] == 1.0);
+}
+
+std::string dim_minus_one(const Dim& d, DimParams& dp) {
+  return d.is_static() ? std::to_string(d.value() - 1) : fmt::format("({} - 1)", dp.ref(d));
+}
+
+std::string resize_source_expr(const Node& node, const TensorDesc& id, const TensorDesc& od,
+                               size_t d, const std::string& o, DimParams& dp) {
+  const Dim& in = id.shape[d];
+  const Dim& out = od.shape[d];
+  const std::vector<double>& scales = node.attr_floats("scales");
+  std::string scale;
+  if (!scales.empty())
+    scale = cuda_float(static_cast<float>(scales[d]));
+  else if (in.is_static() && out.is_static())
+    scale = cuda_float(static_cast<float>(out.value()) / static_cast<float>(in.value()));
+  else
+    scale = fmt::format("((float){} / (float){})", dim_ref(out, dp), dim_ref(in, dp));
+  const std::string x = fmt::format("(float)({})", o);
+  // `out > 1` where the mode needs it: decided now for a static size.
+  auto beyond_one = [&](const std::string& e) {
+    if (out.is_static()) return out.value() > 1 ? e : std::string("0.0f");
+    return fmt::format("({} > 1 ? {} : 0.0f)", dp.ref(out), e);
+  };
+  switch (resize_spec(node).coord) {
+    case ResizeCoord::HalfPixel:
+      return fmt::format("(({} + 0.5f) / {} - 0.5f)", x, scale);
+    case ResizeCoord::PytorchHalfPixel:
+      return beyond_one(fmt::format("(({} + 0.5f) / {} - 0.5f)", x, scale));
+    case ResizeCoord::AlignCorners:
+      return beyond_one(fmt::format("({} * (float)({}) / (float)({}))", x, dim_minus_one(in, dp),
+                                    dim_minus_one(out, dp)));
+    case ResizeCoord::Asymmetric:
+      return fmt::format("({} / {})", x, scale);
+  }
+  return "0.0f";
+}
 
 bool is_gather_copy(const Node& node) {
   switch (node.op) {
@@ -131,6 +205,8 @@ bool is_gather_copy(const Node& node) {
       return true;
     case OpKind::Pad:
       return node.attr_str("mode") != "constant";
+    case OpKind::Resize:
+      return !resize_spec(node).linear;
     default:
       return false;
   }
@@ -168,6 +244,9 @@ std::vector<CopySource> movement_sources(const Graph& g, const Node& node,
     }
     case OpKind::Pad:
       s.coords = mirror_pad_coords(id, node, oc, dp);
+      break;
+    case OpKind::Resize:
+      s.coords = resize_nearest_coords(id, g.tensor(node.outputs[0]).desc, node, oc, dp);
       break;
     default:
       KILN_ASSERT(false, "gather copy of op {}", op_name(node.op));

@@ -13,6 +13,7 @@
 
 #include "codegen/copy_source.hpp"
 #include "codegen/emit.hpp"
+#include "codegen/emit_resize.hpp"
 #include "codegen/pointwise_expr.hpp"
 #include "engine/base/check.hpp"
 #include "engine/ir/op_table.hpp"
@@ -321,6 +322,8 @@ KernelSpec emit_copy(const EmitContext& cx, const FusionGroup& grp) {
   const Node& node = g.nodes()[grp.nodes.back()];
   KILN_ASSERT(op_info(node.op).category == OpCategory::Movement, "copy group {} ends in {}", grp.id,
               op_name(node.op));
+  // Linear resize weighs several neighbours: a kernel of its own.
+  if (is_linear_resize(node)) return emit_resize_linear(cx, grp);
   return CopyKernel(g, grp).emit();
 }
 

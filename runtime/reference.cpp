@@ -415,6 +415,8 @@ void run_node(const Node& node, const std::string& where, ref::NodeArgs& args) {
       return ref::space_to_depth(args);
     case OpKind::Trilu:
       return ref::trilu(args);
+    case OpKind::Resize:
+      return ref::resize(args);
     default:
       break;
   }

@@ -92,6 +92,8 @@ void tile(const NodeArgs& a);
 void depth_to_space(const NodeArgs& a);
 void space_to_depth(const NodeArgs& a);
 void trilu(const NodeArgs& a);
+// resize, nearest and linear (reference_resize.cpp).
+void resize(const NodeArgs& a);
 void pad_mirror(const NodeArgs& a);  // pad with mode reflect or edge
 // Contractions and windows (reference_conv.cpp).
 void conv2d(const NodeArgs& a);

@@ -139,6 +139,12 @@ const std::map<std::string, std::vector<std::string>>& expectations() {
       {"log_softmax_axis_out_of_range.json",
        {"nodes[0] (lsm).axis: axis -3 out of range for rank 2"}},
       {"cumsum_bad_exclusive.json", {"nodes[0] (cs).exclusive: expected 0 or 1, found 2"}},
+      {"resize_cubic.json", {"nodes[0] (up).mode: unsupported resize mode 'cubic'"}},
+      {"resize_channels.json",
+       {"nodes[0] (up).sizes[1]: resizing the channel dim is not supported (3 to 6"}},
+      {"resize_coordinate_mode.json",
+       {"nodes[0] (crop).coordinate_transformation_mode: unsupported coordinate transformation "
+        "mode 'tf_crop_and_resize'"}},
   };
   return t;
 }

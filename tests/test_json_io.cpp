@@ -120,6 +120,8 @@ Graph all_ops_graph() {
   outs.push_back(g.depth_to_space(x, 2, "CRD"));
   outs.push_back(g.space_to_depth(x, 3));
   outs.push_back(g.trilu(x, false, -1));
+  outs.push_back(g.resize(x, {1, 1, 1.5, 2}, "linear", "align_corners"));  // float list
+  outs.push_back(g.resize_to(x, {"N", 8, 3, 12}, "nearest", "asymmetric", "floor"));
   // f16 / bf16 constants and a strided input.
   Tensor h = g.input("h", desc(DType::F16, {4, 6}));
   Tensor hc = data_const(g, "hc", DType::F16, {4, 6}, 0.1);
@@ -219,6 +221,8 @@ TEST(JsonIo, RoundTripEveryOp) {
   EXPECT_NE(s1.find("\"strides\": [1, 3]"), std::string::npos);
   EXPECT_NE(s1.find("\"pads\": [0, 1, 0, 2, 0, 7, 1, 0]"), std::string::npos);
   EXPECT_NE(s1.find("\"value\": -1.5"), std::string::npos);
+  EXPECT_NE(s1.find("\"scales\": [1.0, 1.0, 1.5, 2.0]"), std::string::npos) << s1;
+  EXPECT_NE(s1.find("\"sizes\": [\"N\", 8, 3, 12]"), std::string::npos) << s1;
 }
 
 TEST(JsonIo, InlineDataRoundTripsExactly) {

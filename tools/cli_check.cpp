@@ -31,6 +31,9 @@ std::string attr_str(const AttrValue& v) {
     std::string operator()(const std::string& s) const { return s; }
     std::string operator()(const std::vector<int64_t>& l) const { return dims_str(l); }
     std::string operator()(const std::vector<Dim>& l) const { return shape_str(l); }
+    std::string operator()(const std::vector<double>& l) const {
+      return fmt::format("[{}]", fmt::join(l, ", "));
+    }
   };
   return std::visit(V{}, v);
 }

@@ -37,6 +37,9 @@ const std::vector<int64_t>& Node::attr_ints(const std::string& k) const {
 const std::vector<Dim>& Node::attr_dims(const std::string& k) const {
   return get_attr<std::vector<Dim>>(*this, k, "dim list");
 }
+const std::vector<double>& Node::attr_floats(const std::string& k) const {
+  return get_attr<std::vector<double>>(*this, k, "float list");
+}
 
 std::string Graph::unique_name(const std::string& base) {
   for (;;) {
@@ -348,6 +351,22 @@ Tensor Graph::space_to_depth(Tensor x, int64_t blocksize) {
 }
 Tensor Graph::trilu(Tensor x, bool upper, int64_t k) {
   return add_node1("trilu", {x}, {{"upper", int64_t{upper}}, {"k", k}});
+}
+Tensor Graph::resize(Tensor x, std::vector<double> scales, const std::string& mode,
+                     const std::string& coord, const std::string& nearest) {
+  return add_node1("resize", {x},
+                   {{"scales", std::move(scales)},
+                    {"mode", mode},
+                    {"coordinate_transformation_mode", coord},
+                    {"nearest_mode", nearest}});
+}
+Tensor Graph::resize_to(Tensor x, std::vector<Dim> sizes, const std::string& mode,
+                        const std::string& coord, const std::string& nearest) {
+  return add_node1("resize", {x},
+                   {{"sizes", std::move(sizes)},
+                    {"mode", mode},
+                    {"coordinate_transformation_mode", coord},
+                    {"nearest_mode", nearest}});
 }
 
 int Graph::find(const std::string& name) const {

@@ -92,6 +92,13 @@ void hash_attr(KeyHasher& h, const AttrValue& v) {
         } else if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
           h.u64(x.size());
           for (int64_t i : x) h.u64(static_cast<uint64_t>(i));
+        } else if constexpr (std::is_same_v<T, std::vector<double>>) {
+          h.u64(x.size());
+          for (double f : x) {
+            uint64_t bits;
+            std::memcpy(&bits, &f, 8);
+            h.u64(bits);
+          }
         } else {
           h.u64(x.size());
           for (const Dim& d : x) h.dim(d);

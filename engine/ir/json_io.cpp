@@ -421,6 +421,16 @@ struct Loader {
       if (spec && spec->kind == AttrKind::Float) return get_number(v, where);
       return v.get<std::string>();
     }
+    if (v.is_array() && spec && spec->kind == AttrKind::Floats) {
+      std::vector<double> out;
+      for (size_t i = 0; i < v.size(); ++i) {
+        std::string w = fmt::format("{}[{}]", where, i);
+        KILN_CHECK(v[i].is_number(), "{}: expected a number, found {} {}", w, type_of(v[i]),
+                   brief(v[i]));
+        out.push_back(get_number(v[i], w));
+      }
+      return out;
+    }
     if (v.is_array()) {
       bool any_string = false;
       for (const ojson& e : v) any_string |= e.is_string();
@@ -805,6 +815,11 @@ ojson attr_json(const AttrValue& v, const std::string& where) {
   if (const auto* f = std::get_if<double>(&v)) return float_json(*f);
   if (const auto* s = std::get_if<std::string>(&v)) return *s;
   if (const auto* l = std::get_if<std::vector<int64_t>>(&v)) return *l;
+  if (const auto* l = std::get_if<std::vector<double>>(&v)) {
+    ojson a = ojson::array();
+    for (double f : *l) a.push_back(float_json(f));
+    return a;
+  }
   const auto& dims = std::get<std::vector<Dim>>(v);
   ojson a = ojson::array();
   for (size_t i = 0; i < dims.size(); ++i) {

@@ -10,6 +10,7 @@
 
 #include "engine/base/check.hpp"
 #include "engine/ir/movement_ops.hpp"
+#include "engine/ir/resize_op.hpp"
 
 namespace kiln {
 namespace {
@@ -894,8 +895,8 @@ std::vector<OpInfo> reduction_window_movement_rows() {
 
 std::vector<OpInfo> build_table() {
   std::vector<OpInfo> t = pointwise_rows();
-  for (auto rows :
-       {contraction_and_norm_rows, reduction_window_movement_rows, int_bool_rows, movement_rows})
+  for (auto rows : {contraction_and_norm_rows, reduction_window_movement_rows, int_bool_rows,
+                    movement_rows, resize_rows})
     for (OpInfo& row : rows()) t.push_back(std::move(row));
   // Movement moves values of any dtype.
   for (OpInfo& row : t)
@@ -1049,6 +1050,17 @@ Attrs normalize_attrs(const OpInfo& info, const Attrs& given, const std::string&
         KILN_CHECK(std::holds_alternative<std::vector<int64_t>>(v),
                    "{}: expected a list of integers", at);
         out[s.name] = v;
+        break;
+      case AttrKind::Floats:
+        if (const auto* iv = std::get_if<std::vector<int64_t>>(&v)) {
+          out[s.name] = std::vector<double>(iv->begin(), iv->end());
+        } else {
+          KILN_CHECK(std::holds_alternative<std::vector<double>>(v),
+                     "{}: expected a list of numbers", at);
+          for (double f : std::get<std::vector<double>>(v))
+            KILN_CHECK(std::isfinite(f), "{}: expected finite numbers, found {}", at, f);
+          out[s.name] = v;
+        }
         break;
       case AttrKind::Dims:
         if (std::holds_alternative<std::vector<int64_t>>(v)) {

@@ -10,7 +10,7 @@
 
 namespace kiln {
 
-enum class AttrKind { Int, Float, Enum, Ints, Dims };
+enum class AttrKind { Int, Float, Enum, Ints, Dims, Floats };
 
 struct AttrSpec {
   const char* name;

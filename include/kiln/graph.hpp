@@ -16,9 +16,10 @@
 namespace kiln {
 
 // Attribute values as they appear in graph files. Floats accept integers; "dtype" attributes are
-// strings; reshape's shape is a list of dims (ints, -1, or symbols).
-using AttrValue =
-    std::variant<int64_t, double, std::string, std::vector<int64_t>, std::vector<Dim>>;
+// strings; reshape's shape is a list of dims (ints, -1, or symbols); resize's scales are a list
+// of numbers.
+using AttrValue = std::variant<int64_t, double, std::string, std::vector<int64_t>, std::vector<Dim>,
+                               std::vector<double>>;
 using Attrs = std::map<std::string, AttrValue>;
 
 // A handle to a tensor of one graph (an index into Graph::tensors()).
@@ -67,6 +68,7 @@ struct Node {
   const std::string& attr_str(const std::string& k) const;
   const std::vector<int64_t>& attr_ints(const std::string& k) const;
   const std::vector<Dim>& attr_dims(const std::string& k) const;
+  const std::vector<double>& attr_floats(const std::string& k) const;
 };
 
 struct Conv2dOptions {
@@ -168,6 +170,16 @@ class Graph {
   Tensor depth_to_space(Tensor x, int64_t blocksize, const std::string& mode = "DCR");
   Tensor space_to_depth(Tensor x, int64_t blocksize);
   Tensor trilu(Tensor x, bool upper = true, int64_t k = 0);
+  // resize (ONNX Resize) of the spatial dims (dim 2 on) of [N, C, spatial...] by `scales` (one
+  // per dim, 1 for N and C; output dims floor(in * scale)) or to `sizes` (N and C as the input's);
+  // mode "nearest" or "linear", coord one of half_pixel, pytorch_half_pixel, align_corners,
+  // asymmetric; nearest rounding round_prefer_floor, round_prefer_ceil, floor or ceil.
+  Tensor resize(Tensor x, std::vector<double> scales, const std::string& mode = "nearest",
+                const std::string& coord = "half_pixel",
+                const std::string& nearest = "round_prefer_floor");
+  Tensor resize_to(Tensor x, std::vector<Dim> sizes, const std::string& mode = "nearest",
+                   const std::string& coord = "half_pixel",
+                   const std::string& nearest = "round_prefer_floor");
 
   // ---- inspection ----
   const std::vector<TensorInfo>& tensors() const {

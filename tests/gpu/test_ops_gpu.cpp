@@ -19,6 +19,7 @@
 #include "tests/gpu/gpu_test_util.hpp"
 #include "tests/movement_graphs.hpp"
 #include "tests/pool_graphs.hpp"
+#include "tests/resize_graphs.hpp"
 
 namespace kiln {
 namespace {
@@ -751,6 +752,18 @@ std::vector<Case> make_cases() {
   // (tests/movement_graphs.hpp)
   for (DType dt : {DType::F32, DType::F16})
     for (const test::MovementGraph& mg : test::movement_graphs(dt))
+      for (bool fusion : {true, false}) {
+        Case c;
+        c.name = mg.name + (fusion ? "" : "_unfused");
+        c.fusion = fusion;
+        for (const auto& [name, shape] : mg.inputs) c.inputs[name] = {shape};
+        c.build = mg.build;
+        cases.push_back(c);
+      }
+  // ---- resize: nearest (gather copy) and linear in every mode, NCHW and NHWC
+  // (tests/resize_graphs.hpp)
+  for (DType dt : {DType::F32, DType::F16})
+    for (const test::MovementGraph& mg : test::resize_graphs(dt))
       for (bool fusion : {true, false}) {
         Case c;
         c.name = mg.name + (fusion ? "" : "_unfused");
