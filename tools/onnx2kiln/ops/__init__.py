@@ -9,5 +9,6 @@
                     PRelu), Clip, Cast
     movement.py     Reshape, Flatten, Transpose, Identity, Dropout
     reduce.py       ReduceMean/Sum/Max/Min/L2/Prod, Softmax, LogSoftmax, CumSum
+    einsum.py       Einsum (transposes, reshapes, reduce_sums and matmuls)
 """
-from . import conv_pool, elementwise, matmul, movement, norms, reduce  # noqa: F401
+from . import conv_pool, einsum, elementwise, matmul, movement, norms, reduce  # noqa: F401

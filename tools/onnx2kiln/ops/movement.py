@@ -2,6 +2,7 @@
 ops Concat, Split, Slice, Expand, Tile, DepthToSpace, SpaceToDepth and Trilu."""
 import numpy as np
 
+from .. import symdim
 from ..registry import converter
 from ..shapes import one_dim, reshape_shape
 
@@ -140,7 +141,7 @@ def concat(cx, n, at):
     axis = cx.axis(n, int(at["axis"]), len(s0))
     sizes = [(cx.shp(x) or [None] * len(s0))[axis] for x in xs]
     out = list(s0)
-    out[axis] = sum(sizes) if all(isinstance(d, int) for d in sizes) else None
+    out[axis] = symdim.total(sizes)
     cx.emit(n, "concat", xs, {"axis": axis}, out=n.output[0], shape=out)
 
 
