@@ -30,6 +30,7 @@ def convert(model, name, layout="NCHW", dtype=None, source="model.onnx"):
     for n in g.node:
         if n.op_type == "Constant":
             cx.consts[n.output[0]] = constant_value(cx, n)
+            cx.became[id(n)] = "folded"
     current = None
     try:
         fusions.prepass(cx)
@@ -114,6 +115,7 @@ def convert_node(cx, n):
     cx.became[id(n)] = "converted"
     fuse = FUSIONS.get(op)
     if fuse is not None and fuse(cx, n):
+        cx.became[id(n)] = "fused"  # unless it emitted kiln nodes of its own (report.py)
         return
     CONVERTERS[op](cx, n, cx.attrs(n))
 

@@ -182,6 +182,8 @@ def fold_concat(ins, at):
 @folder("Slice")
 def fold_slice(ins, at):
     a = ins[0]
+    if any(is_sym_array(v) for v in ins[1:] if v is not None):
+        return None  # a bound computed from run-time dims: the converter's case
     if "starts" in at:  # opset < 10: attributes
         starts, ends = at["starts"], at["ends"]
         axes = at.get("axes", list(range(len(starts))))
@@ -200,8 +202,8 @@ def fold_slice(ins, at):
 @folder("Reshape")
 def fold_reshape(ins, at):
     target = [int(v) for v in ins[1].flatten()] if not is_sym_array(ins[1]) else None
-    if target is None or is_sym_array(ins[0]):
-        return None
+    if target is None:
+        return None  # a shape vector reshaped to shape values: the converter's case
     target = [ins[0].shape[i] if v == 0 else v for i, v in enumerate(target)]
     return ins[0].reshape(target)
 

@@ -4,7 +4,8 @@ For every ONNX op type of the graph, in order of first appearance: how many node
 importer made of them:
 
   folded        computed at conversion time (shape computations, constants)
-  fused         taken into a pattern another node of it emits (gelu, matmul + bias, ...)
+  fused         part of a pattern whose kiln node another of its nodes emits (gelu, silu,
+                matmul + bias, ...)
   <kiln ops>    the kiln nodes it emitted that are in the written graph, counted by op
   alias         an alias of its input (Identity, Dropout, a no-op Cast), no node of its own
   unused        its kiln nodes were dropped: no graph output depends on them
@@ -38,14 +39,13 @@ def outcomes(model, cx, supported, failed=None):
         elif failed is not None and n is failed:
             c["refused"] += 1
             reached = False
-        elif status is None or not reached:
+        elif status is None or (not reached and n.op_type != "Constant"):
             c["not reached"] += 1
-        elif status == CONVERTED:
-            emitted = kops.get(id(n), [])
-            for k in emitted:
+        elif kops.get(id(n)):  # a fusion's kiln node counts for the node that emitted it
+            for k in kops[id(n)]:
                 c[k] += 1
-            if not emitted:
-                c["alias" if id(n) in cx.aliases else "unused"] += 1
+        elif status == CONVERTED:
+            c["alias" if id(n) in cx.aliases else "unused"] += 1
         else:
             c[status] += 1
     return table
