@@ -111,7 +111,7 @@ def convert_node(cx, n):
                f"computed at run time" if runtime and op != "Shape" else
                "the shape has dims that kiln cannot express")
         cx.fail(n, f"{op} is supported only where it can be computed at conversion time "
-                   f"(shape computations with static sizes or plain symbols); here {why}")
+                   f"(shape computations over static sizes and dynamic dims); here {why}")
     cx.became[id(n)] = "converted"
     fuse = FUSIONS.get(op)
     if fuse is not None and fuse(cx, n):

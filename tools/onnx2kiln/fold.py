@@ -2,8 +2,10 @@
 
 Exporters compute shapes with Shape -> Gather -> Unsqueeze -> Concat -> Reshape chains. The
 importer evaluates such nodes when their inputs are known: numeric constants, or *symbolic* int
-vectors (numpy object arrays whose entries are ints, kiln dim symbols (str) or None for unknown),
-which is how `Shape` of a tensor with a dynamic batch looks (`['batch', 197, 768]`). Elementwise
+vectors (numpy object arrays whose entries are ints, kiln dims as text (str: a symbol or a
+polynomial over symbols, `N*S`, in symdim.py's canonical form) or None for unknown), which is how
+`Shape` of a tensor with a dynamic batch looks (`['batch', 197, 768]`); arithmetic on them stays
+symbolic (`Shape[0] * Shape[1]` is `N*S`). Elementwise
 ops on constants fold too. Each op's evaluation is registered with @folder; an op with a folder and
 no converter (Gather, Concat, ...) is supported only where it folds.
 """

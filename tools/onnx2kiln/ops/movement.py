@@ -290,6 +290,21 @@ def expand(cx, n, at):
             shape=bcast(_known_shape(cx, n, xt), tgt))
 
 
+@converter("ConstantOfShape")
+def constant_of_shape(cx, n, at):
+    """A shape computed from run-time dims (a mask of [N, S]): kiln's expand of the one value to
+    that shape. (A static shape folds.)"""
+    from ..model import to_numpy
+    tgt = np.asarray(cx.const(n, n.input[0], "the shape")).flatten().tolist()
+    if not tgt or any(v is None for v in tgt):
+        cx.fail(n, f"the shape {tgt} has dims computed from run-time values")
+    v = to_numpy(at["value"]) if "value" in at else np.zeros(1, np.float32)
+    key = cx.add_const(f"{n.output[0]}_value", v.reshape(-1)[:1])
+    vt = cx.materialize(n, key, cx.natural_dtype(key))
+    tgt = [int(d) if isinstance(d, (int, np.integer)) else d for d in tgt]
+    cx.emit(n, "expand", [vt], {"shape": tgt}, out=n.output[0], shape=tgt)
+
+
 @converter("Tile")
 def tile(cx, n, at):
     xt = cx.act(n, n.input[0])
