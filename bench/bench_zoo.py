@@ -972,8 +972,11 @@ def on_alarm(signum, frame):
 
 def run_all(args, entries, log):
     import torch
-    if not torch.cuda.is_available():
-        raise SystemExit("bench_zoo: torch sees no CUDA device")
+    gpu_stages = [st for st in args.stage_list if st in ("f32", "f16", "time")]
+    if gpu_stages and not torch.cuda.is_available():
+        raise SystemExit(f"bench_zoo: torch sees no CUDA device (the {', '.join(gpu_stages)} "
+                         f"stage{'s' if len(gpu_stages) > 1 else ''} need one; export and import "
+                         f"run on the CPU: --stages export,import)")
     torch.backends.cudnn.benchmark = True
     kiln = os.path.abspath(args.kiln)
     env = environment(torch, kiln)
@@ -1016,7 +1019,8 @@ def main(argv=None):
     if args.list:
         print(list_text(entries, args))
         return 0
-    missing = [m for m in ("torch", "torchvision", "triton", "onnx", "numpy") if importlib.util.find_spec(m) is None]
+    needed = ("torch", "torchvision", "onnx", "numpy") + (("triton",) if "time" in args.stage_list else ())
+    missing = [m for m in needed if importlib.util.find_spec(m) is None]
     if missing:  # the run's imports are inside its functions: say it once, here
         usage_exit(f"a run needs {', '.join(missing)} (and transformers for the hf_* models); "
                    f"--list, --table and --help do not")

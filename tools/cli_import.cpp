@@ -69,7 +69,8 @@ int run_import(const std::vector<std::string>& argv) {
                        {"--layout", true, false},
                        {"--dtype", true, false},
                        {"--name", true, false},
-                       {"--force", false, false}},
+                       {"--force", false, false},
+                       {"--report", false, false}},
                       1, 1);
   if (!a.has("--out") || a.get("--out").empty())
     usage_error("import", "--out DIR is required (the directory for NAME.json and its weights)");
@@ -108,6 +109,7 @@ int run_import(const std::vector<std::string>& argv) {
     cmd.push_back(a.get("--name"));
   }
   if (a.has("--force")) cmd.push_back("--force");
+  if (a.has("--report")) cmd.push_back("--report");
   std::vector<char*> cargv;
   for (std::string& s : cmd) cargv.push_back(s.data());
   cargv.push_back(nullptr);
@@ -132,7 +134,7 @@ int run_import(const std::vector<std::string>& argv) {
 KILN_CLI_COMMAND(
     onnx_import, "import", "convert an ONNX model to a kiln graph file and weights",
     "usage: kiln import MODEL.onnx --out DIR [--layout NCHW|NHWC] [--dtype f32|f16|bf16]\n"
-    "                               [--name NAME] [--force]\n"
+    "                               [--name NAME] [--force] [--report]\n"
     "\n"
     "Writes DIR/NAME.json (a kiln graph file) and DIR/NAME.safetensors (the model's weights).\n"
     "Runs the tools/onnx2kiln package with python3, which needs the Python packages onnx and\n"
@@ -146,6 +148,8 @@ KILN_CLI_COMMAND(
     "  --force         convert even when DIR already holds this conversion: same model bytes,\n"
     "                  options and converter, outputs untouched (then 'up to date' is printed\n"
     "                  and nothing is rewritten)\n"
+    "  --report        print the model's op histogram and what each ONNX op became (folded,\n"
+    "                  kiln ops, fused, refused), also when the conversion fails\n"
     "\n"
     "Dynamic ONNX dims become kiln symbols (bind them with 'kiln run --shape' or from the\n"
     "inputs). Unsupported ops are listed all at once, by op type and node name (exit 2).\n",

@@ -35,6 +35,9 @@ def parse_args(argv):
                    help="store float inputs and weights in this dtype (default: as in the model)")
     p.add_argument("--force", action="store_true",
                    help="convert even when DIR holds this model's untouched conversion")
+    p.add_argument("--report", action="store_true",
+                   help="print the model's op histogram and what each ONNX op became (folded, "
+                        "kiln ops, refused); converts even when DIR is up to date")
     p.add_argument("--kiln", metavar="PATH",
                    help="the kiln CLI that checks the written graph (default: the `kiln import` "
                         "that runs this, else an installed or built kiln, else kiln on PATH)")
@@ -110,7 +113,7 @@ def run(args):
         stamp = stamps.stamp_path(args.model, args.out, args.name, args.layout, args.dtype)
         old = stamps.read_stamp(stamp)
         key = stamps.stamp_key(args.model, args.name, args.layout, args.dtype, old)
-        summary = None if args.force else stamps.up_to_date(old, key)
+        summary = None if args.force or args.report else stamps.up_to_date(old, key)
         if summary is not None:
             print(f"up to date: {args.out} holds this conversion of {args.model} (same model "
                   "bytes, options and converter; outputs untouched): nothing to do (--force "
@@ -121,7 +124,7 @@ def run(args):
     refuse_unwritable(args.out)
     require_packages()
     summary, outputs = convert_file(args.model, args.out, args.name, args.layout, args.dtype,
-                                    args.kiln)
+                                    args.kiln, args.report)
     for line in summary:
         print(line)
     if stamp is not None:
@@ -132,27 +135,44 @@ def run(args):
     return 0
 
 
-def convert_file(model_path, out_dir, name=None, layout="NCHW", dtype=None, kiln=None):
-    """Converts model_path into out_dir; prints warnings and returns (the summary lines, the
-    paths written)."""
+def convert_file(model_path, out_dir, name=None, layout="NCHW", dtype=None, kiln=None,
+                 report=False):
+    """Converts model_path into out_dir; prints warnings (and with `report` the op report, also
+    when the conversion fails) and returns (the summary lines, the paths written)."""
     import numpy as np
     from . import kiln_check, model as onnx_model, writer
     from .convert import convert
     model = onnx_model.load(model_path)
     if name is None:
         name = onnx_model.default_name(model, model_path)
-    # The model's NaNs and infinities stay what they are (a signaling NaN read as float64 is
-    # quieted): no numpy floating-point warning on stderr beside the one-line messages.
-    with np.errstate(all="ignore"):
-        cx = convert(model, name, layout=layout, dtype=dtype, source=model_path)
-    kiln = kiln_check.find_kiln(kiln)
-    gpath, wpath, info = writer.write_outputs(cx, out_dir, kiln)
+    cx = None
+    try:
+        # The model's NaNs and infinities stay what they are (a signaling NaN read as float64
+        # is quieted): no numpy floating-point warning on stderr beside the one-line messages.
+        with np.errstate(all="ignore"):
+            cx = convert(model, name, layout=layout, dtype=dtype, source=model_path)
+        kiln = kiln_check.find_kiln(kiln)
+        gpath, wpath, info = writer.write_outputs(cx, out_dir, kiln)
+    except ConvertError as e:
+        if report:
+            print_report(model, getattr(e, "cx", cx), model_path, getattr(e, "node", None))
+        raise
+    if report:
+        print_report(model, cx, model_path)
     for w in cx.warnings:
         print(f"onnx2kiln: warning: {w}", file=sys.stderr)
     if kiln is None:
         print("onnx2kiln: warning: no kiln CLI found (--kiln PATH or kiln on PATH): the written "
               "graph is not checked by kiln", file=sys.stderr)
     return summary_lines(cx, gpath, wpath, info), [p for p in (gpath, wpath) if p]
+
+
+def print_report(model, cx, source, failed=None):
+    from . import report
+    from .registry import supported_ops
+    for line in report.render(model, cx, supported_ops(), source, failed):
+        print(line)
+    sys.stdout.flush()
 
 
 def summary_lines(cx, gpath, wpath, info):

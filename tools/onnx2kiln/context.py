@@ -49,6 +49,8 @@ class Converter:
         self.skip = set()     # ids of ONNX nodes a fusion has taken over
         self.replace = {}     # id of an ONNX node -> fn(cx, node) that emits it instead
         self.extra_pads = {}  # id of a Conv -> [t, l, b, r] from a Pad folded into it
+        self.became = {}      # id of an ONNX node -> folded / fused / converted (--report)
+        self.aliases = set()  # ids of ONNX nodes that became an alias of a kiln tensor
         self.consumers = {}
         for n in self.g.node:
             for t in n.input:
@@ -261,6 +263,7 @@ class Converter:
     def alias(self, n, xt=None):
         """ONNX output 0 of n is kiln tensor xt (default: its input 0), with no node of its own;
         an `identity` node when that output is a graph output."""
+        self.aliases.add(id(n))
         if n.output[0] in self.graph_outputs:
             xt = xt or self.act(n, n.input[0])
             self.emit(n, "identity", [xt], out=n.output[0])

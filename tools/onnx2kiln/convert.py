@@ -30,16 +30,26 @@ def convert(model, name, layout="NCHW", dtype=None, source="model.onnx"):
     for n in g.node:
         if n.op_type == "Constant":
             cx.consts[n.output[0]] = constant_value(cx, n)
-    fusions.prepass(cx)
-    for n in g.node:
-        if id(n) in cx.skip:
-            continue
-        if id(n) in cx.replace:
-            cx.replace[id(n)](cx, n)
-            continue
-        convert_node(cx, n)
-    add_outputs(cx)
-    prune(cx)
+            cx.became[id(n)] = "folded"
+    current = None
+    try:
+        fusions.prepass(cx)
+        for n in g.node:
+            current = n
+            if id(n) in cx.skip:
+                cx.became[id(n)] = "fused"
+                continue
+            if id(n) in cx.replace:
+                cx.replace[id(n)](cx, n)
+                cx.became[id(n)] = "converted"
+                continue
+            convert_node(cx, n)
+        current = None
+        add_outputs(cx)
+        prune(cx)
+    except ConvertError as e:
+        e.cx, e.node = cx, current  # for --report: how far the conversion got
+        raise
     return cx
 
 
@@ -92,6 +102,7 @@ def constant_value(cx, n):
 def convert_node(cx, n):
     op = n.op_type
     if try_fold(cx, n):
+        cx.became[id(n)] = "folded"
         return
     if op in fold_only_ops():
         runtime = [t for t in n.input if t and t not in cx.consts]
@@ -100,9 +111,11 @@ def convert_node(cx, n):
                f"computed at run time" if runtime and op != "Shape" else
                "the shape has dims that kiln cannot express")
         cx.fail(n, f"{op} is supported only where it can be computed at conversion time "
-                   f"(shape computations with static sizes or plain symbols); here {why}")
+                   f"(shape computations over static sizes and dynamic dims); here {why}")
+    cx.became[id(n)] = "converted"
     fuse = FUSIONS.get(op)
     if fuse is not None and fuse(cx, n):
+        cx.became[id(n)] = "fused"  # unless it emitted kiln nodes of its own (report.py)
         return
     CONVERTERS[op](cx, n, cx.attrs(n))
 

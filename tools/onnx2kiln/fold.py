@@ -2,8 +2,10 @@
 
 Exporters compute shapes with Shape -> Gather -> Unsqueeze -> Concat -> Reshape chains. The
 importer evaluates such nodes when their inputs are known: numeric constants, or *symbolic* int
-vectors (numpy object arrays whose entries are ints, kiln dim symbols (str) or None for unknown),
-which is how `Shape` of a tensor with a dynamic batch looks (`['batch', 197, 768]`). Elementwise
+vectors (numpy object arrays whose entries are ints, kiln dims as text (str: a symbol or a
+polynomial over symbols, `N*S`, in symdim.py's canonical form) or None for unknown), which is how
+`Shape` of a tensor with a dynamic batch looks (`['batch', 197, 768]`); arithmetic on them stays
+symbolic (`Shape[0] * Shape[1]` is `N*S`). Elementwise
 ops on constants fold too. Each op's evaluation is registered with @folder; an op with a folder and
 no converter (Gather, Concat, ...) is supported only where it folds.
 """
@@ -12,6 +14,7 @@ import math
 import numpy as np
 from onnx import helper
 
+from . import symdim
 from .registry import FOLDERS, folder
 
 # A folded value may have at most this many elements: ConstantOfShape, Expand and Range make
@@ -50,28 +53,10 @@ def is_int(v):
 
 
 def sym_binop(op, x, y):
-    """Elementwise int arithmetic where entries may be symbols (str) or unknown (None). A result
-    kiln cannot write as one dim (a product of two symbols, ...) is None."""
-    if is_int(x) and is_int(y):
-        x, y = int(x), int(y)
-        if op == "Add":
-            return x + y
-        if op == "Sub":
-            return x - y
-        if op == "Mul":
-            return x * y
-        if op == "Div":
-            return int(x / y) if y else None
-        return None
-    if op == "Mul" and is_int(y) and y == 1:
-        return x
-    if op == "Mul" and is_int(x) and x == 1:
-        return y
-    if op in ("Add", "Sub") and is_int(y) and y == 0:
-        return x
-    if op == "Div" and is_int(y) and y == 1:
-        return x
-    return None
+    """Elementwise int arithmetic where entries may be symbolic dims (symbols or polynomial
+    texts, str) or unknown (None): the result in canonical form, None when it is no polynomial
+    (a floor division that does not divide, Mod of a symbol)."""
+    return symdim.binop(op, x, y)
 
 
 def try_fold(cx, n):
@@ -199,6 +184,8 @@ def fold_concat(ins, at):
 @folder("Slice")
 def fold_slice(ins, at):
     a = ins[0]
+    if any(is_sym_array(v) for v in ins[1:] if v is not None):
+        return None  # a bound computed from run-time dims: the converter's case
     if "starts" in at:  # opset < 10: attributes
         starts, ends = at["starts"], at["ends"]
         axes = at.get("axes", list(range(len(starts))))
@@ -217,8 +204,8 @@ def fold_slice(ins, at):
 @folder("Reshape")
 def fold_reshape(ins, at):
     target = [int(v) for v in ins[1].flatten()] if not is_sym_array(ins[1]) else None
-    if target is None or is_sym_array(ins[0]):
-        return None
+    if target is None:
+        return None  # a shape vector reshaped to shape values: the converter's case
     target = [ins[0].shape[i] if v == 0 else v for i, v in enumerate(target)]
     return ins[0].reshape(target)
 
@@ -292,6 +279,81 @@ def fold_trilu(ins, at):
     return np.triu(ins[0], k) if at.get("upper", 1) else np.tril(ins[0], k)
 
 
+# ------------------------------------------------------------------------------ scatters
+# ScatterND / ScatterElements on constants (Swin's shifted-window attention mask is built from
+# zeros and slice assignments): ONNX semantics, updates applied in index order, `reduction`
+# none / add / mul / max / min. On run-time data they are refused (no converter): a located error.
+
+SCATTER_REDUCE = {"add": np.add, "mul": np.multiply, "max": np.maximum, "min": np.minimum}
+
+
+def _reduction(at):
+    r = at.get("reduction", "none")
+    r = r.decode() if isinstance(r, bytes) else r
+    if r != "none" and r not in SCATTER_REDUCE:
+        raise ValueError(f"reduction '{r}': expected none, add, mul, max or min")
+    return r
+
+
+def _scatter_put(out, pos, vals, red):
+    """out[pos] = vals (or combined with `red`), pos a tuple of index arrays; later updates win
+    for `none` (the order ONNX's reference applies them in)."""
+    if red == "none":
+        out[pos] = vals
+    else:
+        SCATTER_REDUCE[red].at(out, pos, vals)
+
+
+def _wrapped(idx, size, what):
+    """Indices in [-size, size) as 0..size-1; out of range is an error."""
+    if idx.size and (idx.min() < -size or idx.max() >= size):
+        bad = idx[(idx < -size) | (idx >= size)].flatten()[0]
+        raise ValueError(f"index {int(bad)} is out of range for {what} of size {size}")
+    return np.where(idx < 0, idx + size, idx)
+
+
+@folder("ScatterND")
+def fold_scatter_nd(ins, at):
+    if any_sym(ins):
+        return None
+    data, indices, updates = ins[0], ins[1].astype(np.int64), ins[2]
+    red = _reduction(at)
+    r, q = data.ndim, indices.ndim
+    if q < 1:
+        raise ValueError("ScatterND indices need rank >= 1")
+    k = indices.shape[-1]
+    if k > r:
+        raise ValueError(f"index tuples of length {k} for data of rank {r}")
+    want = list(indices.shape[:-1]) + list(data.shape[k:])
+    if list(updates.shape) != want:
+        raise ValueError(f"updates have shape {list(updates.shape)}, expected {want}")
+    flat = indices.reshape(-1, k)
+    pos = tuple(_wrapped(flat[:, d], data.shape[d], f"dim {d}") for d in range(k))
+    out = data.copy()
+    _scatter_put(out, pos, updates.reshape((flat.shape[0],) + data.shape[k:]), red)
+    return out
+
+
+@folder("ScatterElements", "Scatter")
+def fold_scatter_elements(ins, at):
+    if any_sym(ins):
+        return None
+    data, indices, updates = ins[0], ins[1].astype(np.int64), ins[2]
+    red = _reduction(at)
+    axis = _axis(int(at.get("axis", 0)), data.ndim)
+    if indices.shape != updates.shape or indices.ndim != data.ndim:
+        raise ValueError(f"indices {list(indices.shape)} and updates {list(updates.shape)} must "
+                         f"have one shape of data's rank {data.ndim}")
+    if any(i > d for i, d in zip(indices.shape, data.shape)):
+        raise ValueError(f"indices {list(indices.shape)} exceed data {list(data.shape)}")
+    grid = list(np.indices(indices.shape, sparse=True))
+    grid[axis] = _wrapped(indices, data.shape[axis], f"axis {axis}")
+    pos = tuple(np.broadcast_arrays(*grid))
+    out = data.copy()
+    _scatter_put(out, pos, updates, red)
+    return out
+
+
 # ------------------------------------------------------------------------------ values
 
 @folder("Cast")
@@ -324,11 +386,72 @@ def fold_range(ins, at):
     return np.arange(start, limit, delta).astype(ins[0].dtype)
 
 
-@folder("Equal")
-def fold_equal(ins, at):
+def _sym_elementwise(fn, a, b, dtype=object):
+    """fn(x, y) over the broadcast entries of two (possibly symbolic) arrays; None when an entry
+    is undecided (fn returned None)."""
+    a, b = np.broadcast_arrays(np.asarray(a).astype(object), np.asarray(b).astype(object))
+    out = np.empty(a.shape, dtype=object)
+    for idx in np.ndindex(a.shape):
+        out[idx] = fn(a[idx], b[idx])
+        if out[idx] is None and dtype is not object:
+            return None
+    return out if dtype is object else out.astype(dtype)
+
+
+COMPARE = {"Equal": np.equal, "Less": np.less, "LessOrEqual": np.less_equal,
+           "Greater": np.greater, "GreaterOrEqual": np.greater_equal}
+
+
+def _compare(op):
+    def fold(ins, at):
+        if any_sym(ins):
+            # Sizes are positive: `N == -1` is False (the exporters' Where(Equal(shape, -1))).
+            return _sym_elementwise(lambda x, y: symdim.compare(op, x, y), ins[0], ins[1],
+                                    dtype=np.bool_)
+        return COMPARE[op](ins[0], ins[1])
+    return fold
+
+
+for _op in COMPARE:
+    folder(_op)(_compare(_op))
+
+
+LOGICAL = {"And": np.logical_and, "Or": np.logical_or, "Xor": np.logical_xor}
+
+
+def _logical(op):
+    def fold(ins, at):
+        if any_sym(ins):
+            return None
+        return LOGICAL[op](ins[0].astype(bool), ins[1].astype(bool))
+    return fold
+
+
+for _op in LOGICAL:
+    folder(_op)(_logical(_op))
+
+
+@folder("Not")
+def fold_not(ins, at):
     if any_sym(ins):
         return None
-    return np.equal(ins[0], ins[1])
+    return np.logical_not(ins[0].astype(bool))
+
+
+@folder("Mod")
+def fold_mod(ins, at):
+    """ONNX Mod: fmod 0 takes the divisor's sign (Python's %), fmod 1 the dividend's (C fmod)."""
+    fmod = int(at.get("fmod", 0))
+    if any_sym(ins):
+        if fmod:
+            return None
+        return _sym_elementwise(lambda x, y: symdim.binop("Mod", x, y), ins[0], ins[1])
+    a, b = ins[0], ins[1]
+    if a.dtype.kind in "iu" and b.dtype.kind in "iu":
+        if np.any(b == 0):
+            raise ValueError("integer Mod by zero")
+        return (np.fmod(a, b) if fmod else np.mod(a, b)).astype(a.dtype)
+    return (np.fmod(a, b) if fmod else np.mod(a, b)).astype(a.dtype)
 
 
 @folder("Where")
@@ -346,13 +469,9 @@ def _binary(op):
     def fold(ins, at):
         a, b = ins[0], ins[1]
         if any_sym(ins):
-            if op not in ("Add", "Sub", "Mul", "Div"):
+            if op not in ("Add", "Sub", "Mul", "Div", "Max", "Min"):
                 return None
-            a, b = np.broadcast_arrays(a.astype(object), b.astype(object))
-            out = np.empty(a.shape, dtype=object)
-            for idx in np.ndindex(a.shape):
-                out[idx] = sym_binop(op, a[idx], b[idx])
-            return out
+            return _sym_elementwise(lambda x, y: sym_binop(op, x, y), a, b)
         if op == "Div" and a.dtype.kind in "iu" and b.dtype.kind in "iu":
             return np.trunc(a / b).astype(a.dtype)  # ONNX integer division truncates
         return NUMPY_BINARY[op](a, b).astype(a.dtype)

@@ -12,6 +12,7 @@ import re
 import shutil
 import subprocess
 
+from . import symdim
 from .errors import ConvertError, ImporterBug, describe
 
 PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -81,7 +82,7 @@ def _refused_node(cx, msg):
 
 def compare(cx, info):
     """Every dim the importer derived as a number must be kiln's number; a symbol must be kiln's
-    symbol or an expression kiln derived (the importer writes no expressions). Dtypes match."""
+    symbol or expression (compared as polynomials). Dtypes match."""
     tensors = info.get("tensors", {})
     for name, shape in cx.shape.items():
         k = tensors.get(name)
@@ -99,11 +100,13 @@ def compare(cx, info):
 
 
 def _dim_agrees(mine, kilns):
+    """Equal sizes: the same number, or the same polynomial (symdim's canonical form). A kiln
+    expression the importer has no polynomial for (a floor-division atom) is taken as it is."""
     if mine is None:  # unknown to the importer
         return True
-    if isinstance(mine, str):
-        return mine == kilns or (isinstance(kilns, str) and not kilns.isidentifier())
-    return isinstance(kilns, int) and int(mine) == kilns
+    if isinstance(kilns, str) and symdim.parse(kilns) is None:
+        return True
+    return symdim.same(mine, kilns)
 
 
 def describe_tensor(info, name):

@@ -6,7 +6,7 @@ channel count are computed from them), so they cannot wait for kiln. kiln's own 
 checks them afterwards: the written graph goes through `kiln check --json` (check.py), and a dim
 the importer got wrong is reported as a bug.
 """
-import math
+from . import symdim
 
 
 def bcast(a, b):
@@ -71,23 +71,12 @@ def reshape_shape(x, target):
 
 
 def inferred_dim(x, known):
-    """The dim a reshape's -1 stands for: the element count of x over that of the `known` dims.
-    Symbols must cancel down to at most one left over (None otherwise)."""
+    """The dim a reshape's -1 stands for: the element count of x over that of the `known` dims,
+    as a polynomial over the symbols (`[N, S, 64]` over `[64]` is `N*S`); None when unknown or
+    not an exact quotient."""
     if None in x or None in known:
         return None
-    cin = math.prod(v for v in x if isinstance(v, int))
-    cout = math.prod(v for v in known if isinstance(v, int))
-    rest = sorted(v for v in x if isinstance(v, str))
-    for s in sorted(v for v in known if isinstance(v, str)):
-        if s not in rest:
-            return None
-        rest.remove(s)
-    c = cin // cout if cout else None
-    if not rest:
-        return c
-    if len(rest) == 1 and c == 1:
-        return rest[0]
-    return None
+    return symdim.quotient(symdim.product(x), symdim.product(known))
 
 
 def reduced(s, axes, keep):
@@ -102,11 +91,6 @@ def reduced(s, axes, keep):
 
 
 def one_dim(part):
-    """The dims of `part` multiplied into one kiln dim: an int, or the one symbol among 1s; None
-    when kiln cannot write it (a product with a symbol, an unknown dim)."""
-    if all(isinstance(v, int) for v in part):
-        return math.prod(part)
-    nonone = [v for v in part if v != 1]
-    if len(nonone) == 1 and isinstance(nonone[0], str):
-        return nonone[0]
-    return None
+    """The dims of `part` multiplied into one kiln dim: an int, a symbol, or a product of them
+    (`N*S`); None when a dim is unknown."""
+    return symdim.product(part)

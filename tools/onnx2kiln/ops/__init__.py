@@ -10,5 +10,6 @@
     movement.py     Reshape, Flatten, Transpose, Identity, Dropout
     reduce.py       ReduceMean/Sum/Max/Min/L2/Prod, Softmax, LogSoftmax, CumSum
     resize.py       Resize, Upsample
+    einsum.py       Einsum (transposes, reshapes, reduce_sums and matmuls)
 """
-from . import conv_pool, elementwise, matmul, movement, norms, reduce, resize  # noqa: F401
+from . import conv_pool, einsum, elementwise, matmul, movement, norms, reduce, resize  # noqa: F401

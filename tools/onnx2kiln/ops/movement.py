@@ -2,6 +2,8 @@
 ops Concat, Split, Slice, Expand, Tile, DepthToSpace, SpaceToDepth and Trilu."""
 import numpy as np
 
+from .. import symdim
+from ..fold import is_sym_array
 from ..registry import converter
 from ..shapes import one_dim, reshape_shape
 
@@ -140,7 +142,7 @@ def concat(cx, n, at):
     axis = cx.axis(n, int(at["axis"]), len(s0))
     sizes = [(cx.shp(x) or [None] * len(s0))[axis] for x in xs]
     out = list(s0)
-    out[axis] = sum(sizes) if all(isinstance(d, int) for d in sizes) else None
+    out[axis] = symdim.total(sizes)
     cx.emit(n, "concat", xs, {"axis": axis}, out=n.output[0], shape=out)
 
 
@@ -194,10 +196,58 @@ def _slice_spec(cx, n, at, r):
     return starts, ends, axes, steps
 
 
+def _run_time_end(cx, n):
+    """(data, start, end, axis, step) when n slices a constant along one axis up to an end
+    computed from run-time dims (BERT's position_ids[:, :S]); else None."""
+    if n.input[0] not in cx.consts or len(n.input) < 3 or "starts" in cx.attrs(n):
+        return None
+    vals = [cx.consts.get(t) if t else None for t in n.input[1:5]]
+    if any(v is None for v in vals[:2]) or not is_sym_array(vals[1]) or vals[1].size != 1:
+        return None
+    rest = [np.asarray(v).flatten().tolist() for v in vals if v is not None]
+    if any(len(r) != 1 for r in rest) or any(not isinstance(r[0], (int, np.integer))
+                                              for i, r in enumerate(rest) if i != 1):
+        return None
+    start = int(rest[0][0])
+    axis = int(rest[2][0]) if len(rest) > 2 else 0
+    step = int(rest[3][0]) if len(rest) > 3 else 1
+    return n.input[0], start, rest[1][0], axis, step
+
+
+def _slice_as_gather(cx, n, spec):
+    """x[start:end:step] along `axis` with a run-time end: Gather(x, Range(start, end, step)),
+    converted by the Range and Gather converters (kiln's range and gather ops)."""
+    from onnx import helper
+    from ..convert import convert_node
+    from ..registry import CONVERTERS
+    data, start, end, axis, step = spec
+    if "Range" not in CONVERTERS or "Gather" not in CONVERTERS or start < 0 or step < 1:
+        cx.fail(n, f"the slice end ({end}) is computed from run-time dims; kiln slices with "
+                   f"static bounds (a run-time end needs kiln's range and gather)")
+    base = n.output[0]
+    ks = [cx.add_const(f"{base}_start", np.array(start, np.int64)),
+          cx.add_const(f"{base}_end", np.array([end], dtype=object).reshape(())),
+          cx.add_const(f"{base}_step", np.array(step, np.int64))]
+    idx = cx.derived(f"{base}_index")
+    rng = helper.make_node("Range", ks, [idx], name=f"{n.name}_range")
+    gat = helper.make_node("Gather", [data, idx], [n.output[0]], name=f"{n.name}_gather",
+                           axis=axis)
+    for node in (rng, gat):
+        convert_node(cx, node)
+    for k, src in cx.origin.items():  # messages and --report name the Slice
+        if src is rng or src is gat:
+            cx.origin[k] = n
+
+
 @converter("Slice")
 def slice_(cx, n, at):
     """A slice covering a symbolic dim whole (0 to the end, step 1) leaves it alone; any other
-    bound on a symbolic dim is refused (kiln slices static dims)."""
+    bound on a symbolic dim is refused (kiln slices static dims). A constant sliced up to a
+    run-time end becomes a gather of a range."""
+    spec = _run_time_end(cx, n)
+    if spec is not None:
+        _slice_as_gather(cx, n, spec)
+        return
     xt = cx.act(n, n.input[0])
     s = _known_shape(cx, n, xt)
     starts, ends, axes, steps = _slice_spec(cx, n, at, len(s))
@@ -238,6 +288,21 @@ def expand(cx, n, at):
     tgt = [int(v) if isinstance(v, (int, np.integer)) else v for v in tgt]
     cx.emit(n, "expand", [xt], {"shape": tgt}, out=n.output[0],
             shape=bcast(_known_shape(cx, n, xt), tgt))
+
+
+@converter("ConstantOfShape")
+def constant_of_shape(cx, n, at):
+    """A shape computed from run-time dims (a mask of [N, S]): kiln's expand of the one value to
+    that shape. (A static shape folds.)"""
+    from ..model import to_numpy
+    tgt = np.asarray(cx.const(n, n.input[0], "the shape")).flatten().tolist()
+    if not tgt or any(v is None for v in tgt):
+        cx.fail(n, f"the shape {tgt} has dims computed from run-time values")
+    v = to_numpy(at["value"]) if "value" in at else np.zeros(1, np.float32)
+    key = cx.add_const(f"{n.output[0]}_value", v.reshape(-1)[:1])
+    vt = cx.materialize(n, key, cx.natural_dtype(key))
+    tgt = [int(d) if isinstance(d, (int, np.integer)) else d for d in tgt]
+    cx.emit(n, "expand", [vt], {"shape": tgt}, out=n.output[0], shape=tgt)
 
 
 @converter("Tile")
