@@ -344,7 +344,11 @@ class Planner {
       int p = g_.tensor(t).producer;
       if (p < 0 || group_of_[p] >= 0 || !live_[p]) continue;
       const Node& pn = g_.nodes()[p];
-      if (!elementwise(pn) || out_shape(p) != shape || !all_floating(p)) continue;
+      // Index sources (range) compute from the element's index, which only pointwise kernels
+      // hold.
+      if (!elementwise(pn) || out_shape(p) != shape || !all_floating(p) ||
+          op_info(pn.op).index_source)
+        continue;
       // A window visits its input elements zero or several times, a copy in its output's order:
       // neither writes a prologue intermediate as an extra output, so only private ones fuse in.
       if (groups_[gid].kind == GroupKind::Window || groups_[gid].kind == GroupKind::Copy) {
