@@ -1,6 +1,7 @@
 // The conv_transpose2d layout rules (heuristics/conv_transpose_layout.hpp).
 #include "heuristics/conv_transpose_layout.hpp"
 
+#include <initializer_list>
 #include <numeric>
 
 namespace kiln {
