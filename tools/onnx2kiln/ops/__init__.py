@@ -8,6 +8,8 @@
     elementwise.py  unary and binary math, activations (Relu ... Gelu, LeakyRelu, Elu, HardSigmoid,
                     PRelu), Clip, Cast
     movement.py     Reshape, Flatten, Transpose, Identity, Dropout
-    reduce.py       ReduceMean/Sum/Max/Min/L2/Prod, Softmax, LogSoftmax, CumSum
+    reduce.py       ReduceMean/Sum/Max/Min/L2/Prod, ArgMax/ArgMin, Softmax, LogSoftmax, CumSum
+    index.py        Range with a run-time limit (a constant Range folds)
+    (conv_pool.py also: ConvTranspose)
 """
-from . import conv_pool, elementwise, matmul, movement, norms, reduce  # noqa: F401
+from . import conv_pool, elementwise, index, matmul, movement, norms, reduce  # noqa: F401
