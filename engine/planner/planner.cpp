@@ -510,6 +510,11 @@ class Planner {
     if (is_anchor(pn) && is_anchor(cn))
       return fmt::format("{}: both are anchors ({}, {}); one anchor per kernel", edge,
                          category_name(cat(pn)), category_name(cat(cn)));
+    if (elementwise(pn) && op_info(pn.op).index_source && !elementwise(cn))
+      return fmt::format(
+          "{}: {} computes from the element's index: it runs in a pointwise kernel, not in {}'s "
+          "prologue",
+          edge, pn.name, cn.name);
     if (elementwise(pn) && !all_floating(p) && !elementwise(cn))
       return fmt::format(
           "{}: {} has integer / bool operands or result: it runs in a pointwise "
