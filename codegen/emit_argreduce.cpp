@@ -157,8 +157,7 @@ class ArgReduceKernel {
     w_.open("for (long long j = threadIdx.x; j < {}; j += {}) {{", len_c_, T);
     visit();
     w_.close();
-    const std::string tmpl =
-        tmpl_.substr(0, tmpl_.size() - 1) + fmt::format(", {}>", T);
+    const std::string tmpl = tmpl_.substr(0, tmpl_.size() - 1) + fmt::format(", {}>", T);
     w_.line("kiln_block_arg{}(best, at, kiln_sv, kiln_si);", tmpl);
     w_.open("if (threadIdx.x == 0) {{");
     finish();

@@ -258,8 +258,8 @@ Dim group_flops(const Graph& g, const FusionGroup& grp) {
   Dim f(0);
   for (int n : grp.nodes) {
     const Node& node = g.nodes()[n];
-    Dim numel = shape_numel(
-        g.tensor(node.inputs.empty() ? node.outputs[0] : node.inputs[0]).desc.shape);
+    Dim numel =
+        shape_numel(g.tensor(node.inputs.empty() ? node.outputs[0] : node.inputs[0]).desc.shape);
     f = f + numel * Dim(n == grp.anchor ? 5 : 1);
   }
   return f;

@@ -12,9 +12,9 @@ namespace kiln {
 
 // A conv_transpose2d as the layout sees it (codegen fills it from the group).
 struct ConvTransposeShape {
-  int64_t kg = 1;             // output channels per group
-  int64_t cg = 1;             // input channels per group
-  int64_t r = 1, s = 1;       // filter rows, columns
+  int64_t kg = 1;        // output channels per group
+  int64_t cg = 1;        // input channels per group
+  int64_t r = 1, s = 1;  // filter rows, columns
   int64_t stride_h = 1, stride_w = 1, dil_h = 1, dil_w = 1;
   bool channels_last = false;  // the output is NHWC
   int64_t outputs = -1;        // output elements; -1: symbolic

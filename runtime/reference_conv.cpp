@@ -1,13 +1,14 @@
-// CPU reference contractions and windows: conv2d, conv_transpose2d, matmul, max/avg pooling, global average pool.
-// Blocked so that the innermost loop runs contiguously over output channels / columns.
+// CPU reference contractions and windows: conv2d, conv_transpose2d, matmul, max/avg pooling, global
+// average pool. Blocked so that the innermost loop runs contiguously over output channels /
+// columns.
 #include <algorithm>
 #include <array>
 #include <cmath>
 #include <limits>
 
 #include "engine/base/check.hpp"
-#include "runtime/reference_ops.hpp"
 #include "engine/base/thread_pool.hpp"
+#include "runtime/reference_ops.hpp"
 
 namespace kiln::ref {
 
@@ -109,7 +110,8 @@ void conv2d(const NodeArgs& a) {
 }
 
 // ONNX ConvTranspose: every input pixel scatters its filter window into the output,
-// y[n, g*Kg + k, ih*sh - pt + r*dh, iw*sw - pl + s*dw] += x[n, g*Cg + c, ih, iw] * w[g*Cg + c, k, r, s]
+//   y[n, g*Kg + k, ih*sh - pt + r*dh, iw*sw - pl + s*dw]
+//       += x[n, g*Cg + c, ih, iw] * w[g*Cg + c, k, r, s]
 // (taps outside the output dropped), plus bias[k]. One task per (n, output channel group): the
 // tasks write disjoint outputs.
 void conv_transpose2d(const NodeArgs& a) {

@@ -95,9 +95,8 @@ TEST(ConvTranspose, ShapesFollowTheOnnxFormula) {
   EXPECT_EQ(d.dtype, DType::F16);
   EXPECT_EQ(d.layout, Layout::NHWC);
   // K = 4 * 3; OH = (H - 1) * 2 - 1 + 2 + 1 + 1; OW = 6 * 3 - 3 + 8 + 1 = 24.
-  EXPECT_EQ(shape_str(d.shape), shape_str(Shape{Dim("N"), Dim(12), (Dim("H") - Dim(1)) * Dim(2) +
-                                                                         Dim(3),
-                                                Dim(24)}));
+  EXPECT_EQ(shape_str(d.shape),
+            shape_str(Shape{Dim("N"), Dim(12), (Dim("H") - Dim(1)) * Dim(2) + Dim(3), Dim(24)}));
 }
 
 TEST(ConvTranspose, BadNodesAreLocatedUserErrors) {
@@ -109,7 +108,9 @@ TEST(ConvTranspose, BadNodesAreLocatedUserErrors) {
                              TensorDesc{DType::F32, Shape(s.begin(), s.end()), Layout::NCHW, {}},
                              "uniform", -1, 1, 1);
   };
-  std::string e = user_error([&] { g.add_node1("conv_transpose2d", {x, w({6, 2, 3, 3})}, {}, "up"); });
+  std::string e = user_error([&] {
+    g.add_node1("conv_transpose2d", {x, w({6, 2, 3, 3})}, {}, "up");
+  });
   EXPECT_NE(e.find("node 'up' (conv_transpose2d): filter"), std::string::npos) << e;
   EXPECT_NE(e.find("has 6 input channels (dim 0) but input 'x' has 4 channels"), std::string::npos)
       << e;
@@ -135,8 +136,8 @@ TEST(ConvTranspose, BadNodesAreLocatedUserErrors) {
     Tensor x2 = g2.input("x", DType::F32, {2, 4, 5, 5});
     Tensor w2 = g2.constant_random("w", TensorDesc{DType::F32, {4, 2, 3, 3}, Layout::NCHW, {}},
                                    "uniform", -1, 1, 1);
-    Tensor b2 = g2.constant_random("b", TensorDesc{DType::F32, {4}, Layout::NCHW, {}}, "uniform",
-                                   -1, 1, 1);
+    Tensor b2 =
+        g2.constant_random("b", TensorDesc{DType::F32, {4}, Layout::NCHW, {}}, "uniform", -1, 1, 1);
     g2.add_node1("conv_transpose2d", {x2, w2, b2}, {}, "up");
   });
   EXPECT_NE(e.find("input 2 ('b', bias) must have shape [2], found [4]"), std::string::npos) << e;
@@ -217,9 +218,10 @@ TEST(ConvTransposePlanner, BiasReluAndResidualAreOneKernel) {
     Graph g("up");
     Tensor x = g.input("x", DType::F16, {"N", 8, 9, 9}, l);
     Tensor skip = g.input("skip", DType::F16, {"N", 16, 18, 18}, l);
-    Tensor y = g.add_node1("conv_transpose2d",
-                           {x, cst(g, "w", DType::F16, {8, 16, 2, 2}), cst(g, "b", DType::F16, {16})},
-                           {{"stride", Ints{2, 2}}}, "up");
+    Tensor y =
+        g.add_node1("conv_transpose2d",
+                    {x, cst(g, "w", DType::F16, {8, 16, 2, 2}), cst(g, "b", DType::F16, {16})},
+                    {{"stride", Ints{2, 2}}}, "up");
     y = g.add_node1("relu", {y}, {}, "relu");
     g.output(g.add_node1("add", {y, skip}, {}, "res"));
     Plan p = plan_fusion(g);
@@ -228,9 +230,9 @@ TEST(ConvTransposePlanner, BiasReluAndResidualAreOneKernel) {
     CodegenOptions co;
     std::vector<KernelSpec> ks = generate_kernels(g, p, co);
     ASSERT_EQ(ks.size(), 1u);
-    EXPECT_EQ(ks[0].name, fmt::format("conv_transpose_f16_{}_2x2_s2x2{}_direct_bias_relu_add",
-                                      l == Layout::NHWC ? "nhwc" : "nchw",
-                                      l == Layout::NHWC ? "" : "_k4"));
+    EXPECT_EQ(ks[0].name,
+              fmt::format("conv_transpose_f16_{}_2x2_s2x2{}_direct_bias_relu_add",
+                          l == Layout::NHWC ? "nhwc" : "nchw", l == Layout::NHWC ? "" : "_k4"));
     // Only the taps of the output's phase: stride 2, dilation 1 starts at (oh + 0) % 2.
     EXPECT_NE(ks[0].source.find("ph_r"), std::string::npos);
   }

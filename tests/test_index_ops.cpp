@@ -30,7 +30,8 @@ I64s arg(const std::string& op, DType dt, Dims shape, const Vals& x, int64_t axi
          int64_t last, Dims* out_shape = nullptr) {
   Graph g("arg");
   Tensor xi = g.input("x", dt, Shape(shape.begin(), shape.end()));
-  Tensor y = g.add_node1(op, {xi}, {{"axis", axis}, {"keepdims", keep}, {"select_last_index", last}});
+  Tensor y =
+      g.add_node1(op, {xi}, {{"axis", axis}, {"keepdims", keep}, {"select_last_index", last}});
   g.output(y);
   EXPECT_EQ(g.tensor(y).desc.dtype, DType::I64);
   auto out = run_reference(g, {{"x", HostTensor::from_f64(dt, shape, x)}});
@@ -81,8 +82,8 @@ TEST(ArgReduce, IntegerInputsAreExact) {
   Tensor z = g.add_node1("argmin", {x}, {{"keepdims", int64_t{0}}});
   g.output(y);
   g.output(z);
-  auto out = run_reference(g, {{"x", HostTensor::from_i64(DType::I64, {3}, {big, big + 1, big - 1},
-                                                          Layout::NCHW)}});
+  auto out = run_reference(
+      g, {{"x", HostTensor::from_i64(DType::I64, {3}, {big, big + 1, big - 1}, Layout::NCHW)}});
   EXPECT_EQ(out.at(g.tensor(y).name).to_i64(), (I64s{1}));
   EXPECT_EQ(out.at(g.tensor(z).name).to_i64(), (I64s{2}));
   EXPECT_EQ(arg("argmax", DType::I32, {2, 2}, {4, 4, -1, 7}, 1, 0, 1), (I64s{1, 1}));
@@ -137,17 +138,14 @@ TEST(Range, BadNodesAreLocatedUserErrors) {
             std::string::npos)
       << e;
   e = user_error([&] { g.add_node1("range", {}, attrs({{"start", 0.5}}), "pos"); });
-  EXPECT_NE(e.find("node 'pos' (range).start: an i64 range takes integers"), std::string::npos) << e;
-  e = user_error([&] {
-    g.add_node1("range", {}, {{"length", std::vector<Dim>{Dim(4)}}}, "pos");
-  });
+  EXPECT_NE(e.find("node 'pos' (range).start: an i64 range takes integers"), std::string::npos)
+      << e;
+  e = user_error([&] { g.add_node1("range", {}, {{"length", std::vector<Dim>{Dim(4)}}}, "pos"); });
   EXPECT_NE(e.find("missing required attribute 'dtype' of op range"), std::string::npos) << e;
   Tensor x = g.input("x", DType::F32, {4});
   e = user_error([&] { g.add_node1("range", {x}, attrs({}), "pos"); });
   EXPECT_NE(e.find("op range takes 0 inputs, found 1"), std::string::npos) << e;
-  e = user_error([&] {
-    g.add_node1("argmax", {x}, {{"keepdims", int64_t{2}}}, "am");
-  });
+  e = user_error([&] { g.add_node1("argmax", {x}, {{"keepdims", int64_t{2}}}, "am"); });
   EXPECT_NE(e.find("node 'am' (argmax).keepdims: expected 0 or 1, found 2"), std::string::npos)
       << e;
   Tensor b = g.input("b", DType::Bool, {4});
@@ -161,15 +159,13 @@ TEST(Range, BadNodesAreLocatedUserErrors) {
 TEST(IndexOpsPlanner, RangeFusesIntoPointwiseArgmaxTakesAPrologue) {
   Graph g("idx");
   Tensor x = g.input("x", DType::F16, {"N", "S"});
-  Tensor pos = g.add_node1("range", {},
-                           {{"length", std::vector<Dim>{Dim("S")}}, {"dtype", std::string("f32")}},
-                           "pos");
-  Tensor h = g.add_node1("add", {x, g.add_node1("cast", {pos}, {{"dtype", std::string("f16")}}, "c")},
-                         {}, "h");
+  Tensor pos = g.add_node1(
+      "range", {}, {{"length", std::vector<Dim>{Dim("S")}}, {"dtype", std::string("f32")}}, "pos");
+  Tensor h = g.add_node1(
+      "add", {x, g.add_node1("cast", {pos}, {{"dtype", std::string("f16")}}, "c")}, {}, "h");
   g.output(g.add_node1("argmax", {g.add_node1("exp", {h}, {}, "e")}, {{"axis", int64_t{1}}}, "am"));
-  Tensor ids = g.add_node1("range", {},
-                           {{"length", std::vector<Dim>{Dim("S")}}, {"dtype", std::string("i64")}},
-                           "ids");
+  Tensor ids = g.add_node1(
+      "range", {}, {{"length", std::vector<Dim>{Dim("S")}}, {"dtype", std::string("i64")}}, "ids");
   g.output(g.add_node1("mul", {ids, ids}, {}, "sq"));
   Plan p = plan_fusion(g);
   std::vector<std::vector<std::string>> groups;
@@ -179,8 +175,8 @@ TEST(IndexOpsPlanner, RangeFusesIntoPointwiseArgmaxTakesAPrologue) {
     groups.push_back(names);
   }
   // pos and its cast run in their own pointwise kernel ([S]); add and exp are argmax's prologue.
-  EXPECT_EQ(groups, (std::vector<std::vector<std::string>>{
-                        {"pos", "c"}, {"h", "e", "am"}, {"ids", "sq"}}));
+  EXPECT_EQ(groups,
+            (std::vector<std::vector<std::string>>{{"pos", "c"}, {"h", "e", "am"}, {"ids", "sq"}}));
   EXPECT_EQ(p.groups[1].kind, GroupKind::Reduction);
 }
 
@@ -209,7 +205,8 @@ TEST(IndexOpsCodegen, EveryFormCompiles) {
         for (const char* op : {"argmax", "argmin"})
           for (int64_t last : {0, 1})
             g.output(g.add_node1(op, {x}, {{"axis", ax}, {"select_last_index", last}}));
-      if (is_float(dt)) g.output(g.add_node1("argmax", {g.add_node1("tanh", {x})}, {{"axis", int64_t{2}}}));
+      if (is_float(dt))
+        g.output(g.add_node1("argmax", {g.add_node1("tanh", {x})}, {{"axis", int64_t{2}}}));
     }
     Tensor m = g.input("m", dt, {2, 7, 5, 4}, Layout::NHWC);
     g.output(g.add_node1("argmin", {m}, {{"axis", int64_t{1}}}));
@@ -219,12 +216,15 @@ TEST(IndexOpsCodegen, EveryFormCompiles) {
   Tensor x = r.input("x", DType::F32, {"S"});
   for (const char* dt : {"f32", "f16", "bf16", "i32", "i64"}) {
     Tensor y = r.add_node1("range", {},
-                           {{"start", 2.0}, {"delta", 3.0},
-                            {"length", std::vector<Dim>{Dim("S")}}, {"dtype", std::string(dt)}});
+                           {{"start", 2.0},
+                            {"delta", 3.0},
+                            {"length", std::vector<Dim>{Dim("S")}},
+                            {"dtype", std::string(dt)}});
     r.output(y);
   }
-  r.output(r.add(x, r.add_node1("range", {}, {{"length", std::vector<Dim>{Dim("S")}},
-                                              {"dtype", std::string("f32")}})));
+  r.output(r.add(
+      x, r.add_node1("range", {},
+                     {{"length", std::vector<Dim>{Dim("S")}}, {"dtype", std::string("f32")}})));
   compile_all(r);
 }
 

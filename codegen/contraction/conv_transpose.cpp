@@ -36,9 +36,10 @@ void open_taps(Writer& b, const ConvTransposeTaps& tp, const char* t, const char
     b.open("for (int {} = 0; {} < {}; ++{}) {{", t, t, taps, t);
   } else {
     b.line("const long long ph_{} = ({} + {}LL) % {}LL;", t, o, pad, stride);
-    b.open("for (int {0} = ph_{0} % {1} == 0 ? (int)((ph_{0} / {1}) * {2} % {3}) : {4}; {0} < {4}; "
-           "{0} += {3}) {{",
-           t, tp.gcd, tp.inverse, tp.step, taps);
+    b.open(
+        "for (int {0} = ph_{0} % {1} == 0 ? (int)((ph_{0} / {1}) * {2} % {3}) : {4}; {0} < {4}; "
+        "{0} += {3}) {{",
+        t, tp.gcd, tp.inverse, tp.step, taps);
   }
   // Later taps reach lower input coordinates: past 0 none is left.
   b.line("const long long {}n = {} + {}LL - {} * {}LL;", i, o, pad, t, dil);
@@ -54,8 +55,7 @@ std::string kernel_name(const Problem& p, const ConvTransposeLayout& L) {
                                  xd.layout == Layout::NHWC ? "nhwc" : "nchw", c.r, c.s);
   if (c.stride_h != 1 || c.stride_w != 1) name += fmt::format("_s{}x{}", c.stride_h, c.stride_w);
   if (c.dil_h != 1 || c.dil_w != 1) name += fmt::format("_d{}x{}", c.dil_h, c.dil_w);
-  if (c.groups > 1)
-    name += c.groups == c.c && c.k == c.c ? "_dw" : fmt::format("_g{}", c.groups);
+  if (c.groups > 1) name += c.groups == c.c && c.k == c.c ? "_dw" : fmt::format("_g{}", c.groups);
   if (L.channels_per_thread > 1) name += fmt::format("_k{}", L.channels_per_thread);
   return name + "_direct" + epilogue_suffix(p);
 }

@@ -1,5 +1,6 @@
-// conv2d / conv_transpose2d / matmul problems from a Contraction group: the anchor's dims and attributes, the batch
-// dims a matmul can fold into GEMM rows, and the bytes and FLOPs the roofline reports.
+// conv2d / conv_transpose2d / matmul problems from a Contraction group: the anchor's dims and
+// attributes, the batch dims a matmul can fold into GEMM rows, and the bytes and FLOPs the roofline
+// reports.
 #include <set>
 
 #include "codegen/contraction_common.hpp"

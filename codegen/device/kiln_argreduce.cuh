@@ -2,7 +2,9 @@
 // The order is onnxruntime's sequential scan made associative: a NaN at index 0 beats every pair
 // (the scan's first element stays the best), any other NaN loses to every number, equal values
 // go to the smaller index (the larger with select_last_index). Index -1 marks an empty pair.
-#pragma once
+// Guarded, not `#pragma once`: several kernels may be concatenated into one NVRTC program.
+#ifndef KILN_ARGREDUCE_CUH
+#define KILN_ARGREDUCE_CUH
 
 KILN_DEVICE bool kiln_arg_isnan(float v) {
   return v != v;
@@ -65,3 +67,5 @@ KILN_DEVICE void kiln_block_arg(T& v, long long& i, T* sv, long long* si) {
   i = lane < THREADS / 32 ? si[lane] : -1;
   kiln_warp_arg<MAX, LAST>(v, i);
 }
+
+#endif  // KILN_ARGREDUCE_CUH

@@ -25,8 +25,7 @@ std::vector<TensorDesc> infer_arg_reduce(const InferArgs& a) {
   KILN_CHECK(r >= 1, "{}: input 0 ('{}') must be a tensor of rank >= 1, found {}", a.where,
              a.in[0]->name, x.str());
   const int64_t axis = a.node.attr_int("axis");
-  KILN_CHECK(axis >= -r && axis < r, "{}.axis: axis {} out of range for rank {}", a.where, axis,
-             r);
+  KILN_CHECK(axis >= -r && axis < r, "{}.axis: axis {} out of range for rank {}", a.where, axis, r);
   require_flag(a, "keepdims");
   require_flag(a, "select_last_index");
   const int64_t ax = axis < 0 ? axis + r : axis;

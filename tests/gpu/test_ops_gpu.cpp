@@ -317,14 +317,14 @@ struct ConvTCase {
 };
 void add_conv_transpose_cases(std::vector<Case>& cases) {
   const std::vector<ConvTCase> shapes = {
-      {3, 5, 1, 1, 1, 1, 0, 0, 1, 7, 5},    // 1x1, stride 1
-      {4, 6, 1, 2, 2, 2, 0, 0, 1, 5, 7},    // the upsampling 2x2 / 2
-      {6, 4, 2, 3, 3, 2, 1, 1, 1, 9, 6},    // groups 2, output_padding
-      {8, 8, 8, 3, 3, 3, 1, 2, 1, 5, 4},    // depthwise, stride 3
-      {5, 7, 1, 4, 4, 2, 1, 0, 1, 11, 3},   // 4x4 / 2 (the DCGAN block)
-      {4, 8, 1, 3, 2, 2, 2, 1, 2, 6, 5},    // dilation 2 with stride 2, odd filter
-      {3, 6, 3, 3, 3, 3, 0, 1, 2, 4, 7},    // dilation 2, stride 3 (gcd 1), groups 3
-      {16, 32, 1, 3, 3, 1, 1, 0, 1, 13, 9}, // many channels (channels per thread > 1)
+      {3, 5, 1, 1, 1, 1, 0, 0, 1, 7, 5},     // 1x1, stride 1
+      {4, 6, 1, 2, 2, 2, 0, 0, 1, 5, 7},     // the upsampling 2x2 / 2
+      {6, 4, 2, 3, 3, 2, 1, 1, 1, 9, 6},     // groups 2, output_padding
+      {8, 8, 8, 3, 3, 3, 1, 2, 1, 5, 4},     // depthwise, stride 3
+      {5, 7, 1, 4, 4, 2, 1, 0, 1, 11, 3},    // 4x4 / 2 (the DCGAN block)
+      {4, 8, 1, 3, 2, 2, 2, 1, 2, 6, 5},     // dilation 2 with stride 2, odd filter
+      {3, 6, 3, 3, 3, 3, 0, 1, 2, 4, 7},     // dilation 2, stride 3 (gcd 1), groups 3
+      {16, 32, 1, 3, 3, 1, 1, 0, 1, 13, 9},  // many channels (channels per thread > 1)
   };
   for (DType dt : {DType::F32, DType::F16})
     for (Layout l : {Layout::NCHW, Layout::NHWC})
@@ -408,9 +408,8 @@ void add_arg_reduce_range_cases(std::vector<Case>& cases) {
                                  {"length", std::vector<Dim>{Dim("S")}},
                                  {"dtype", dts}});
         g->output(r);
-        Tensor pos = g->add_node1("range", {},
-                                  {{"length", std::vector<Dim>{Dim("S")}},
-                                   {"dtype", std::string("f32")}});
+        Tensor pos = g->add_node1(
+            "range", {}, {{"length", std::vector<Dim>{Dim("S")}}, {"dtype", std::string("f32")}});
         g->output(g->add(x, pos));  // range fused into a pointwise kernel
         return g;
       };
