@@ -52,7 +52,7 @@ def test_conv_transpose_refusals(tmp_path):
             "output_padding [2, 0]: each value must be smaller than the stride")
     refused({}, (6, 2, 3, 3), "the input has 4 channels but the filter 'w' expects 6")
     refused({"pads": [3, 3, 3, 3]}, (4, 2, 1, 1), "the output would be empty")
-    refused({}, (4, 2, 3), "rank-4 filter", xshape=(1, 4, 5))
+    refused({}, (4, 2, 3), "only 2-D transposed convolutions", xshape=(1, 4, 5))
 
 
 def test_argmax_argmin_ties_nan_and_ints(tmp_path):
@@ -86,15 +86,20 @@ def test_range_constant_folds_and_symbolic_limit(tmp_path):
     nodes = [helper.make_node("Shape", ["x"], ["s"], name="shape"),
              helper.make_node("Gather", ["s", "idx"], ["len"], name="len", axis=0),
              helper.make_node("Range", ["zero", "len", "one"], ["pos"], name="pos"),
-             helper.make_node("Range", ["two", "len", "two"], ["even"], name="even"),
-             helper.make_node("Range", ["zero", "two", "one"], ["c"], name="const_range")]
-    m = model(nodes, [vi("x", [2, "S"])], [vi("pos", None, I64), vi("even", None, I64),
-                                           vi("c", None, I64)], [z, one, two, idx], opset=13)
+             helper.make_node("Range", ["two", "len", "two"], ["even"], name="even")]
+    m = model(nodes, [vi("x", [2, "S"])], [vi("pos", None, I64), vi("even", None, I64)],
+              [z, one, two, idx], opset=13)
     for s in (5, 8):
         g = check_exact(tmp_path, m, {"x": rand(2, s)})
     rng = [n for n in g["nodes"] if n["op"] == "range"]
     assert [n["length"] for n in rng] == [["S"], ["(S-1)/2"]]
     assert rng[0]["dtype"] == "i64"
+    # A Range of constants folds to an initializer (no range node).
+    nodes = [helper.make_node("Range", ["zero", "two", "one"], ["c"], name="const_range"),
+             helper.make_node("Add", ["x", "c"], ["y"], name="add")]
+    m = model(nodes, [vi("x", [3, 2], I64)], [vi("y", None, I64)], [z, one, two], opset=13)
+    g = check_exact(tmp_path, m, {"x": np.arange(6, dtype=np.int64).reshape(3, 2)})
+    assert ops_of(g) == ["add"]
 
 
 def test_range_with_run_time_start_is_refused(tmp_path):
