@@ -105,7 +105,7 @@ struct PointwiseEmitter {
   std::string suffix;  // appended to variable names (vector lanes: "_0", "_1", ...)
   // The element's iteration coordinates: index-source nodes (OpInfo::index_source, rank 1)
   // read coordinate 0 as their operand. Empty where no such node can be.
-  std::vector<std::string> coords;
+  std::vector<std::string> coords = {};
 
   void emit(Writer& w, const std::vector<int>& nodes);
 };
