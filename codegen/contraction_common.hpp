@@ -37,6 +37,9 @@ struct Problem {
   const FusionGroup* group = nullptr;
   const Node* anchor = nullptr;
   bool is_conv = false;
+  // conv_transpose2d (codegen/contraction/conv_transpose.cpp): `conv` holds x [N, C, H, W],
+  // y [N, K, OH, OW], the filter [C, K/groups, R, S] and the attributes; is_conv is false.
+  bool is_conv_transpose = false;
   DType dtype = DType::F32;               // of the anchor's inputs
   int x = -1, w = -1, bias = -1, y = -1;  // tensor ids (x = A, w = B for matmul)
   ConvProblem conv;
@@ -146,6 +149,13 @@ std::string device_preamble();
 // One embedded device file (codegen/device/<name>).
 const std::string& device_text(const std::string& name);
 
+// Whether the output's channel (dim 1) is the epilogue's per-channel column: conv2d and
+// conv_transpose2d; a matmul's is its last dim.
+inline bool conv_like(const Problem& p) {
+  return p.is_conv || p.is_conv_transpose;
+}
+// The direct gather-form conv_transpose2d kernel (contraction/conv_transpose.cpp).
+KernelSpec emit_conv_transpose(const Problem& p);
 // The direct SIMT kernel: any shape, layout, group count, dtype (contraction/direct.cpp).
 KernelSpec emit_direct(const Problem& p);
 // The tensor-core kernels (contraction/tensor_core.cpp: the layout's mainloop): f16/bf16,

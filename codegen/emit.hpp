@@ -15,6 +15,8 @@ KernelSpec emit_rownorm(const EmitContext& cx, const FusionGroup& g);
 // Two kernels (statistics, apply) for the split schedule, else one.
 std::vector<KernelSpec> emit_channelnorm(const EmitContext& cx, const FusionGroup& g);
 KernelSpec emit_reduction(const EmitContext& cx, const FusionGroup& g);
+// argmax / argmin anchors (codegen/emit_argreduce.cpp; emit_reduction dispatches to it).
+KernelSpec emit_arg_reduction(const EmitContext& cx, const FusionGroup& g);
 KernelSpec emit_window(const EmitContext& cx, const FusionGroup& g);
 KernelSpec emit_copy(const EmitContext& cx, const FusionGroup& g);
 // conv2d / matmul anchor + fused epilogue (codegen/contraction/).

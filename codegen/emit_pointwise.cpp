@@ -136,6 +136,7 @@ class PointwiseKernel {
     ElementLoader ld{g_, iter_, dense_, lin, {}, &dp_, suffix, preloaded};
     ld.coords = decompose(lin, iter_, ld.dense, dp_);
     PointwiseEmitter pe{g_, ld.fn(), {}, suffix};
+    pe.coords = ld.coords;
     pe.emit(w_, grp_.nodes);
     return pe.values;
   }

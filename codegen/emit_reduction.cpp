@@ -322,6 +322,8 @@ class ReductionKernel {
 
 KernelSpec emit_reduction(const EmitContext& cx, const FusionGroup& grp) {
   KILN_ASSERT(grp.anchor >= 0, "reduction group {} without anchor", grp.id);
+  const OpKind op = cx.graph.nodes()[grp.anchor].op;
+  if (op == OpKind::ArgMax || op == OpKind::ArgMin) return emit_arg_reduction(cx, grp);
   return ReductionKernel(cx, grp).emit();
 }
 

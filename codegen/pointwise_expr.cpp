@@ -161,10 +161,15 @@ std::string pointwise_node_expr(const Graph& g, const Node& n, const std::vector
   const OpInfo& info = op_info(n.op);
   KILN_ASSERT(info.role == FusionRole::Elementwise && info.cuda,
               "pointwise_node_expr on non-elementwise op {}", info.name);
-  KILN_ASSERT(static_cast<int>(x.size()) >= info.min_inputs &&
-                  static_cast<int>(x.size()) <= info.max_inputs,
+  KILN_ASSERT(info.index_source || (static_cast<int>(x.size()) >= info.min_inputs &&
+                                    static_cast<int>(x.size()) <= info.max_inputs),
               "{} with {} operands", info.name, x.size());
   std::vector<double> p = op_params(n);
+  if (info.index_source) {
+    const DType out = g.tensor(n.outputs[0]).desc.dtype;
+    if (is_float(out)) return info.cuda(x, p.data());
+    return info.icuda(x, p.data(), value_ctype(out));
+  }
   std::vector<DType> dts;
   for (int t : n.inputs) dts.push_back(g.tensor(t).desc.dtype);
   if (integer_domain(info, dts)) {
@@ -191,6 +196,11 @@ void PointwiseEmitter::emit(Writer& w, const std::vector<int>& nodes) {
     const Node& n = graph.nodes().at(ni);
     KILN_ASSERT(is_elementwise(graph, n), "node {} ({}) is not elementwise", n.name, op_name(n.op));
     std::vector<std::string> ops;
+    if (op_info(n.op).index_source) {
+      KILN_ASSERT(coords.size() == 1, "node {} ({}) needs its element's index", n.name,
+                  op_name(n.op));
+      ops.push_back(coords[0]);
+    }
     for (size_t s = 0; s < n.inputs.size(); ++s) {
       auto it = values.find(n.inputs[s]);
       if (it != values.end()) {
@@ -248,7 +258,8 @@ Dim group_flops(const Graph& g, const FusionGroup& grp) {
   Dim f(0);
   for (int n : grp.nodes) {
     const Node& node = g.nodes()[n];
-    Dim numel = shape_numel(g.tensor(node.inputs[0]).desc.shape);
+    Dim numel =
+        shape_numel(g.tensor(node.inputs.empty() ? node.outputs[0] : node.inputs[0]).desc.shape);
     f = f + numel * Dim(n == grp.anchor ? 5 : 1);
   }
   return f;

@@ -103,6 +103,9 @@ struct PointwiseEmitter {
   std::function<std::string(Writer& w, int node, int slot)> load;
   std::map<int, std::string> values;
   std::string suffix;  // appended to variable names (vector lanes: "_0", "_1", ...)
+  // The element's iteration coordinates: index-source nodes (OpInfo::index_source, rank 1)
+  // read coordinate 0 as their operand. Empty where no such node can be.
+  std::vector<std::string> coords = {};
 
   void emit(Writer& w, const std::vector<int>& nodes);
 };

@@ -361,10 +361,16 @@ HostTensor to_host(const TensorInfo& t, const Dims& shape, const std::vector<dou
 
 void run_node(const Node& node, const std::string& where, ref::NodeArgs& args) {
   const OpInfo& info = op_info(node.op);
+  if (node.op == OpKind::Range) return ref::range(args);
   if (info.category == OpCategory::Pointwise) return ref::pointwise(args);
   switch (node.op) {
     case OpKind::Conv2d:
       return ref::conv2d(args);
+    case OpKind::ConvTranspose2d:
+      return ref::conv_transpose2d(args);
+    case OpKind::ArgMax:
+    case OpKind::ArgMin:
+      return ref::arg_reduce(args);
     case OpKind::Matmul:
       return ref::matmul(args);
     case OpKind::Batchnorm:

@@ -1,13 +1,14 @@
-// CPU reference contractions and windows: conv2d, matmul, max/avg pooling, global average pool.
-// Blocked so that the innermost loop runs contiguously over output channels / columns.
+// CPU reference contractions and windows: conv2d, conv_transpose2d, matmul, max/avg pooling, global
+// average pool. Blocked so that the innermost loop runs contiguously over output channels /
+// columns.
 #include <algorithm>
 #include <array>
 #include <cmath>
 #include <limits>
 
 #include "engine/base/check.hpp"
-#include "runtime/reference_ops.hpp"
 #include "engine/base/thread_pool.hpp"
+#include "runtime/reference_ops.hpp"
 
 namespace kiln::ref {
 
@@ -105,6 +106,54 @@ void conv2d(const NodeArgs& a) {
     double* on = a.out + n * K * OH * OW + oh * OW;
     for (int64_t k = 0; k < K; ++k)
       for (int64_t ow = 0; ow < OW; ++ow) on[k * OH * OW + ow] = acc[ow * K + k];
+  });
+}
+
+// ONNX ConvTranspose: every input pixel scatters its filter window into the output,
+//   y[n, g*Kg + k, ih*sh - pt + r*dh, iw*sw - pl + s*dw]
+//       += x[n, g*Cg + c, ih, iw] * w[g*Cg + c, k, r, s]
+// (taps outside the output dropped), plus bias[k]. One task per (n, output channel group): the
+// tasks write disjoint outputs.
+void conv_transpose2d(const NodeArgs& a) {
+  const Dims& xs = a.in_shapes[0];
+  const Dims& ws = a.in_shapes[1];
+  const int64_t N = xs[0], C = xs[1], H = xs[2], W = xs[3];
+  const int64_t Kg = ws[1], R = ws[2], S = ws[3];
+  const int64_t G = a.node.attr_int("groups");
+  const int64_t Cg = C / G, K = Kg * G;
+  KILN_ASSERT(ws[0] == C && Cg * G == C, "{}: groups", a.where);
+  const std::vector<int64_t>& stride = a.node.attr_ints("stride");
+  const std::vector<int64_t>& dil = a.node.attr_ints("dilation");
+  const int64_t sh = stride[0], sw = stride[1], dh = dil[0], dw = dil[1];
+  const auto pad = padding4(a.node);
+  const int64_t OH = a.out_shape[2], OW = a.out_shape[3];
+  const double* x = a.in[0];
+  const double* w = a.in[1];
+  const double* bias = a.in.size() > 2 ? a.in[2] : nullptr;
+  parallel_for(N * G, a.threads, [&](int64_t ng) {
+    const int64_t n = ng / G, g = ng % G;
+    double* yg = a.out + (n * K + g * Kg) * OH * OW;
+    for (int64_t k = 0; k < Kg; ++k)
+      for (int64_t i = 0; i < OH * OW; ++i) yg[k * OH * OW + i] = bias ? bias[g * Kg + k] : 0.0;
+    for (int64_t c = 0; c < Cg; ++c) {
+      const int64_t ci = g * Cg + c;
+      const double* xc = x + (n * C + ci) * H * W;
+      for (int64_t ih = 0; ih < H; ++ih)
+        for (int64_t r = 0; r < R; ++r) {
+          const int64_t oh = ih * sh - pad[0] + r * dh;
+          if (oh < 0 || oh >= OH) continue;
+          for (int64_t iw = 0; iw < W; ++iw) {
+            const double xv = xc[ih * W + iw];
+            for (int64_t s = 0; s < S; ++s) {
+              const int64_t ow = iw * sw - pad[1] + s * dw;
+              if (ow < 0 || ow >= OW) continue;
+              const double* wp = w + ((ci * Kg) * R + r) * S + s;
+              double* yp = yg + oh * OW + ow;
+              for (int64_t k = 0; k < Kg; ++k) yp[k * OH * OW] += xv * wp[k * R * S];
+            }
+          }
+        }
+    }
   });
 }
 

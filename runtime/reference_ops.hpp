@@ -97,9 +97,13 @@ void resize(const NodeArgs& a);
 void pad_mirror(const NodeArgs& a);  // pad with mode reflect or edge
 // Contractions and windows (reference_conv.cpp).
 void conv2d(const NodeArgs& a);
+void conv_transpose2d(const NodeArgs& a);
 void matmul(const NodeArgs& a);
 void pool2d(const NodeArgs& a);  // maxpool2d, avgpool2d
 void global_avgpool(const NodeArgs& a);
+// Index ops (reference_index.cpp).
+void arg_reduce(const NodeArgs& a);  // argmax, argmin
+void range(const NodeArgs& a);
 // Normalizations (reference_norm.cpp).
 void batchnorm(const NodeArgs& a);
 void lastdims_norm(const NodeArgs& a);  // layernorm, rmsnorm

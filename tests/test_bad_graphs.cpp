@@ -145,6 +145,14 @@ const std::map<std::string, std::vector<std::string>>& expectations() {
       {"resize_coordinate_mode.json",
        {"nodes[0] (crop).coordinate_transformation_mode: unsupported coordinate transformation "
         "mode 'tf_crop_and_resize'"}},
+      {"conv_transpose_channels.json",
+       {"nodes[0] (up):", "filter 'w' [6, 4, 3, 3] has 6 input channels", "'x' has 8 channels"}},
+      {"conv_transpose_output_padding.json",
+       {"nodes[0] (up).output_padding: 2 (axis 1) must be smaller than the stride 2"}},
+      {"argmax_axis_out_of_range.json", {"nodes[0] (am).axis: axis 2 out of range for rank 2"}},
+      {"range_bad_length.json", {"nodes[0] (pos).length: expected one size", "found 2 values"}},
+      {"range_fractional_int.json",
+       {"nodes[0] (pos).start: an i32 range takes integers within +-2^53, found 0.5"}},
   };
   return t;
 }

@@ -122,6 +122,21 @@ Graph all_ops_graph() {
   outs.push_back(g.trilu(x, false, -1));
   outs.push_back(g.resize(x, {1, 1, 1.5, 2}, "linear", "align_corners"));  // float list
   outs.push_back(g.resize_to(x, {"N", 8, 3, 12}, "nearest", "asymmetric", "floor"));
+  // conv_transpose2d (grouped, strided, output_padding), argmax / argmin, range of a symbol.
+  outs.push_back(g.add_node1("conv_transpose2d",
+                             {x, data_const(g, "wt", DType::F32, {8, 3, 3, 3}, 0.1)},
+                             {{"stride", std::vector<int64_t>{2, 2}},
+                              {"padding", std::vector<int64_t>{1, 0, 1, 2}},
+                              {"output_padding", std::vector<int64_t>{1, 0}},
+                              {"groups", int64_t{2}}}));
+  outs.push_back(
+      g.add_node1("argmax", {x}, {{"axis", int64_t{-1}}, {"select_last_index", int64_t{1}}}));
+  outs.push_back(g.add_node1("argmin", {m}, {{"keepdims", int64_t{0}}}));
+  outs.push_back(g.add_node1("range", {},
+                             {{"start", 2.0},
+                              {"delta", 3.0},
+                              {"length", std::vector<Dim>{Dim("N")}},
+                              {"dtype", std::string("i64")}}));
   // f16 / bf16 constants and a strided input.
   Tensor h = g.input("h", desc(DType::F16, {4, 6}));
   Tensor hc = data_const(g, "hc", DType::F16, {4, 6}, 0.1);

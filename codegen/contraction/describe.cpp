@@ -1,5 +1,6 @@
-// conv2d / matmul problems from a Contraction group: the anchor's dims and attributes, the batch
-// dims a matmul can fold into GEMM rows, and the bytes and FLOPs the roofline reports.
+// conv2d / conv_transpose2d / matmul problems from a Contraction group: the anchor's dims and
+// attributes, the batch dims a matmul can fold into GEMM rows, and the bytes and FLOPs the roofline
+// reports.
 #include <set>
 
 #include "codegen/contraction_common.hpp"
@@ -26,9 +27,10 @@ Problem describe(const Graph& g, const FusionGroup& grp) {
               "contraction group {} has no anchor", grp.id);
   const Node& n = g.nodes()[grp.anchor];
   p.anchor = &n;
-  KILN_ASSERT(n.op == OpKind::Conv2d || n.op == OpKind::Matmul, "anchor {} is not a contraction",
-              n.name);
+  KILN_ASSERT(n.op == OpKind::Conv2d || n.op == OpKind::Matmul || n.op == OpKind::ConvTranspose2d,
+              "anchor {} is not a contraction", n.name);
   p.is_conv = n.op == OpKind::Conv2d;
+  p.is_conv_transpose = n.op == OpKind::ConvTranspose2d;
   p.x = n.inputs[0];
   p.w = n.inputs[1];
   p.bias = n.inputs.size() > 2 ? n.inputs[2] : -1;
@@ -37,7 +39,7 @@ Problem describe(const Graph& g, const FusionGroup& grp) {
   const TensorDesc& wd = g.tensor(p.w).desc;
   const TensorDesc& yd = g.tensor(p.y).desc;
   p.dtype = xd.dtype;
-  if (p.is_conv) {
+  if (conv_like(p)) {
     ConvProblem& c = p.conv;
     c.n = xd.shape[0];
     c.h = xd.shape[2];
@@ -45,7 +47,7 @@ Problem describe(const Graph& g, const FusionGroup& grp) {
     c.oh = yd.shape[2];
     c.ow = yd.shape[3];
     c.c = xd.shape[1].value();
-    c.k = wd.shape[0].value();
+    c.k = p.is_conv ? wd.shape[0].value() : yd.shape[1].value();
     c.r = wd.shape[2].value();
     c.s = wd.shape[3].value();
     c.groups = n.attr_int("groups");
@@ -72,7 +74,7 @@ Problem describe(const Graph& g, const FusionGroup& grp) {
 }
 
 Problem fold_matmul_batch(const Problem& p) {
-  if (p.is_conv || p.mm.batch.empty() || p.mm.ta || !p.mm.fold.empty()) return p;
+  if (conv_like(p) || p.mm.batch.empty() || p.mm.ta || !p.mm.fold.empty()) return p;
   const Graph& g = *p.graph;
   const TensorDesc& xd = g.tensor(p.x).desc;
   const TensorDesc& wd = g.tensor(p.w).desc;
@@ -108,6 +110,10 @@ Dim flops(const Problem& p) {
   const Graph& g = *p.graph;
   Dim out = shape_numel(g.tensor(p.y).desc.shape);
   if (p.is_conv) return out * Dim(2 * p.conv.r * p.conv.s * (p.conv.c / p.conv.groups));
+  // Each input value meets every tap of its group's filters once.
+  if (p.is_conv_transpose)
+    return shape_numel(g.tensor(p.x).desc.shape) *
+           Dim(2 * p.conv.r * p.conv.s * (p.conv.k / p.conv.groups));
   return out * Dim(2) * p.mm.k;
 }
 

@@ -68,7 +68,7 @@ EpilogueCode epilogue(const Problem& p, ArgList& args, const std::vector<std::st
   std::map<int, std::string> vals;
   const TensorDesc& yd = g.tensor(p.y).desc;
   std::string yv = fmt::format("v{}", p.y);
-  const size_t col = p.is_conv ? 1 : coords.size() - 1;
+  const size_t col = conv_like(p) ? 1 : coords.size() - 1;
   if (p.bias >= 0) {
     const TensorDesc& bd = g.tensor(p.bias).desc;
     std::string ld =
@@ -84,7 +84,7 @@ EpilogueCode epilogue(const Problem& p, ArgList& args, const std::vector<std::st
     const Node& n = g.nodes().at(ni);
     KILN_CHECK(is_elementwise(g, n),
                "{}: node '{}' ({}) cannot be fused into a {} epilogue: only pointwise ops can",
-               p.where, n.name, op_name(n.op), p.is_conv ? "conv2d" : "matmul");
+               p.where, n.name, op_name(n.op), op_name(p.anchor->op));
     const TensorDesc& od = g.tensor(n.outputs[0]).desc;
     KILN_CHECK(od.shape == yd.shape,
                "{}: epilogue node '{}' has output shape {} but the contraction output is {}",
@@ -142,7 +142,7 @@ EpilogueCode epilogue(const Problem& p, ArgList& args, const std::vector<std::st
 bool outputs_pair_storable(const Problem& p, ArgList& args) {
   const Graph& g = *p.graph;
   const TensorDesc& yd = g.tensor(p.y).desc;
-  size_t col = p.is_conv ? 1 : yd.shape.size() - 1;
+  size_t col = conv_like(p) ? 1 : yd.shape.size() - 1;
   const Dim& ext = yd.shape[col];
   if (!ext.is_static() || ext.value() % 2 != 0) return false;
   for (int t : p.group->outputs) {

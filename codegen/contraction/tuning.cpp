@@ -63,6 +63,8 @@ std::map<std::string, int64_t> estimate_bindings(const contraction::Problem& p) 
 
 KernelSpec emit_contraction(const EmitContext& cx, const FusionGroup& g) {
   contraction::Problem p = contraction::describe(cx.graph, g);
+  // One kernel form (its layout is a pure rule): nothing to choose or tune.
+  if (p.is_conv_transpose) return contraction::emit_conv_transpose(p);
   apply_schedule(cx.opts.schedule, &p);
   ContractionProblemInfo info = contraction::problem_info(p, cx.opts.sm, cx.opts.arch_specific);
   ContractionConfig cfg = choose_contraction_config(info);
@@ -83,6 +85,7 @@ std::vector<TuningSite> contraction_tuning_sites(const Graph& g, const Plan& pla
   for (const FusionGroup& grp : plan.groups) {
     if (grp.kind != GroupKind::Contraction) continue;
     contraction::Problem p = contraction::describe(g, grp);
+    if (p.is_conv_transpose) continue;  // one kernel form
     apply_schedule(opts.schedule, &p);
     ContractionProblemInfo info = contraction::problem_info(p, opts.sm, opts.arch_specific);
     TuningSite site;

@@ -9,6 +9,7 @@
 #include <numeric>
 
 #include "engine/base/check.hpp"
+#include "engine/ir/index_ops.hpp"
 #include "engine/ir/movement_ops.hpp"
 #include "engine/ir/resize_op.hpp"
 
@@ -190,6 +191,53 @@ std::vector<TensorDesc> infer_conv2d(const InferArgs& a) {
   Dim oh = window_out(a, x[2], pad[0] + pad[2], w[2].value(), stride[0], dil[0], "height");
   Dim ow = window_out(a, x[3], pad[1] + pad[3], w[3].value(), stride[1], dil[1], "width");
   return {like(in(a, 0), {x[0], w[0], oh, ow}, out_layout(in(a, 0)))};
+}
+
+// conv_transpose2d (ONNX ConvTranspose): x [N, C, H, W], w [C, K/groups, R, S], bias [K];
+// out = (in - 1) * stride - pad_begin - pad_end + dilation * (k - 1) + output_padding + 1.
+Dim transposed_out(const InferArgs& a, const Dim& size, int64_t pad_total, int64_t k,
+                   int64_t stride, int64_t dil, int64_t out_pad, const char* axis) {
+  const int64_t extra = dil * (k - 1) + out_pad + 1 - pad_total;
+  if (size.is_static())
+    KILN_CHECK((size.value() - 1) * stride + extra >= 1,
+               "{}: the output {} is {} (input {}, stride {}, kernel {}, dilation {}, padding {}, "
+               "output_padding {}): the padding crops more than the output has",
+               a.where, axis, (size.value() - 1) * stride + extra, size.value(), stride, k, dil,
+               pad_total, out_pad);
+  return (size - Dim(1)) * Dim(stride) + Dim(extra);
+}
+
+std::vector<TensorDesc> infer_conv_transpose2d(const InferArgs& a) {
+  require_same_operand_dtype(a);
+  require_rank(a, 0, 4, 4, "an activation [N, C, H, W]");
+  require_rank(a, 1, 4, 4, "a filter [C, K/groups, R, S]");
+  const Shape& x = in(a, 0).shape;
+  const Shape& w = in(a, 1).shape;
+  for (int i = 0; i < 4; ++i) require_static(a, w[i], "every filter dim");
+  require_static(a, x[1], "the input channel count C");
+  int64_t groups = a.node.attr_int("groups");
+  KILN_CHECK(groups >= 1, "{}.groups: expected a positive integer, found {}", a.where, groups);
+  int64_t c = x[1].value(), wc = w[0].value(), kg = w[1].value();
+  KILN_CHECK(c % groups == 0, "{}.groups: groups {} does not divide the {} input channels", a.where,
+             groups, c);
+  KILN_CHECK(wc == c,
+             "{}: filter '{}' {} has {} input channels (dim 0) but input '{}' has {} channels",
+             a.where, in_name(a, 1), shape_str(w), wc, in_name(a, 0), c);
+  const Dim k(kg * groups);
+  if (a.in.size() == 3) require_vec(a, 2, k, "bias");
+  Ints stride = pair_attr(a, "stride", 1), dil = pair_attr(a, "dilation", 1);
+  Ints out_pad = pair_attr(a, "output_padding", 0);
+  for (int i = 0; i < 2; ++i)
+    KILN_CHECK(out_pad[i] < stride[i] || out_pad[i] < dil[i],
+               "{}.output_padding: {} (axis {}) must be smaller than the stride {} or the "
+               "dilation {}",
+               a.where, out_pad[i], i, stride[i], dil[i]);
+  auto pad = padding4(a, a.node.attr_ints("padding"));
+  Dim oh = transposed_out(a, x[2], pad[0] + pad[2], w[2].value(), stride[0], dil[0], out_pad[0],
+                          "height");
+  Dim ow = transposed_out(a, x[3], pad[1] + pad[3], w[3].value(), stride[1], dil[1], out_pad[1],
+                          "width");
+  return {like(in(a, 0), {x[0], k, oh, ow}, out_layout(in(a, 0)))};
 }
 
 std::vector<TensorDesc> infer_matmul(const InferArgs& a) {
@@ -703,6 +751,16 @@ std::vector<OpInfo> contraction_and_norm_rows() {
        {ints_attr("stride", {1, 1}), ints_attr("padding", {0, 0}), ints_attr("dilation", {1, 1}),
         i_attr("groups", 1)},
        infer_conv2d},
+      // ONNX ConvTranspose (2-D): the gradient of conv2d with respect to its input.
+      {OpKind::ConvTranspose2d,
+       "conv_transpose2d",
+       OpCategory::Contraction,
+       FusionRole::Anchor,
+       2,
+       3,
+       {ints_attr("stride", {1, 1}), ints_attr("padding", {0, 0}), ints_attr("dilation", {1, 1}),
+        ints_attr("output_padding", {0, 0}), i_attr("groups", 1)},
+       infer_conv_transpose2d},
       {OpKind::Matmul,
        "matmul",
        OpCategory::Contraction,
@@ -896,7 +954,7 @@ std::vector<OpInfo> reduction_window_movement_rows() {
 std::vector<OpInfo> build_table() {
   std::vector<OpInfo> t = pointwise_rows();
   for (auto rows : {contraction_and_norm_rows, reduction_window_movement_rows, int_bool_rows,
-                    movement_rows, resize_rows})
+                    movement_rows, resize_rows, index_rows})
     for (OpInfo& row : rows()) t.push_back(std::move(row));
   // Movement moves values of any dtype.
   for (OpInfo& row : t)

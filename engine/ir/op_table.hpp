@@ -84,6 +84,10 @@ struct OpInfo {
   bool select = false;
   // The op has as many outputs as its shape inference returns (split); all others have one.
   bool several_outputs = false;
+  // No operands: the values come from the element's index (range, rank 1), which the pointwise
+  // emitters pass as operand 0 of `cuda` / `icuda` (and the reference as x[0] of `ref` /
+  // `iref`). Such nodes run in pointwise kernels only (no anchor prologue holds the index).
+  bool index_source = false;
 };
 
 // The operands' dtypes against the row's class: one located message ("<where>.inputs[0]: relu

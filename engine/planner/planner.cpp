@@ -344,7 +344,11 @@ class Planner {
       int p = g_.tensor(t).producer;
       if (p < 0 || group_of_[p] >= 0 || !live_[p]) continue;
       const Node& pn = g_.nodes()[p];
-      if (!elementwise(pn) || out_shape(p) != shape || !all_floating(p)) continue;
+      // Index sources (range) compute from the element's index, which only pointwise kernels
+      // hold.
+      if (!elementwise(pn) || out_shape(p) != shape || !all_floating(p) ||
+          op_info(pn.op).index_source)
+        continue;
       // A window visits its input elements zero or several times, a copy in its output's order:
       // neither writes a prologue intermediate as an extra output, so only private ones fuse in.
       if (groups_[gid].kind == GroupKind::Window || groups_[gid].kind == GroupKind::Copy) {
@@ -506,6 +510,11 @@ class Planner {
     if (is_anchor(pn) && is_anchor(cn))
       return fmt::format("{}: both are anchors ({}, {}); one anchor per kernel", edge,
                          category_name(cat(pn)), category_name(cat(cn)));
+    if (elementwise(pn) && op_info(pn.op).index_source && !elementwise(cn))
+      return fmt::format(
+          "{}: {} computes from the element's index: it runs in a pointwise kernel, not in {}'s "
+          "prologue",
+          edge, pn.name, cn.name);
     if (elementwise(pn) && !all_floating(p) && !elementwise(cn))
       return fmt::format(
           "{}: {} has integer / bool operands or result: it runs in a pointwise "

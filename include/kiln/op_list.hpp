@@ -75,7 +75,11 @@
   X(ReduceL2, reduce_l2)           \
   X(ReduceProd, reduce_prod)       \
   X(Cumsum, cumsum)                \
-  X(Resize, resize)
+  X(Resize, resize)                \
+  X(ConvTranspose2d, conv_transpose2d) \
+  X(ArgMax, argmax)                \
+  X(ArgMin, argmin)                \
+  X(Range, range)
 
 // Integer / bool ops: comparisons (bool results), logical ops (bool operands), where, mod. No
 // builder methods of their own (and, or, xor, not are C++ keywords): add_node1("lt", {a, b}).

@@ -311,6 +311,113 @@ void add_new_float_op_cases(std::vector<Case>& cases) {
     }
 }
 
+// ---- conv_transpose2d (the direct gather kernel with the contraction epilogue), argmax /
+// argmin (value-index pairs; integer inputs with many ties) and range (alone and fused).
+struct ConvTCase {
+  int64_t c, k, groups, r, s, stride, pad, opad, dil, h, w;
+};
+void add_conv_transpose_cases(std::vector<Case>& cases) {
+  const std::vector<ConvTCase> shapes = {
+      {3, 5, 1, 1, 1, 1, 0, 0, 1, 7, 5},     // 1x1, stride 1
+      {4, 6, 1, 2, 2, 2, 0, 0, 1, 5, 7},     // the upsampling 2x2 / 2
+      {6, 4, 2, 3, 3, 2, 1, 1, 1, 9, 6},     // groups 2, output_padding
+      {8, 8, 8, 3, 3, 3, 1, 2, 1, 5, 4},     // depthwise, stride 3
+      {5, 7, 1, 4, 4, 2, 1, 0, 1, 11, 3},    // 4x4 / 2 (the DCGAN block)
+      {4, 8, 1, 3, 2, 2, 2, 1, 2, 6, 5},     // dilation 2 with stride 2, odd filter
+      {3, 6, 3, 3, 3, 3, 0, 1, 2, 4, 7},     // dilation 2, stride 3 (gcd 1), groups 3
+      {16, 32, 1, 3, 3, 1, 1, 0, 1, 13, 9},  // many channels (channels per thread > 1)
+  };
+  for (DType dt : {DType::F32, DType::F16})
+    for (Layout l : {Layout::NCHW, Layout::NHWC})
+      for (size_t i = 0; i < shapes.size(); ++i) {
+        const ConvTCase t = shapes[i];
+        Case c;
+        c.name = fmt::format("conv_transpose2d_{}_{}_{}", dtype_name(dt), lname(l), i);
+        c.inputs = {{"x", {{2, t.c, t.h, t.w}}}};
+        c.rtol_scale = 10.0;
+        c.kernel = "conv_transpose";
+        c.build = [dt, l, t] {
+          auto g = std::make_shared<Graph>("convt");
+          Tensor x = g->input("x", dt, {"N", t.c, t.h, t.w}, l);
+          Tensor w = cst(*g, "w", dt, {t.c, t.k / t.groups, t.r, t.s}, -0.5, 0.5);
+          Tensor b = cst(*g, "b", dt, {t.k}, -0.5, 0.5);
+          Attrs a{{"stride", std::vector<int64_t>{t.stride, t.stride}},
+                  {"padding", std::vector<int64_t>{t.pad, t.pad, t.pad, 0}},
+                  {"output_padding", std::vector<int64_t>{t.opad, 0}},
+                  {"dilation", std::vector<int64_t>{t.dil, 1}},
+                  {"groups", t.groups}};
+          Tensor y = g->add_node1("conv_transpose2d", {x, w, b}, a);
+          g->output(g->add_node1("relu", {y}));  // bias + relu: one kernel
+          Tensor y2 = g->add_node1("conv_transpose2d", {x, w}, a);
+          g->output(g->add(y2, y));  // a residual add of a tensor of the output's shape
+          return g;
+        };
+        cases.push_back(c);
+      }
+}
+
+void add_arg_reduce_range_cases(std::vector<Case>& cases) {
+  // Lines of 1, 7, 33, 1000 and 5000 (thread, warp and CTA forms), every axis, both layouts.
+  for (DType dt : {DType::F32, DType::F16, DType::I32, DType::I64})
+    for (int64_t len : {1, 7, 33, 1000, 5000})
+      for (int last = 0; last < 2; ++last) {
+        Case c;
+        c.name = fmt::format("argmax_argmin_{}_r{}{}", dtype_name(dt), len, last ? "_last" : "");
+        const bool ints = !is_float(dt);
+        c.inputs = {{"x", {{3, 5, len}, ints ? -4.0 : -2.0, ints ? 4.0 : 2.0}}};
+        c.build = [dt, len, last] {
+          auto g = std::make_shared<Graph>("arg");
+          Tensor x = g->input("x", dt, {"N", 5, len});
+          for (int64_t ax : {0, 1, 2})
+            for (const char* op : {"argmax", "argmin"})
+              g->output(g->add_node1(op, {x},
+                                     {{"axis", ax},
+                                      {"keepdims", int64_t{ax % 2}},
+                                      {"select_last_index", int64_t{last}}}));
+          if (is_float(dt))  // a prologue computed on the fly
+            g->output(g->add_node1("argmax", {g->add_node1("sin", {x})}, {{"axis", int64_t{2}}}));
+          return g;
+        };
+        cases.push_back(c);
+      }
+  for (Layout l : {Layout::NCHW, Layout::NHWC}) {
+    Case c;
+    c.name = fmt::format("argmax_nhwc_axes_{}", lname(l));
+    c.inputs = {{"x", {{2, 7, 5, 33}}}};
+    c.build = [l] {
+      auto g = std::make_shared<Graph>("arg4");
+      Tensor x = g->input("x", DType::F16, {"N", 7, 5, 33}, l);
+      for (int64_t ax : {0, 1, 2, 3})
+        g->output(g->add_node1("argmin", {x}, {{"axis", ax}, {"keepdims", int64_t{1}}}));
+      return g;
+    };
+    cases.push_back(c);
+  }
+  for (const char* dt : {"f32", "f16", "i32", "i64"})
+    for (int64_t len : {1, 7, 4097}) {
+      Case c;
+      c.name = fmt::format("range_{}_{}", dt, len);
+      c.inputs = {{"x", {{len}}}};
+      const std::string dts = dt;
+      c.build = [dts] {
+        auto g = std::make_shared<Graph>("range");
+        Tensor x = g->input("x", DType::F32, {"S"});
+        const bool ints = dts[0] == 'i';
+        Tensor r = g->add_node1("range", {},
+                                {{"start", ints ? 3.0 : -1.5},
+                                 {"delta", ints ? -2.0 : 0.25},
+                                 {"length", std::vector<Dim>{Dim("S")}},
+                                 {"dtype", dts}});
+        g->output(r);
+        Tensor pos = g->add_node1(
+            "range", {}, {{"length", std::vector<Dim>{Dim("S")}}, {"dtype", std::string("f32")}});
+        g->output(g->add(x, pos));  // range fused into a pointwise kernel
+        return g;
+      };
+      cases.push_back(c);
+    }
+}
+
 std::vector<Case> make_cases() {
   std::vector<Case> cases;
   append_int_bool_cases(&cases);
@@ -338,6 +445,7 @@ std::vector<Case> make_cases() {
               if (info.category != OpCategory::Pointwise) continue;
               // The integer / bool ops have their own cases (int_bool_cases below).
               if (info.kind >= OpKind::Mod && info.kind <= OpKind::Where) continue;
+              if (info.index_source) continue;  // range: its own cases (no operands)
               Attrs a;
               if (info.kind == OpKind::Cast)
                 a["dtype"] = std::string(dt == DType::F32 ? "bf16" : "f32");
@@ -773,6 +881,8 @@ std::vector<Case> make_cases() {
         cases.push_back(c);
       }
   add_new_float_op_cases(cases);
+  add_conv_transpose_cases(cases);
+  add_arg_reduce_range_cases(cases);
   return cases;
 }
 

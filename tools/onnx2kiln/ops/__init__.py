@@ -8,8 +8,10 @@
     elementwise.py  unary and binary math, activations (Relu ... Gelu, LeakyRelu, Elu, HardSigmoid,
                     PRelu), Clip, Cast
     movement.py     Reshape, Flatten, Transpose, Identity, Dropout
-    reduce.py       ReduceMean/Sum/Max/Min/L2/Prod, Softmax, LogSoftmax, CumSum
+    reduce.py       ReduceMean/Sum/Max/Min/L2/Prod, ArgMax/ArgMin, Softmax, LogSoftmax, CumSum
     resize.py       Resize, Upsample
     einsum.py       Einsum (transposes, reshapes, reduce_sums and matmuls)
+    index.py        Range with a run-time limit (a constant Range folds)
+    (conv_pool.py also: ConvTranspose)
 """
-from . import conv_pool, einsum, elementwise, matmul, movement, norms, reduce, resize  # noqa: F401
+from . import conv_pool, einsum, elementwise, index, matmul, movement, norms, reduce, resize  # noqa: F401

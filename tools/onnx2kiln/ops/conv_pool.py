@@ -1,4 +1,4 @@
-"""Windowed ops: Conv (1-D and 2-D), MaxPool, AveragePool, the global pools, and Pad (which
+"""Windowed ops: Conv (1-D and 2-D), ConvTranspose (2-D), MaxPool, AveragePool, the global pools, and Pad (which
 folds into the padding of the conv it feeds when it can)."""
 import math
 
@@ -142,6 +142,95 @@ def _conv1d(cx, n, xt, w, bias, s, pads, strides, dils, groups, lo):
                 shape=[s[0], int(w.shape[0]), 1, lo])
     cx.emit(n, "reshape", [c], {"shape": [0, 0, -1]}, out=n.output[0],
             shape=[s[0], int(w.shape[0]), lo], suffix="to1d")
+
+
+# ------------------------------------------------------------------------------ conv transpose
+
+def _transpose_pads(cx, n, at, s, kernel, strides, dils, out_pad):
+    """[top, left, bottom, right] of a ConvTranspose: `pads`, or from `output_shape` /
+    SAME_UPPER / SAME_LOWER (output = input * stride) as the spec and onnxruntime compute them:
+    total = (in - 1) * stride + output_padding + (k - 1) * dilation + 1 - out, the odd pixel at
+    the end for SAME_UPPER, at the beginning otherwise."""
+    auto = str_attr(at, "auto_pad", "NOTSET")
+    if auto not in ("NOTSET", "", "VALID", "SAME_UPPER", "SAME_LOWER"):
+        cx.fail(n, f"auto_pad '{auto}' is not supported")
+    want = at.get("output_shape")
+    if want is not None:
+        want = [int(v) for v in want]
+        if len(want) == 4:  # [N, C, H, W] in some exporters
+            want = want[2:]
+        if len(want) != 2:
+            cx.fail(n, f"output_shape {want}: expected 2 values (H, W)")
+    elif auto in ("SAME_UPPER", "SAME_LOWER"):
+        want = [None, None]
+    else:
+        if auto == "VALID":
+            return [0, 0, 0, 0]
+        return _ints_attr(cx, n, at, "pads", [0] * 4, 4, 0)
+    begin, end = [], []
+    for i in range(2):
+        size = s[2 + i]
+        if not isinstance(size, int):
+            cx.fail(n, f"output_shape / auto_pad {auto} need static spatial dims, found {s[2:]}")
+        out = want[i] if want[i] is not None else size * strides[i]
+        total = (size - 1) * strides[i] + out_pad[i] + (kernel[i] - 1) * dils[i] + 1 - out
+        if total < 0:
+            cx.fail(n, f"output size {out} of spatial dim {i} is larger than the transposed "
+                       f"convolution makes ({out + total}); raise output_padding instead")
+        small, big = total // 2, total - total // 2
+        upper = auto == "SAME_UPPER"
+        begin.append(small if upper else big)
+        end.append(big if upper else small)
+    return begin + end
+
+
+@converter("ConvTranspose")
+def conv_transpose(cx, n, at):
+    """2-D: conv_transpose2d with the filter [C, K/group, kH, kW] (a constant) and pads
+    [x1_begin, x2_begin, x1_end, x2_end] as kiln's [top, left, bottom, right]."""
+    xt = cx.act(n, n.input[0])
+    dt = cx.dtype[xt]
+    s = cx.shp(xt)
+    if cx.rank(n, xt) != 4:
+        cx.fail(n, f"only 2-D transposed convolutions are supported, found input rank "
+                   f"{cx.rank(n, xt)}")
+    w = _conv_filter(cx, n, 4)
+    kernel = _ints_attr(cx, n, at, "kernel_shape", w.shape[2:], 2, 1)
+    if kernel != list(w.shape[2:]):
+        cx.fail(n, f"kernel_shape {kernel} differs from the filter's spatial dims "
+                   f"{list(w.shape[2:])}")
+    strides = _ints_attr(cx, n, at, "strides", [1, 1], 2, 1)
+    dils = _ints_attr(cx, n, at, "dilations", [1, 1], 2, 1)
+    out_pad = _ints_attr(cx, n, at, "output_padding", [0, 0], 2, 0)
+    groups = int(at.get("group", 1))
+    c, kg = int(w.shape[0]), int(w.shape[1])
+    if groups < 1 or c % groups:
+        cx.fail(n, f"group {groups}: must be >= 1 and divide the filter's {c} input channels")
+    if isinstance(s[1], int) and s[1] != c:
+        cx.fail(n, f"the input has {s[1]} channels but the filter '{n.input[1]}' expects {c}")
+    for i in range(2):
+        if out_pad[i] >= strides[i] and out_pad[i] >= dils[i]:
+            cx.fail(n, f"output_padding {out_pad}: each value must be smaller than the stride "
+                       f"{strides} or the dilation {dils}")
+    pads = _transpose_pads(cx, n, at, s, kernel, strides, dils, out_pad)
+    out_sizes = []
+    for i in range(2):
+        size = s[2 + i]
+        extra = dils[i] * (kernel[i] - 1) + out_pad[i] + 1 - pads[i] - pads[2 + i]
+        if isinstance(size, int):
+            o = (size - 1) * strides[i] + extra
+            if o < 1:
+                cx.fail(n, f"the padding {pads} crops spatial dim {i} to {o}: the output would "
+                           f"be empty")
+            out_sizes.append(o)
+        else:
+            out_sizes.append(None)
+    bias = cx.act(n, n.input[2], dt) if len(n.input) > 2 and n.input[2] else None
+    wt = cx.materialize(n, n.input[1], dt)
+    cx.emit(n, "conv_transpose2d", [xt, wt] + ([bias] if bias else []),
+            {"stride": strides, "padding": pads, "dilation": dils, "output_padding": out_pad,
+             "groups": groups},
+            out=n.output[0], shape=[s[0], kg * groups] + out_sizes)
 
 
 # ------------------------------------------------------------------------------ pools

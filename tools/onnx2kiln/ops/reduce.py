@@ -1,4 +1,4 @@
-"""Reductions (ReduceMean/Sum/Max/Min/L2/Prod), Softmax, LogSoftmax and CumSum."""
+"""Reductions (ReduceMean/Sum/Max/Min/L2/Prod, ArgMax/ArgMin), Softmax, LogSoftmax and CumSum."""
 import numpy as np
 
 from ..fold import is_sym_array
@@ -28,6 +28,21 @@ def reduce(cx, n, at):
     red = {cx.axis(n, a, r, "axes entry") for a in axes} if axes else set(range(r))
     cx.emit(n, REDUCE[n.op_type], [xt], {"axes": sorted(red), "keepdims": keep}, out=n.output[0],
             shape=reduced(s, red, keep))
+
+
+@converter("ArgMax", "ArgMin")
+def arg_reduce(cx, n, at):
+    """The i64 index of the max / min along `axis` (first, or last with select_last_index), as
+    onnxruntime picks it where values tie or are NaN (docs/graph_format.md)."""
+    xt = cx.act(n, n.input[0])
+    s = cx.shp(xt)
+    r = cx.rank(n, xt)
+    axis = cx.axis(n, int(at.get("axis", 0)), r)
+    keep = cx.flag(n, at, "keepdims", 1)
+    last = cx.flag(n, at, "select_last_index", 0)
+    op = "argmax" if n.op_type == "ArgMax" else "argmin"
+    cx.emit(n, op, [xt], {"axis": axis, "keepdims": keep, "select_last_index": last},
+            out=n.output[0], shape=reduced(s, {axis}, keep), dtype="i64")
 
 
 @converter("Softmax", "LogSoftmax")
