@@ -415,6 +415,10 @@ void run_node(const Node& node, const std::string& where, ref::NodeArgs& args) {
       return ref::space_to_depth(args);
     case OpKind::Trilu:
       return ref::trilu(args);
+    case OpKind::Gather:
+      return ref::gather(args);
+    case OpKind::GatherElements:
+      return ref::gather_elements(args);
     default:
       break;
   }

@@ -93,6 +93,9 @@ void depth_to_space(const NodeArgs& a);
 void space_to_depth(const NodeArgs& a);
 void trilu(const NodeArgs& a);
 void pad_mirror(const NodeArgs& a);  // pad with mode reflect or edge
+// The index-driven movement ops (reference_gather.cpp): indices out of range are user errors.
+void gather(const NodeArgs& a);
+void gather_elements(const NodeArgs& a);
 // Contractions and windows (reference_conv.cpp).
 void conv2d(const NodeArgs& a);
 void matmul(const NodeArgs& a);

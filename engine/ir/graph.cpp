@@ -349,6 +349,12 @@ Tensor Graph::space_to_depth(Tensor x, int64_t blocksize) {
 Tensor Graph::trilu(Tensor x, bool upper, int64_t k) {
   return add_node1("trilu", {x}, {{"upper", int64_t{upper}}, {"k", k}});
 }
+Tensor Graph::gather(Tensor data, Tensor indices, int64_t axis) {
+  return add_node1("gather", {data, indices}, {{"axis", axis}});
+}
+Tensor Graph::gather_elements(Tensor data, Tensor indices, int64_t axis) {
+  return add_node1("gather_elements", {data, indices}, {{"axis", axis}});
+}
 
 int Graph::find(const std::string& name) const {
   auto it = by_name_.find(name);

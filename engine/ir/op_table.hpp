@@ -84,6 +84,9 @@ struct OpInfo {
   bool select = false;
   // The op has as many outputs as its shape inference returns (split); all others have one.
   bool several_outputs = false;
+  // Operand 1 holds indices (gather, gather_elements): integer whatever the data's dtype, checked
+  // by the row's shape inference; the dtype class covers operand 0 only.
+  bool index_operand = false;
 };
 
 // The operands' dtypes against the row's class: one located message ("<where>.inputs[0]: relu

@@ -168,6 +168,10 @@ class Graph {
   Tensor depth_to_space(Tensor x, int64_t blocksize, const std::string& mode = "DCR");
   Tensor space_to_depth(Tensor x, int64_t blocksize);
   Tensor trilu(Tensor x, bool upper = true, int64_t k = 0);
+  // ONNX Gather: the slices of `data` along `axis` that `indices` (i32 or i64, any rank, negative
+  // from the end) name; ONNX GatherElements: out[i] = data[i with i[axis] = indices[i]].
+  Tensor gather(Tensor data, Tensor indices, int64_t axis = 0);
+  Tensor gather_elements(Tensor data, Tensor indices, int64_t axis = 0);
 
   // ---- inspection ----
   const std::vector<TensorInfo>& tensors() const {

@@ -74,7 +74,9 @@
   X(LogSoftmax, log_softmax)       \
   X(ReduceL2, reduce_l2)           \
   X(ReduceProd, reduce_prod)       \
-  X(Cumsum, cumsum)
+  X(Cumsum, cumsum)                \
+  X(Gather, gather)                \
+  X(GatherElements, gather_elements)
 
 // Integer / bool ops: comparisons (bool results), logical ops (bool operands), where, mod. No
 // builder methods of their own (and, or, xor, not are C++ keywords): add_node1("lt", {a, b}).

@@ -15,7 +15,9 @@
 
 #include "engine/ir/op_table.hpp"
 #include "kiln/engine.hpp"
+#include "kiln/error.hpp"
 #include "kiln/reference.hpp"
+#include "tests/gather_graphs.hpp"
 #include "tests/gpu/gpu_test_util.hpp"
 #include "tests/movement_graphs.hpp"
 #include "tests/pool_graphs.hpp"
@@ -306,6 +308,31 @@ void add_new_float_op_cases(std::vector<Case>& cases) {
         g->output(g->add_node1("prelu", {g->add_node1("conv2d", {x, w2}, pad), slope}));
         return g;
       };
+      cases.push_back(c);
+    }
+}
+
+// ---- gather, gather_elements (tests/gather_graphs.hpp): floating data in f32/f16/bf16, integer
+// and bool data, fused and not; index inputs hold in-range values, negative ones included.
+void add_gather_cases(std::vector<Case>& cases) {
+  std::vector<test::GatherGraph> all = test::gather_int_graphs();
+  for (DType dt : kDtypes)
+    for (const test::GatherGraph& gg : test::gather_graphs(dt)) all.push_back(gg);
+  for (const test::GatherGraph& gg : all)
+    for (bool fusion : {true, false}) {
+      Case c;
+      c.name = gg.name + (fusion ? "" : "_unfused");
+      c.fusion = fusion;
+      c.runs = 2;
+      for (const auto& [name, shape] : gg.inputs) {
+        auto it = gg.index_size.find(name);
+        if (it == gg.index_size.end())
+          c.inputs[name] = {shape};
+        else
+          c.inputs[name] = {shape, -static_cast<double>(it->second),
+                            static_cast<double>(it->second - 1)};
+      }
+      c.build = gg.build;
       cases.push_back(c);
     }
 }
@@ -733,6 +760,7 @@ std::vector<Case> make_cases() {
         cases.push_back(c);
       }
   add_new_float_op_cases(cases);
+  add_gather_cases(cases);
   return cases;
 }
 
@@ -862,6 +890,47 @@ TEST_P(OpsGpu, MatchesReference) {
       EXPECT_TRUE(
           all_close(got.relayout(Layout::NCHW), want.at(ti.name).relayout(Layout::NCHW), rtol))
           << c.name << ": output '" << ti.name << "', run " << run;
+    }
+  }
+}
+
+// An index out of range on the device never reads out of bounds: the run is a located user
+// error naming the gather node, and the next run with good indices is correct (the error word
+// is zeroed before every run), launched directly and through a captured CUDA graph.
+TEST(GatherGpu, OutOfRangeIndexIsALocatedErrorThenAGoodRun) {
+  KILN_REQUIRE_DEVICE();
+  for (bool graphs : {false, true}) {
+    SCOPED_TRACE(graphs ? "cuda graphs" : "direct launches");
+    Graph g("emb");
+    Tensor w = cst(g, "wte", DType::F16, {50, 40}, -1, 1);
+    Tensor ids = g.input("ids", DType::I64, {"S"});
+    g.output(g.add_node1("gather", {w, ids}, {}, "wte_lookup"));
+    EngineOptions eo;
+    eo.cuda_graphs = graphs;
+    Engine eng(eo);
+    CompiledGraph cg = eng.compile(g);
+    auto run = [&](std::vector<int64_t> v) {
+      HostTensor h = HostTensor::from_i64(DType::I64, {static_cast<int64_t>(v.size())}, v);
+      std::map<std::string, DeviceData> in, out;
+      in["ids"] = upload(h);
+      out[g.tensor(g.outputs()[0]).name] =
+          alloc_poisoned(DType::F16, {static_cast<int64_t>(v.size()), 40});
+      cg.run(tensors_of(in), tensors_of(out));
+      HostTensor got = download(out.begin()->second);
+      HostTensor want = run_reference(g, {{"ids", h}}).begin()->second;
+      EXPECT_TRUE(got.data == want.data);
+    };
+    for (std::vector<int64_t> bad : {std::vector<int64_t>{0, 50, 3}, {-51, 1, 2}}) {
+      try {
+        run(bad);
+        ADD_FAILURE() << "an index out of range ran without an error";
+      } catch (const Error& e) {
+        EXPECT_EQ(e.kind(), ErrorKind::User) << e.what();
+        const std::string m = e.what();
+        EXPECT_NE(m.find("node 'wte_lookup': index out of range"), std::string::npos) << m;
+      }
+      run({0, 49, -50, -1, 7});  // correct again, same shapes and a new one
+      run({1, 2, 3});
     }
   }
 }

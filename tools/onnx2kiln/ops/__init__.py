@@ -8,6 +8,7 @@
     elementwise.py  unary and binary math, activations (Relu ... Gelu, LeakyRelu, Elu, HardSigmoid,
                     PRelu), Clip, Cast
     movement.py     Reshape, Flatten, Transpose, Identity, Dropout
+    gather.py       Gather, GatherElements (with a run-time operand; constants fold)
     reduce.py       ReduceMean/Sum/Max/Min/L2/Prod, Softmax, LogSoftmax, CumSum
 """
-from . import conv_pool, elementwise, matmul, movement, norms, reduce  # noqa: F401
+from . import conv_pool, elementwise, gather, matmul, movement, norms, reduce  # noqa: F401
