@@ -18,7 +18,11 @@ def _data(cx, n, t):
 def _indices(cx, n, t):
     """The kiln tensor of index input t (i32 / i64; a constant keeps its integer dtype)."""
     if cx.is_act(t):
-        return cx.act(n, t)
+        it = cx.act(n, t)
+        if cx.dtype[it] not in ("i32", "i64"):
+            cx.fail(n, f"the indices '{t}' are {cx.dtype[it]}; Gather takes int32 or int64 "
+                       f"indices")
+        return it
     dt = cx.natural_dtype(t)
     if dt not in ("i32", "i64"):
         cx.fail(n, f"the indices '{t}' must be integers (int32 or int64)")
