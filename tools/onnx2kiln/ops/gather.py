@@ -35,7 +35,7 @@ def _checked(cx, n, idx, dim, axis):
     flat = idx.astype(np.int64).flatten()
     bad = np.nonzero((flat < -dim) | (flat >= dim))[0]
     if bad.size:
-        pos = list(np.unravel_index(int(bad[0]), idx.shape)) if idx.ndim else []
+        pos = [int(p) for p in np.unravel_index(int(bad[0]), idx.shape)] if idx.ndim else []
         cx.fail(n, f"index out of range: indices{pos} is {int(flat[bad[0]])}, outside "
                    f"[{-dim}, {dim}) for axis {axis} (size {dim})")
     return np.where(flat < 0, flat + dim, flat).reshape(idx.shape)
