@@ -16,6 +16,7 @@
 #include "kiln/error.hpp"
 #include "kiln/graph.hpp"
 #include "kiln/io.hpp"
+#include "kiln/kiln.h"
 #include "kiln/reference.hpp"
 #include "tests/gather_graphs.hpp"
 #include "tests/user_error.hpp"
@@ -193,6 +194,32 @@ TEST(Gather, ThroughTheGraphFile) {
   auto out = run_reference(g, {{"ids", ints(DType::I64, {3}, {2, -3, 1})}});
   EXPECT_EQ(out.at("e").to_f64(), (V{4, 5, 0, 1, 2, 3}));
   EXPECT_NE(save_graph_string(g).find("\"op\": \"gather\""), std::string::npos);
+}
+
+// Through the C ABI: an index out of range is KILN_ERROR_USER with the located message, and the
+// next call with good indices runs.
+TEST(Gather, CAbiIndexOutOfRangeIsAUserError) {
+  kiln_graph g = nullptr;
+  ASSERT_EQ(kiln_graph_load_string(R"({"kiln": 1,
+    "inputs": {"ids": {"dtype": "i64", "shape": ["S"]}},
+    "constants": {"w": {"dtype": "f32", "shape": [3, 2], "data": [0, 1, 2, 3, 4, 5]}},
+    "nodes": [{"op": "gather", "name": "wte", "inputs": ["w", "ids"], "outputs": ["e"]}],
+    "outputs": ["e"]})",
+                                   nullptr, &g),
+            KILN_OK)
+      << kiln_last_error();
+  std::vector<int64_t> ids = {1, 3};
+  std::vector<float> e(4, -1.0f);
+  kiln_host_tensor in{"ids", ids.data(), 16, 1, {2}};
+  kiln_host_tensor out{"e", e.data(), 16, 0, {}};
+  EXPECT_EQ(kiln_run_host(g, &in, 1, &out, 1), KILN_ERROR_USER);
+  const std::string m = kiln_last_error();
+  EXPECT_NE(m.find("node 'wte'"), std::string::npos) << m;
+  EXPECT_NE(m.find("indices[1] is 3, outside [-3, 3)"), std::string::npos) << m;
+  ids = {-1, 0};
+  EXPECT_EQ(kiln_run_host(g, &in, 1, &out, 1), KILN_OK) << kiln_last_error();
+  EXPECT_EQ(e, (std::vector<float>{4, 5, 0, 1}));
+  kiln_graph_destroy(g);
 }
 
 // ---------------------------------------------------------------- codegen

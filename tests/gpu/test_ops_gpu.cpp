@@ -16,6 +16,7 @@
 #include "engine/ir/op_table.hpp"
 #include "kiln/engine.hpp"
 #include "kiln/error.hpp"
+#include "kiln/kiln.h"
 #include "kiln/reference.hpp"
 #include "tests/gather_graphs.hpp"
 #include "tests/gpu/gpu_test_util.hpp"
@@ -933,6 +934,48 @@ TEST(GatherGpu, OutOfRangeIndexIsALocatedErrorThenAGoodRun) {
       run({1, 2, 3});
     }
   }
+}
+
+// The same through the C ABI: kiln_run returns KILN_ERROR_USER naming the node, then runs again.
+TEST(GatherGpu, CAbiReturnsTheUserError) {
+  KILN_REQUIRE_DEVICE();
+  kiln_graph g = nullptr;
+  ASSERT_EQ(kiln_graph_load_string(R"({"kiln": 1,
+    "inputs": {"ids": {"dtype": "i32", "shape": ["S"]}},
+    "constants": {"w": {"dtype": "f32", "shape": [3, 4], "data": [0, 1, 2, 3, 4, 5, 6, 7, 8, 9,
+                                                                  10, 11]}},
+    "nodes": [{"op": "gather", "name": "rows", "inputs": ["w", "ids"], "outputs": ["e"]}],
+    "outputs": ["e"]})",
+                                   nullptr, &g),
+            KILN_OK)
+      << kiln_last_error();
+  kiln_engine_options o;
+  kiln_engine_options_default(&o);
+  kiln_engine e = nullptr;
+  ASSERT_EQ(kiln_engine_create(&o, &e), KILN_OK) << kiln_last_error();
+  kiln_compiled c = nullptr;
+  ASSERT_EQ(kiln_compile(e, g, &c), KILN_OK) << kiln_last_error();
+  uint64_t din = 0, dout = 0;
+  ASSERT_EQ(kiln_device_alloc(8, &din), KILN_OK);
+  ASSERT_EQ(kiln_device_alloc(32, &dout), KILN_OK);
+  kiln_tensor in{"ids", din, 1, {2}}, out{"e", dout, 2, {2, 4}};
+  std::vector<int32_t> ids = {2, 3};
+  ASSERT_EQ(kiln_memcpy_htod(din, ids.data(), 8), KILN_OK);
+  EXPECT_EQ(kiln_run(c, &in, 1, &out, 1, nullptr, 0), KILN_ERROR_USER);
+  EXPECT_NE(std::string(kiln_last_error()).find("node 'rows': index out of range"),
+            std::string::npos)
+      << kiln_last_error();
+  ids = {-1, 0};
+  ASSERT_EQ(kiln_memcpy_htod(din, ids.data(), 8), KILN_OK);
+  EXPECT_EQ(kiln_run(c, &in, 1, &out, 1, nullptr, 0), KILN_OK) << kiln_last_error();
+  std::vector<float> got(8);
+  ASSERT_EQ(kiln_memcpy_dtoh(got.data(), dout, 32), KILN_OK);
+  EXPECT_EQ(got, (std::vector<float>{8, 9, 10, 11, 0, 1, 2, 3}));
+  kiln_device_free(din);
+  kiln_device_free(dout);
+  kiln_compiled_destroy(c);
+  kiln_engine_destroy(e);
+  kiln_graph_destroy(g);
 }
 
 INSTANTIATE_TEST_SUITE_P(All, OpsGpu, ::testing::Range<size_t>(0, cases().size()),
