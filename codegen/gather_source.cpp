@@ -8,7 +8,7 @@ namespace kiln {
 
 CopySource index_gather_source(Writer& w, const Graph& g, const Node& node,
                                const std::vector<std::string>& oc, const char* idx,
-                               const std::string& suffix, DimParams& dp) {
+                               const std::string& suffix, DimParams& dp, const std::string& err) {
   KILN_ASSERT(is_index_gather(node.op), "index gather source of op {}", op_name(node.op));
   const TensorDesc& data = g.tensor(node.inputs[0]).desc;
   const int indices = node.inputs[1];
@@ -32,7 +32,7 @@ CopySource index_gather_source(Writer& w, const Graph& g, const Node& node,
   w.line("if ({} < 0) {} += {};", raw, raw, dim);
   // Out of range: reported, and the read clamped into the axis (never out of bounds).
   w.open("if ({0} < 0 || {0} >= {1}) {{", raw, dim);
-  w.line("atomicOr({}, {}u);", kErrorWordParam, kGatherIndexOutOfRange);
+  w.line("atomicOr({}, {}u);", err, kGatherIndexOutOfRange);
   w.line("{0} = {0} < 0 ? 0 : {1} - 1;", raw, dim);
   w.close();
   // The data may be larger than the output (an embedding table): its offsets stay in int only

@@ -20,8 +20,10 @@ inline constexpr unsigned kGatherIndexOutOfRange = 1u;
 // The source of the output element at coordinates `oc` of gather / gather_elements node `node`:
 // writes the index load, its normalization and the clamp (variables named with `suffix`, of
 // index type `idx`) and returns the data coordinates.
+// `err` is the kernel's error word parameter.
 CopySource index_gather_source(Writer& w, const Graph& g, const Node& node,
                                const std::vector<std::string>& oc, const char* idx,
-                               const std::string& suffix, DimParams& dp);
+                               const std::string& suffix, DimParams& dp,
+                               const std::string& err = kErrorWordParam);
 
 }  // namespace kiln

@@ -62,6 +62,30 @@ inline std::vector<GatherGraph> gather_graphs(DType dt) {
                },
                {{"ids", {3, 37}}, {"ip", {37}}},
                {{"ids", 1000}, {"ip", 1000}}});
+  // BERT's embeddings: word + token type lookups, their sum layer-normalized; the lookups fuse
+  // into the row norm's prologue (rows of 64: vectors; rows of 37: the scalar tail).
+  for (int64_t D : {64, 37})
+    v.push_back({fmt::format("gather_embedding_layernorm_d{}_{}", D, d),
+                 [dt, D] {
+                   auto g = std::make_shared<Graph>("bert_embeddings");
+                   // A constant [rows, D] ([D] for rows 0) of uniform values in [lo, hi).
+                   auto table = [&](const char* name, int64_t rows, double lo, double hi,
+                                    uint64_t seed) {
+                     TensorDesc td;
+                     td.dtype = dt;
+                     td.shape = rows > 0 ? Shape{rows, D} : Shape{D};
+                     return g->constant_random(name, td, "uniform", lo, hi, seed);
+                   };
+                   Tensor ids = g->input("ids", DType::I64, {"B", "S"});
+                   Tensor tt = g->input("it", DType::I32, {"B", "S"});
+                   Tensor s = g->add(g->gather(table("wte", 300, -1, 1, 3), ids, 0),
+                                     g->gather(table("tte", 2, -1, 1, 4), tt, 0));
+                   g->output(g->layernorm(s, table("ln_s", 0, 0.5, 1.5, 5),
+                                          table("ln_b", 0, -0.5, 0.5, 6)));
+                   return g;
+                 },
+                 {{"ids", {3, 13}}, {"it", {3, 13}}},
+                 {{"ids", 300}, {"it", 2}}});
   v.push_back({"gather_odd_" + d,
                [dt] {
                  auto g = std::make_shared<Graph>("gather_odd");

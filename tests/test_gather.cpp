@@ -251,6 +251,38 @@ TEST(Gather, CopyKernelLoadsTheIndexAndReportsOutOfRange) {
     for (const KernelArg& a : k.args) EXPECT_NE(a.kind, KernelArg::Kind::ErrorWord) << k.name;
 }
 
+// BERT's embedding block: both lookups fuse into the layernorm's prologue (one row-norm kernel
+// reading the tables through the ids, one error word per lookup); unfused, each lookup is a copy
+// kernel. A lookup whose result is also a graph output keeps its own kernel.
+TEST(Gather, EmbeddingLookupsFuseIntoTheRowNorm) {
+  for (const test::GatherGraph& gg : test::gather_graphs(DType::F16)) {
+    if (gg.name != "gather_embedding_layernorm_d64_f16") continue;
+    std::shared_ptr<Graph> g = gg.build();
+    Plan p = plan_fusion(*g);
+    ASSERT_EQ(p.groups.size(), 1u) << plan_to_string(*g, p);
+    EXPECT_EQ(p.groups[0].kind, GroupKind::RowNorm);
+    EXPECT_EQ(p.groups[0].nodes.size(), 4u);
+    const std::string text = plan_to_string(*g, p);
+    EXPECT_NE(text.find("(gather) read through by layernorm"), std::string::npos) << text;
+    auto ks = generate_kernels(*g, p);
+    ASSERT_EQ(ks.size(), 1u);
+    int words = 0;
+    for (const KernelArg& a : ks[0].args) words += a.kind == KernelArg::Kind::ErrorWord;
+    EXPECT_EQ(words, 2);
+    const std::string body = ks[0].source.substr(ks[0].source.find("extern \"C\""));
+    EXPECT_NE(body.find("atomicOr(kiln_err0, 1u);"), std::string::npos) << body;
+    EXPECT_NE(body.find("atomicOr(kiln_err1, 1u);"), std::string::npos) << body;
+    EXPECT_NO_THROW(nvrtc_compile(ks[0].source, ks[0].name, "sm_90"));
+    PlanOptions off;
+    off.fusion = false;
+    EXPECT_EQ(plan_fusion(*g, off).groups.size(), 4u);
+    // The first lookup's result is also an output: it is materialized by its own copy kernel.
+    g->output(Tensor{g->nodes()[0].outputs[0]});
+    Plan p2 = plan_fusion(*g);
+    EXPECT_EQ(p2.groups.size(), 2u) << plan_to_string(*g, p2);
+  }
+}
+
 // Every kernel of tests/gather_graphs.hpp, in every dtype, fused and not, compiles with NVRTC for
 // sm_80 and sm_90 (one program per arch: one prelude, each kernel renamed).
 TEST(Gather, EveryKernelCompiles) {

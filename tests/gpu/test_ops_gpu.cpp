@@ -936,6 +936,42 @@ TEST(GatherGpu, OutOfRangeIndexIsALocatedErrorThenAGoodRun) {
   }
 }
 
+// Lookups fused into a layernorm's prologue report through the row-norm kernel's error words:
+// the token-type lookup's bad index names that node, and a good run matches the reference.
+TEST(GatherGpu, FusedLookupOutOfRangeNamesItsNode) {
+  KILN_REQUIRE_DEVICE();
+  for (const test::GatherGraph& gg : test::gather_graphs(DType::F16)) {
+    if (gg.name != "gather_embedding_layernorm_d37_f16") continue;
+    std::shared_ptr<Graph> g = gg.build();
+    CompiledGraph cg = engine().compile(*g);
+    ASSERT_EQ(cg.kernels().size(), 1u);
+    const std::string tt_node = g->nodes()[1].name;  // the token-type lookup
+    auto run = [&](std::vector<int32_t> tt) {
+      std::vector<int64_t> tt64(tt.begin(), tt.end()), ids(tt.size());
+      for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int64_t>(i * 37 % 300) - 150;
+      const int64_t n = static_cast<int64_t>(tt.size());
+      std::map<std::string, HostTensor> h = {
+          {"ids", HostTensor::from_i64(DType::I64, {1, n}, ids)},
+          {"it", HostTensor::from_i64(DType::I32, {1, n}, tt64)}};
+      std::map<std::string, DeviceData> in, out;
+      for (const auto& [k, v] : h) in[k] = upload(v);
+      const std::string oname = g->tensor(g->outputs()[0]).name;
+      out[oname] = alloc_poisoned(DType::F16, {1, n, 37});
+      cg.run(tensors_of(in), tensors_of(out));
+      EXPECT_TRUE(all_close(download(out.at(oname)), run_reference(*g, h).at(oname), 1e-2));
+    };
+    try {
+      run({0, 1, 2, 1});
+      ADD_FAILURE() << "an index out of range ran without an error";
+    } catch (const Error& e) {
+      const std::string m = e.what();
+      EXPECT_NE(m.find(fmt::format("node '{}': index out of range", tt_node)), std::string::npos)
+          << m;
+    }
+    run({0, 1, -2, -1, 1});
+  }
+}
+
 // The same through the C ABI: kiln_run returns KILN_ERROR_USER naming the node, then runs again.
 TEST(GatherGpu, CAbiReturnsTheUserError) {
   KILN_REQUIRE_DEVICE();
