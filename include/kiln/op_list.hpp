@@ -79,7 +79,7 @@
   X(ConvTranspose2d, conv_transpose2d) \
   X(ArgMax, argmax)                \
   X(ArgMin, argmin)                \
-  X(Range, range) \
+  X(Range, range)                  \
   X(Gather, gather)                \
   X(GatherElements, gather_elements)
 
