@@ -9,6 +9,7 @@
 // memory order; otherwise one thread per output loops over the line while adjacent threads read
 // adjacent addresses.
 #include <algorithm>
+#include <limits>
 #include <numeric>
 
 #include "codegen/emit.hpp"
@@ -40,7 +41,10 @@ class ArgReduceKernel {
     nout_ = shape_numel(kept_shape_);
     const Dim stride = tensor_strides(xd_)[axis_];
     const bool inner = stride.is_static() && stride.value() == 1;
-    sch_ = choose_reduction(len_.is_static() ? len_.value() : -1, inner, cx.opts.sm);
+    // No column-tile form here (value-index pairs): outer lines take a thread each, which the
+    // schedule gives for "many outputs".
+    sch_ = choose_reduction(len_.is_static() ? len_.value() : -1,
+                            std::numeric_limits<int64_t>::max(), inner, cx.opts.sm);
     for (int n : grp.nodes)
       if (n != grp.anchor) {
         KILN_ASSERT(n < grp.anchor, "group {}: {} has no epilogue (an i64 result)", grp.id,

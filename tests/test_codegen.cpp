@@ -511,9 +511,10 @@ TEST(Codegen, ReductionScheduleFollowsMemoryOrder) {
 // pool of a 112x112 NHWC map: 32 x 32 outputs of 12544 elements), with a workspace and counters;
 // many outputs keep a thread each; a symbolic range keeps one CTA per tile.
 TEST(Codegen, OuterReductionsSplitOverCtas) {
-  auto kernels_of = [](const Shape& shape, std::vector<int64_t> axes) {
+  auto kernels_of = [](const Shape& shape, std::vector<int64_t> axes,
+                       Layout layout = Layout::NHWC) {
     Graph g("red");
-    Tensor x = g.input("x", DType::F16, shape, Layout::NHWC);
+    Tensor x = g.input("x", DType::F16, shape, layout);
     g.output(g.reduce("reduce_mean", x, axes, true));
     return generate_kernels(g, plan_fusion(g));
   };
@@ -530,12 +531,13 @@ TEST(Codegen, OuterReductionsSplitOverCtas) {
   EXPECT_EQ(se[0].grid[0].value(), 32 * 32);  // 32 tiles of 32 outputs, 32 splits each
   auto wide = kernels_of({64, 1280, 16, 16}, {2, 3});  // 81920 outputs: a thread each
   EXPECT_EQ(wide[0].name.find("_cols"), std::string::npos) << wide[0].name;
-  auto sym = kernels_of({Dim("N"), Dim(64), Dim("H"), Dim(32)}, {2, 3});
+  // A symbolic range (the reduced leading dim S of [S, 7, 36]): one CTA per tile.
+  auto sym = kernels_of({Dim("S"), Dim(7), Dim(36)}, {0}, Layout::NCHW);
   EXPECT_NE(sym[0].name.find("_rdyn_cols32x8_s1"), std::string::npos) << sym[0].name;
   EXPECT_EQ(count(sym[0], KernelArg::Kind::Counters), 0);
   Batch b;  // NVRTC compiles each form
   for (const Shape& sh : {Shape{32, 32, 112, 112}, Shape{Dim("N"), Dim(40), Dim(48), Dim(56)},
-                          Shape{Dim("N"), Dim(64), Dim("H"), Dim(32)}}) {
+                          Shape{Dim("N"), Dim(64), Dim(9), Dim(32)}}) {
     Graph g("red");
     Tensor x = g.input("x", DType::F16, sh, Layout::NHWC);
     Tensor r = g.relu(x);

@@ -180,6 +180,49 @@ TEST(Views, CopiesStayWhereAViewWouldNotDo) {
   }
 }
 
+// ConvNeXt's block: NHWC conv output permuted to [N, H, W, C] (row-major as it is), a LayerNorm
+// over C, the permute back (channels-last as it is), a residual add, the next conv. Both permutes
+// are views, the add and the conv take channels-last memory (the layout handed down), and the
+// rewritten graph computes what the original does.
+TEST(Views, PermutesOfDenseMemoryAreViews) {
+  Graph g;
+  Tensor x = g.input("x", DType::F32, {"N", 16, 6, 5}, Layout::NHWC);
+  auto w = [&](const char* name, Shape s) {
+    return g.constant_random(name, TensorDesc{DType::F32, std::move(s), Layout::NCHW, {}},
+                             "normal", 0, 0.2, 3);
+  };
+  Conv2dOptions o;
+  o.padding = {1, 1};
+  Tensor c = g.conv2d(x, w("w1", {16, 16, 3, 3}), o);
+  Tensor t = g.transpose(c, {0, 2, 3, 1});
+  Tensor ln = g.layernorm(t, w("s", {16}), w("b", {16}), 1);
+  Tensor back = g.transpose(ln, {0, 3, 1, 2});
+  Tensor sum = g.add(back, x);
+  g.output(g.conv2d(sum, w("w2", {16, 16, 3, 3}), o));
+  auto f = apply_engine_passes(std::make_shared<const Graph>(g), true);
+  Plan p = plan_fusion(*f);
+  EXPECT_EQ(count_kind(p, GroupKind::Copy), 0) << plan_to_string(*f, p);
+  const Node& t1 = nth_op(*f, OpKind::Transpose, 0);
+  const Node& t2 = nth_op(*f, OpKind::Transpose, 1);
+  EXPECT_GE(f->tensor(t1.outputs[0]).view_of, 0);
+  EXPECT_EQ(f->tensor(t1.outputs[0]).desc.layout, Layout::NCHW);  // row-major [N, H, W, C]
+  EXPECT_GE(f->tensor(t2.outputs[0]).view_of, 0);
+  EXPECT_EQ(f->tensor(t2.outputs[0]).desc.layout, Layout::NHWC);
+  const Node& add = nth_op(*f, OpKind::Add, 0);
+  EXPECT_EQ(f->tensor(add.outputs[0]).desc.layout, Layout::NHWC);  // handed down to the conv
+  std::map<std::string, HostTensor> in{
+      {"x", random_input(DType::F32, {2, 16, 6, 5}, Layout::NHWC, 23)}};
+  auto want = run_reference(g, in);
+  auto got = run_reference(*f, in);
+  for (auto& [name, wt] : want) {
+    std::vector<double> a = got.at(name).to_f64(), b = wt.to_f64();
+    ASSERT_EQ(a.size(), b.size()) << name;
+    for (size_t i = 0; i < a.size(); ++i)
+      ASSERT_NEAR(a[i], b[i], 1e-9 * (1 + std::abs(b[i]))) << name << " [" << i << "]";
+  }
+  compile_for(*f, "sm_90");  // every kernel compiles (NVRTC)
+}
+
 }  // namespace
 }  // namespace kiln
 

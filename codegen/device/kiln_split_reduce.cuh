@@ -3,7 +3,9 @@
 // workspace (slot `split` of the tile), and the last CTA of the tile to arrive (one counter per
 // tile, reset to zero by that CTA, so counters stay zero between launches) reads all of them
 // back in split order (a deterministic result) and finishes the outputs. Needs kiln_prelude.cuh.
-#pragma once
+// Guarded, not `#pragma once`: several kernels may be concatenated into one NVRTC program.
+#ifndef KILN_SPLIT_REDUCE_CUH
+#define KILN_SPLIT_REDUCE_CUH
 
 KILN_DEVICE float kiln_ld_cg(const float* p) {
   float v;
@@ -42,3 +44,5 @@ KILN_DEVICE float kiln_split_partial(const float* ws, long long tile, long long 
                                      long long tiles) {
   return kiln_ld_cg(ws + (z * tiles + tile) * 32 + (threadIdx.x & 31));
 }
+
+#endif  // KILN_SPLIT_REDUCE_CUH
