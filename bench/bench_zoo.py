@@ -386,18 +386,25 @@ def export_model(torch, e, m, path, args):
             else:
                 with torch.no_grad():
                     torch.onnx.export(m, tuple(xs), path, dynamo=exporter == "dynamo", input_names=names,
-                                      output_names=["y"], opset_version=args.opset,
+                                      output_names=["y"], opset_version=export_opset(exporter, args),
                                       dynamic_axes=dynamic_axes(e), do_constant_folding=True)
             if exporter == "dynamo":
                 rename_dims(path, e)
             rec.update(exporter=exporter, export_s=round(time.perf_counter() - t0, 2),
-                       bytes=os.path.getsize(path))
+                       bytes=os.path.getsize(path), opset=export_opset(exporter, args))
             if failures:
                 rec["failed_exporters"] = failures
             return rec
         except Exception as ex:  # noqa: BLE001 - the next exporter gets its chance
             failures.append({"exporter": exporter, "error": err_text(ex)})
     raise RuntimeError("; ".join(f"{f['exporter']}: {f['error']}" for f in failures))
+
+
+def export_opset(exporter, args):
+    """The dynamo exporter (onnxscript) builds opset-18 graphs; asked for an older opset it
+    converts them down but leaves opset 18's Split `num_outputs` (GPT-2's qkv split), a model
+    onnxruntime and the importer refuse as invalid. It exports at opset 18 at least."""
+    return max(args.opset, 18) if exporter == "dynamo" else args.opset
 
 
 def rename_dims(path, e):
@@ -673,7 +680,10 @@ def run_model(torch, e, args, work, cache_dir, kiln, log):
             r["params_m"] = round(sum(p.numel() for p in m.parameters()) / 1e6, 2)
         if "export" in stages and run.ok("build"):
             with run.stage("export") as r:
-                r.update(export_model(torch, e, m, onnx_path, args))
+                if args.reuse_exports and os.path.isfile(onnx_path):
+                    r.update(reused=onnx_path, bytes=os.path.getsize(onnx_path))
+                else:
+                    r.update(export_model(torch, e, m, onnx_path, args))
         if "import" in stages and run.ok("export"):
             for dtype in ("f32", "f16"):
                 with run.stage(f"import_{dtype}") as r:
@@ -910,6 +920,9 @@ def parse_args(argv=None):
     ap.add_argument("--kiln", default=os.path.join(REPO, "build", "kiln"), help="the kiln CLI (default build/kiln)")
     ap.add_argument("--work", default=None, help="scratch directory (default: a new temporary one)")
     ap.add_argument("--keep", action="store_true", help="keep each model's ONNX and graphs in --work")
+    ap.add_argument("--reuse-exports", action="store_true",
+                    help="with --work: a model whose ONNX file (WORK/MODEL/MODEL.onnx) is there is "
+                         "not exported again")
     ap.add_argument("--image-size", type=int, default=224, help="classifier input size (inception_v3: 299)")
     ap.add_argument("--seg-size", type=int, default=384, help="segmentation input size (torchvision's eval: 520)")
     ap.add_argument("--seq", type=int, default=128, help="sequence length of the text models")
@@ -943,6 +956,8 @@ def parse_args(argv=None):
     if "import" in stages:
         stages.add("export")
     args.stage_list = [s for s in STAGES if s in stages]
+    if args.reuse_exports and not (args.work and args.keep):
+        ap.error("--reuse-exports needs --work DIR and --keep (the exports it reuses live there)")
     for k in ("check_images", "check_samples", "check_chunk", "model_timeout", "timeout", "image_size", "seg_size",
               "seq"):
         if getattr(args, k) < 1:

@@ -12,6 +12,7 @@
     resize.py       Resize, Upsample
     einsum.py       Einsum (transposes, reshapes, reduce_sums and matmuls)
     index.py        Range with a run-time limit (a constant Range folds)
+    gathernd.py     GatherND (linear index arithmetic and a kiln gather)
     (conv_pool.py also: ConvTranspose)
 """
-from . import conv_pool, einsum, elementwise, index, matmul, movement, norms, reduce, resize  # noqa: F401
+from . import conv_pool, einsum, elementwise, gathernd, index, matmul, movement, norms, reduce, resize  # noqa: F401
