@@ -202,6 +202,8 @@ bool is_gather_copy(const Node& node) {
     case OpKind::DepthToSpace:
     case OpKind::SpaceToDepth:
     case OpKind::Trilu:
+    case OpKind::Gather:
+    case OpKind::GatherElements:
       return true;
     case OpKind::Pad:
       return node.attr_str("mode") != "constant";

@@ -22,7 +22,9 @@ struct CopySource {
   std::string inside;
 };
 
-// True for the ops movement_sources maps (the others are reshape, transpose, constant pad).
+// True for the ops whose elements are read by computed source coordinates: those movement_sources
+// maps and gather / gather_elements (codegen/gather_source.hpp); the others are reshape,
+// transpose, constant pad.
 bool is_gather_copy(const Node& node);
 
 // The sources of the output element at coordinates `oc` (expressions) of gather-copy node `node`.

@@ -14,8 +14,10 @@
 #include "codegen/copy_source.hpp"
 #include "codegen/emit.hpp"
 #include "codegen/emit_resize.hpp"
+#include "codegen/gather_source.hpp"
 #include "codegen/pointwise_expr.hpp"
 #include "engine/base/check.hpp"
+#include "engine/ir/gather_ops.hpp"
 #include "engine/ir/op_table.hpp"
 #include "kiln/host_tensor.hpp"
 
@@ -88,6 +90,7 @@ Source source_of(Writer& w, const Node& node, const TensorDesc& id, const Tensor
 std::vector<Source> sources_of(Writer& w, const Graph& g, const Node& node, const TensorDesc& id,
                                const TensorDesc& od, const std::vector<std::string>& oc,
                                const char* idx, const std::string& suffix, DimParams& dp) {
+  if (is_index_gather(node.op)) return {index_gather_source(w, g, node, oc, idx, suffix, dp)};
   if (is_gather_copy(node)) return movement_sources(g, node, oc, dp);
   return {source_of(w, node, id, od, oc, idx, suffix, dp)};
 }
@@ -137,6 +140,13 @@ class CopyKernel {
     ident_out_.resize(r);
     for (size_t d = 0; d < ident_in_.size(); ++d) ident_in_[d] = static_cast<int>(d);
     for (size_t d = 0; d < r; ++d) ident_out_[d] = static_cast<int>(d);
+    if (is_index_gather(node_.op)) {
+      // The error word an out-of-range index is reported in (codegen/gather_source.hpp).
+      KernelArg err;
+      err.kind = KernelArg::Kind::ErrorWord;
+      err.tensor = out_;
+      gp_.add_trailing(fmt::format("unsigned int* __restrict__ {}", kErrorWordParam), err);
+    }
   }
 
   KernelSpec emit() {

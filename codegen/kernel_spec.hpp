@@ -27,8 +27,12 @@ struct KernelArg {
   // elements with traversal strides `map_elem_strides`, 128-byte swizzle, out-of-bounds elements
   // read as zero; encoded at launch from the tensor's pointer (the kernel also takes that tensor
   // as a Tensor argument). The kernel declares it `const __grid_constant__ KcTmaDesc`.
-  enum class Kind { Tensor, Int, Scratch, Counters, TensorMap } kind = Kind::Tensor;
-  int tensor = -1;  // Tensor / TensorMap: graph tensor id
+  // ErrorWord: a device pointer to one 32-bit word of the executor's that is zero at launch;
+  // the kernel ORs an error code into it (gather: an index out of range), which the executor
+  // reads back after the run and reports as a user error naming the node that produces
+  // `tensor`.
+  enum class Kind { Tensor, Int, Scratch, Counters, TensorMap, ErrorWord } kind = Kind::Tensor;
+  int tensor = -1;  // Tensor / TensorMap: graph tensor id; ErrorWord: the reporting node's output
   Dim value;        // Int: passed as long long, evaluated from the bindings at launch
   std::vector<Dim> map_dims = {}, map_strides = {};
   std::vector<int> map_box = {}, map_elem_strides = {};

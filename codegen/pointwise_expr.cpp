@@ -1,8 +1,10 @@
 // Pointwise expressions, operand indexing and symbolic-dim parameters for generated kernels.
 #include "codegen/pointwise_expr.hpp"
 
+#include <algorithm>
 #include <climits>
 
+#include "codegen/gather_source.hpp"
 #include "codegen/kernel_assembly.hpp"
 #include "engine/base/check.hpp"
 #include "engine/ir/op_table.hpp"
@@ -358,6 +360,28 @@ std::string ElementLoader::load(Writer& w, int node, int slot) {
   auto it = cache.find(key);
   if (it != cache.end()) return it->second;
   std::string var = fmt::format("l{}_{}{}", t, cache.size(), suffix);
+  const int p = graph.tensor(t).producer;
+  auto fused = std::find(gathers.begin(), gathers.end(), p);
+  if (p >= 0 && fused != gathers.end()) {
+    // The gather's output element at this operand's coordinates, read from its data.
+    const Node& gn = graph.nodes()[p];
+    std::vector<std::string> oc;
+    for (size_t d = 0; d < map.size(); ++d)
+      if (map[d] >= 0) oc.push_back(coords.at(d));
+    KILN_ASSERT(oc.size() == graph.tensor(t).desc.shape.size(), "gather {} read broadcast",
+                gn.name);
+    const std::string sfx = fmt::format("_{}_{}{}", t, cache.size(), suffix);
+    CopySource src = index_gather_source(w, graph, gn, oc, "long long", sfx, *dims,
+                                         gather_errors.at(fused - gathers.begin()));
+    const TensorDesc& dd = graph.tensor(gn.inputs[0]).desc;
+    std::vector<int> ident(dd.shape.size());
+    for (size_t d = 0; d < ident.size(); ++d) ident[d] = static_cast<int>(d);
+    w.line("const {} {} = {};", value_ctype(dd.dtype), var,
+           load_f32(tensor_param(gn.inputs[0]) + " + " +
+                    operand_offset(dd, ident, src.coords, *dims)));
+    cache[key] = var;
+    return var;
+  }
   w.line("const {} {} = {};", value_ctype(graph.tensor(t).desc.dtype), var,
          load_f32(tensor_param(t) + " + " + offset(t, map)));
   cache[key] = var;

@@ -148,6 +148,11 @@ struct ElementLoader {
   DimParams* dims = nullptr;
   std::string suffix;
   std::map<std::string, std::string> cache;
+  // Gather nodes fused into the group (a row norm's embedding lookup): their results are read
+  // through the gather, the index loaded and checked where an element is needed; `gather_errors`
+  // names each one's error word parameter (codegen/gather_source.hpp).
+  std::vector<int> gathers = {};
+  std::vector<std::string> gather_errors = {};
 
   bool is_dense(int tensor) const;
   // Offset of a tensor of shape `iter` (or broadcasting to it) for this element.

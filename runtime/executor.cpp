@@ -124,6 +124,12 @@ Executor::Executor(std::shared_ptr<const Graph> g, std::vector<ExecutorKernel> k
   }
   for (size_t t = 0; t < graph_->tensors().size(); ++t)
     if (int root = graph_->tensors()[t].view_of; root >= 0) views_.emplace_back(int(t), root);
+  for (const ExecutorKernel& k : kernels_)
+    for (const KernelArg& a : k.spec.args)
+      if (a.kind == KernelArg::Kind::ErrorWord) {
+        const int producer = a.tensor >= 0 ? graph_->tensor(a.tensor).producer : -1;
+        error_sites_.push_back(producer >= 0 ? graph_->nodes()[producer].name : k.spec.name);
+      }
   if (!modules_) return;
   for (ExecutorKernel& k : kernels_)
     k.function = modules_->function(k.cached, k.spec.entry, k.spec.smem_bytes);
@@ -183,6 +189,11 @@ std::shared_ptr<const ArenaPlan> Executor::arena(const Bindings& b) const {
     ap.counters_offset = align(ap.scratch_offset + scratch);
     ap.counters_bytes = counters;
     ap.peak = ap.counters_offset + counters;
+  }
+  if (!error_sites_.empty()) {
+    ap.errors_offset = align(ap.peak);
+    ap.errors_bytes = static_cast<int64_t>(4 * error_sites_.size());
+    ap.peak = ap.errors_offset + ap.errors_bytes;
   }
   auto plan = std::make_shared<const ArenaPlan>(std::move(ap));
   std::lock_guard<std::mutex> lock(mu_);
@@ -294,6 +305,9 @@ Executor::Prepared Executor::prepare(const std::map<std::string, DeviceTensor>& 
       ap->counters_bytes ? base + static_cast<uint64_t>(ap->counters_offset) : 0;
   p.counters = counters_ptr;
   p.counters_bytes = static_cast<size_t>(ap->counters_bytes);
+  p.errors = ap->errors_bytes ? base + static_cast<uint64_t>(ap->errors_offset) : 0;
+  p.errors_bytes = static_cast<size_t>(ap->errors_bytes);
+  uint64_t next_error_word = p.errors;
 
   for (const ExecutorKernel& k : kernels_) {
     Launch l;
@@ -308,6 +322,9 @@ Executor::Prepared Executor::prepare(const std::map<std::string, DeviceTensor>& 
         l.args.push_back(scratch_ptr);
       } else if (a.kind == KernelArg::Kind::Counters) {
         l.args.push_back(counters_ptr);
+      } else if (a.kind == KernelArg::Kind::ErrorWord) {
+        l.args.push_back(next_error_word);
+        next_error_word += 4;
       } else if (a.kind == KernelArg::Kind::TensorMap) {
         l.map_of_arg.resize(l.args.size() + 1, -1);
         l.map_of_arg.back() = static_cast<int32_t>(l.maps.size());
@@ -354,6 +371,22 @@ Executor::Prepared Executor::prepare(const std::map<std::string, DeviceTensor>& 
 
 void Executor::zero_counters(const Prepared& p, void* stream) {
   if (p.counters_bytes) cuda::memset_d8_async(p.counters, 0, p.counters_bytes, stream);
+  if (p.errors_bytes) cuda::memset_d8_async(p.errors, 0, p.errors_bytes, stream);
+}
+
+void Executor::check_errors(uint64_t errors, size_t bytes, void* stream) const {
+  if (bytes == 0) return;
+  cuda::stream_synchronize(stream);
+  std::vector<uint32_t> words(bytes / 4);
+  cuda::memcpy_dtoh(words.data(), errors, bytes);
+  std::string nodes;
+  for (size_t i = 0; i < words.size() && i < error_sites_.size(); ++i)
+    if (words[i] != 0) nodes += fmt::format("{}'{}'", nodes.empty() ? "" : ", ", error_sites_[i]);
+  // Code 1 is the only one today: a gather's index out of range (codegen/gather_source.hpp).
+  KILN_CHECK(nodes.empty(),
+             "run: graph '{}': node {}: index out of range (an index outside [-dim, dim) of the "
+             "gathered axis; the kernel clamped its reads, the outputs are not valid)",
+             graph_->name(), nodes);
 }
 
 void Executor::launch(Launch& l, void* stream) const {
@@ -396,7 +429,9 @@ struct Executor::GraphExec {
   void* graph = nullptr;
   void* exec = nullptr;
   Bindings bindings;
-  std::string range;  // NVTX range name
+  std::string range;    // NVTX range name
+  uint64_t errors = 0;  // the captured launches' error words (zeroed inside the graph)
+  size_t errors_bytes = 0;
   GraphExec() = default;
   GraphExec(const GraphExec&) = delete;
   GraphExec& operator=(const GraphExec&) = delete;
@@ -447,6 +482,8 @@ Bindings Executor::run_graph(const std::map<std::string, DeviceTensor>& inputs,
     if (workspace == 0) key = graph_key(inputs, outputs, workspace);  // the arena may have grown
     auto fresh = std::make_shared<GraphExec>();
     fresh->bindings = p.bindings;
+    fresh->errors = p.errors;
+    fresh->errors_bytes = p.errors_bytes;
     fresh->range = "kiln graph " + graph_->name();
     void* cs = cuda::stream_create_nonblocking();
     struct StreamGuard {
@@ -487,6 +524,7 @@ Bindings Executor::run_graph(const std::map<std::string, DeviceTensor>& inputs,
     std::lock_guard<std::mutex> lock(ge->mu);
     cuda::graph_launch(ge->exec, stream);
   }
+  check_errors(ge->errors, ge->errors_bytes, stream);
   return ge->bindings;
 }
 
@@ -518,6 +556,7 @@ Bindings Executor::run(const std::map<std::string, DeviceTensor>& inputs,
     launch(l, stream);
   }
   for (const Copy& c : p.copies) cuda::memcpy_dtod_async(c.dst, c.src, c.bytes, stream);
+  check_errors(p.errors, p.errors_bytes, stream);
   return p.bindings;
 }
 

@@ -105,14 +105,21 @@ class Executor {
     Bindings bindings;
     uint64_t counters = 0;  // split-K tile counters to zero before the launches
     size_t counters_bytes = 0;
+    uint64_t errors = 0;  // the error words (error_sites_) to zero before and read after
+    size_t errors_bytes = 0;
     std::vector<Launch> launches;
     std::vector<Copy> copies;  // graph outputs that are inputs/constants
   };
   Prepared prepare(const std::map<std::string, DeviceTensor>& inputs,
                    const std::map<std::string, DeviceTensor>& outputs, uint64_t workspace) const;
   void launch(Launch& l, void* stream) const;
-  // Zeroes the split-K counters of `p` on `stream` (nothing when no kernel uses them).
+  // Zeroes the split-K counters and the error words of `p` on `stream` (nothing when no kernel
+  // uses them).
   static void zero_counters(const Prepared& p, void* stream);
+  // After the launches of a run with error words (`errors`, `bytes`) on `stream`: waits for the
+  // stream, reads the words back and throws a user error naming each reporting node. Nothing
+  // (no wait) when the plan has no kernel that reports errors.
+  void check_errors(uint64_t errors, size_t bytes, void* stream) const;
 
   std::shared_ptr<const Graph> graph_;
   std::vector<ExecutorKernel> kernels_;
@@ -122,6 +129,9 @@ class Executor {
   cuda::DeviceBuffer constants_;
   std::map<int, uint64_t> constant_ptr_;    // tensor id -> device pointer
   std::vector<std::pair<int, int>> views_;  // (view, root) tensor ids: TensorInfo::view_of
+  // The kernel args that are error words, in order: word i of the run's error words belongs to
+  // the node (by name) error_sites_[i] names.
+  std::vector<std::string> error_sites_;
 
   mutable std::mutex mu_;
   mutable std::map<Bindings, std::shared_ptr<const ArenaPlan>> arenas_;

@@ -58,7 +58,9 @@ double time_kernel_alone(const KernelSpec& k, const std::vector<char>& cubin, co
       continue;
     }
     size_t bytes = 0;
-    if (a.kind == KernelArg::Kind::Scratch || a.kind == KernelArg::Kind::Counters) {
+    if (a.kind == KernelArg::Kind::ErrorWord) {
+      bytes = 4;  // random indices out of range are reported here, and ignored
+    } else if (a.kind == KernelArg::Kind::Scratch || a.kind == KernelArg::Kind::Counters) {
       bytes = static_cast<size_t>(a.value.eval(b)) * (a.kind == KernelArg::Kind::Counters ? 4 : 1);
     } else {
       const TensorDesc& d = g.tensor(a.tensor).desc;

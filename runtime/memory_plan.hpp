@@ -45,6 +45,9 @@ struct ArenaPlan {
   // caller's workspace starts with anything in it).
   int64_t scratch_offset = 0, scratch_bytes = 0;
   int64_t counters_offset = 0, counters_bytes = 0;
+  // The error words (KernelArg::ErrorWord, one 32-bit word per kernel that reports errors),
+  // last: zeroed before the launches and read back after them. None without such kernels.
+  int64_t errors_offset = 0, errors_bytes = 0;
 };
 
 ArenaPlan plan_arena(const Graph& g, const std::vector<KernelSpec>& kernels, const Bindings& b);

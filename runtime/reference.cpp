@@ -423,6 +423,10 @@ void run_node(const Node& node, const std::string& where, ref::NodeArgs& args) {
       return ref::trilu(args);
     case OpKind::Resize:
       return ref::resize(args);
+    case OpKind::Gather:
+      return ref::gather(args);
+    case OpKind::GatherElements:
+      return ref::gather_elements(args);
     default:
       break;
   }

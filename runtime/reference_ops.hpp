@@ -95,6 +95,9 @@ void trilu(const NodeArgs& a);
 // resize, nearest and linear (reference_resize.cpp).
 void resize(const NodeArgs& a);
 void pad_mirror(const NodeArgs& a);  // pad with mode reflect or edge
+// The index-driven movement ops (reference_gather.cpp): indices out of range are user errors.
+void gather(const NodeArgs& a);
+void gather_elements(const NodeArgs& a);
 // Contractions and windows (reference_conv.cpp).
 void conv2d(const NodeArgs& a);
 void conv_transpose2d(const NodeArgs& a);

@@ -128,6 +128,13 @@ const std::map<std::string, std::vector<std::string>>& expectations() {
        {"nodes[0] (dense_cat): input 1 ('b') has shape [N, 32, 14, 14] but input 0 ('a') has "
         "[N, 64, 28, 28]: dim 2 differs (14 vs 28; only the concat axis 1 may)"}},
       {"slice_axis_out_of_range.json", {"nodes[0] (crop).axes[0]: axis 2 out of range for rank 2"}},
+      {"gather_float_indices.json",
+       {"nodes[0] (embed).inputs[1]: gather takes i32 or i64 indices, got f32 'ids'"}},
+      {"gather_elements_rank.json",
+       {"nodes[0] (pick).inputs[1]: the indices 'idx' [N, 16] must have the rank of the data 'x' "
+        "[N, 6, 16] (3)"}},
+      {"gather_axis_out_of_range.json",
+       {"nodes[0] (cols).axis: axis -3 out of range for 'x' of rank 2"}},
       {"split_sizes_sum.json",
        {"nodes[0] (qkv).split: the sizes [4, 4, 5] sum to 13, not to the split axis's 12"}},
       {"depth_to_space_channels.json",

@@ -158,6 +158,11 @@ Graph all_ops_graph() {
   for (const char* op : {"and", "or", "xor"}) outs.push_back(g.add_node1(op, {mask, mask}));
   outs.push_back(g.add_node1("not", {mask}));
   outs.push_back(g.where(mask, ids, g.cast(k32, DType::I64)));
+  // Index-driven movement: i32 and i64 indices, a negative axis, indices of the data's rank.
+  outs.push_back(g.gather(x, k32, 1));
+  outs.push_back(g.gather(m, ids, -1));
+  Tensor gi = g.input("gi", desc(DType::I64, {"N", 3, 6, 6}));
+  outs.push_back(g.gather_elements(x, gi, 1));
   for (Tensor t : outs) g.output(t);
   return g;
 }

@@ -4,7 +4,9 @@
 
 #include <algorithm>
 
+#include "codegen/gather_source.hpp"
 #include "engine/base/check.hpp"
+#include "engine/ir/gather_ops.hpp"
 #include "engine/ir/op_table.hpp"
 
 namespace kiln {
@@ -34,6 +36,16 @@ RowNormKernel::RowNormKernel(const EmitContext& cx, const FusionGroup& grp)
   rows_ = shape_numel(outer_shape_);
   for (int n : grp.nodes) {
     if (n == grp.anchor) continue;
+    if (is_index_gather(g_.nodes()[n].op)) {
+      // Read through by the prologue's loads; each reports into its own error word.
+      gathers_.push_back(n);
+      gather_errors_.push_back(fmt::format("{}{}", kErrorWordParam, gathers_.size() - 1));
+      KernelArg err;
+      err.kind = KernelArg::Kind::ErrorWord;
+      err.tensor = g_.nodes()[n].outputs[0];
+      gp_.add_trailing(fmt::format("unsigned int* __restrict__ {}", gather_errors_.back()), err);
+      continue;
+    }
     (n < grp.anchor ? prologue_ : epilogue_).push_back(n);
   }
   rm_ = row_major_strides(X_);
@@ -111,6 +123,8 @@ ElementLoader RowNormKernel::make_loader(const std::string& j,
       g_, X_, contiguous_ ? rm_ : Shape{}, fmt::format("(row * {} + {})", Lr_, j), {}, &dp_,
       "", pre};
   ld.coords = coords_of(j);
+  ld.gathers = gathers_;
+  ld.gather_errors = gather_errors_;
   return ld;
 }
 

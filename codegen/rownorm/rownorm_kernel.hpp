@@ -78,6 +78,9 @@ class RowNormKernel {
   Shape inner_shape_, outer_shape_;
   Dim L_, rows_;
   std::vector<int> prologue_, epilogue_;
+  // Fused gathers (embedding lookups read by the prologue) and their error word parameters.
+  std::vector<int> gathers_;
+  std::vector<std::string> gather_errors_;
   Shape rm_;                // row-major strides of X
   bool contiguous_ = true;  // inner dims trailing and every full-shape tensor row-major
   RowSchedule sch_;

@@ -368,6 +368,12 @@ Tensor Graph::resize_to(Tensor x, std::vector<Dim> sizes, const std::string& mod
                     {"coordinate_transformation_mode", coord},
                     {"nearest_mode", nearest}});
 }
+Tensor Graph::gather(Tensor data, Tensor indices, int64_t axis) {
+  return add_node1("gather", {data, indices}, {{"axis", axis}});
+}
+Tensor Graph::gather_elements(Tensor data, Tensor indices, int64_t axis) {
+  return add_node1("gather_elements", {data, indices}, {{"axis", axis}});
+}
 
 int Graph::find(const std::string& name) const {
   auto it = by_name_.find(name);

@@ -10,6 +10,7 @@
 
 #include "engine/base/check.hpp"
 #include "engine/ir/index_ops.hpp"
+#include "engine/ir/gather_ops.hpp"
 #include "engine/ir/movement_ops.hpp"
 #include "engine/ir/resize_op.hpp"
 
@@ -954,7 +955,7 @@ std::vector<OpInfo> reduction_window_movement_rows() {
 std::vector<OpInfo> build_table() {
   std::vector<OpInfo> t = pointwise_rows();
   for (auto rows : {contraction_and_norm_rows, reduction_window_movement_rows, int_bool_rows,
-                    movement_rows, resize_rows, index_rows})
+                    movement_rows, resize_rows, index_rows, gather_rows})
     for (OpInfo& row : rows()) t.push_back(std::move(row));
   // Movement moves values of any dtype.
   for (OpInfo& row : t)
@@ -1168,7 +1169,8 @@ const char* class_word(int c) {
 
 void check_operand_dtypes(const OpInfo& info, const InferArgs& a) {
   const size_t first = info.select ? 1 : 0;
-  for (size_t i = first; i < a.in.size(); ++i) {
+  const size_t count = info.index_operand ? std::min<size_t>(a.in.size(), 1) : a.in.size();
+  for (size_t i = first; i < count; ++i) {
     DType t = in(a, i).dtype;
     bool ok = info.dtypes == DTypeClass::Any || (info.dtypes == DTypeClass::Float && is_float(t)) ||
               (info.dtypes == DTypeClass::Numeric && t != DType::Bool) ||
@@ -1176,7 +1178,7 @@ void check_operand_dtypes(const OpInfo& info, const InferArgs& a) {
     KILN_CHECK(ok, "{}.inputs[{}]: {} takes {}, got {} '{}'", a.where, i, info.name,
                dtype_class_text(info.dtypes), dtype_name(t), in_name(a, i));
   }
-  for (size_t i = first + 1; i < a.in.size(); ++i) {
+  for (size_t i = first + 1; i < count; ++i) {
     int c0 = dtype_class_of(in(a, first).dtype), ci = dtype_class_of(in(a, i).dtype);
     KILN_CHECK(c0 == ci,
                "{}.inputs[{}]: {} mixes {} and {} operands: '{}' is {} but '{}' is {} (insert a "

@@ -88,6 +88,9 @@ struct OpInfo {
   // emitters pass as operand 0 of `cuda` / `icuda` (and the reference as x[0] of `ref` /
   // `iref`). Such nodes run in pointwise kernels only (no anchor prologue holds the index).
   bool index_source = false;
+  // Operand 1 holds indices (gather, gather_elements): integer whatever the data's dtype, checked
+  // by the row's shape inference; the dtype class covers operand 0 only.
+  bool index_operand = false;
 };
 
 // The operands' dtypes against the row's class: one located message ("<where>.inputs[0]: relu

@@ -332,6 +332,23 @@ class Planner {
     return true;
   }
 
+  // Whether node p, a movement op that reads its data through an index operand (gather: an
+  // embedding lookup), fuses into row-norm group gid's prologue: its floating result has the
+  // row norm's input shape and is read only by the group's elementwise prologue (not by the
+  // anchor itself, which loads its input directly), so each element is gathered where it is
+  // needed and the lookup needs no kernel of its own.
+  bool row_lookup(int gid, int p, bool anchor_input, const Shape& shape) const {
+    const Node& pn = g_.nodes()[p];
+    if (groups_[gid].kind != GroupKind::RowNorm || anchor_input) return false;
+    if (!op_info(pn.op).index_operand || cat(pn) != OpCategory::Movement) return false;
+    const int out = pn.outputs[0];
+    if (out_shape(p) != shape || !is_float(g_.tensor(out).desc.dtype) || is_output_.count(out))
+      return false;
+    for (int c : consumers_[out])
+      if (live_[c] && group_of_[c] != gid) return false;
+    return true;
+  }
+
   // Elementwise producers of the anchor's (or movement op's) main input, and their producers,
   // with that shape.
   void claim_prologue(int gid, int anchor) {
@@ -344,6 +361,13 @@ class Planner {
       int p = g_.tensor(t).producer;
       if (p < 0 || group_of_[p] >= 0 || !live_[p]) continue;
       const Node& pn = g_.nodes()[p];
+      if (row_lookup(gid, p, t == a.inputs[0], shape)) {
+        if (!try_add(gid, p)) continue;
+        groups_[gid].notes.push_back(
+            fmt::format("prologue: {} ({}) read through by {}'s prologue (no copy kernel)", pn.name,
+                        op_name(pn.op), a.name));
+        continue;  // its data and indices are group inputs
+      }
       // Index sources (range) compute from the element's index, which only pointwise kernels
       // hold.
       if (!elementwise(pn) || out_shape(p) != shape || !all_floating(p) ||

@@ -180,6 +180,10 @@ class Graph {
   Tensor resize_to(Tensor x, std::vector<Dim> sizes, const std::string& mode = "nearest",
                    const std::string& coord = "half_pixel",
                    const std::string& nearest = "round_prefer_floor");
+  // ONNX Gather: the slices of `data` along `axis` that `indices` (i32 or i64, any rank, negative
+  // from the end) name; ONNX GatherElements: out[i] = data[i with i[axis] = indices[i]].
+  Tensor gather(Tensor data, Tensor indices, int64_t axis = 0);
+  Tensor gather_elements(Tensor data, Tensor indices, int64_t axis = 0);
 
   // ---- inspection ----
   const std::vector<TensorInfo>& tensors() const {

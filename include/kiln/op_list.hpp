@@ -79,7 +79,9 @@
   X(ConvTranspose2d, conv_transpose2d) \
   X(ArgMax, argmax)                \
   X(ArgMin, argmin)                \
-  X(Range, range)
+  X(Range, range)                  \
+  X(Gather, gather)                \
+  X(GatherElements, gather_elements)
 
 // Integer / bool ops: comparisons (bool results), logical ops (bool operands), where, mod. No
 // builder methods of their own (and, or, xor, not are C++ keywords): add_node1("lt", {a, b}).

@@ -15,7 +15,10 @@
 
 #include "engine/ir/op_table.hpp"
 #include "kiln/engine.hpp"
+#include "kiln/error.hpp"
+#include "kiln/kiln.h"
 #include "kiln/reference.hpp"
+#include "tests/gather_graphs.hpp"
 #include "tests/gpu/gpu_test_util.hpp"
 #include "tests/movement_graphs.hpp"
 #include "tests/pool_graphs.hpp"
@@ -414,6 +417,31 @@ void add_arg_reduce_range_cases(std::vector<Case>& cases) {
         g->output(g->add(x, pos));  // range fused into a pointwise kernel
         return g;
       };
+      cases.push_back(c);
+    }
+}
+
+// ---- gather, gather_elements (tests/gather_graphs.hpp): floating data in f32/f16/bf16, integer
+// and bool data, fused and not; index inputs hold in-range values, negative ones included.
+void add_gather_cases(std::vector<Case>& cases) {
+  std::vector<test::GatherGraph> all = test::gather_int_graphs();
+  for (DType dt : kDtypes)
+    for (const test::GatherGraph& gg : test::gather_graphs(dt)) all.push_back(gg);
+  for (const test::GatherGraph& gg : all)
+    for (bool fusion : {true, false}) {
+      Case c;
+      c.name = gg.name + (fusion ? "" : "_unfused");
+      c.fusion = fusion;
+      c.runs = 2;
+      for (const auto& [name, shape] : gg.inputs) {
+        auto it = gg.index_size.find(name);
+        if (it == gg.index_size.end())
+          c.inputs[name] = {shape};
+        else
+          c.inputs[name] = {shape, -static_cast<double>(it->second),
+                            static_cast<double>(it->second - 1)};
+      }
+      c.build = gg.build;
       cases.push_back(c);
     }
 }
@@ -883,6 +911,7 @@ std::vector<Case> make_cases() {
   add_new_float_op_cases(cases);
   add_conv_transpose_cases(cases);
   add_arg_reduce_range_cases(cases);
+  add_gather_cases(cases);
   return cases;
 }
 
@@ -1014,6 +1043,125 @@ TEST_P(OpsGpu, MatchesReference) {
           << c.name << ": output '" << ti.name << "', run " << run;
     }
   }
+}
+
+// An index out of range on the device never reads out of bounds: the run is a located user
+// error naming the gather node, and the next run with good indices is correct (the error word
+// is zeroed before every run), launched directly and through a captured CUDA graph.
+TEST(GatherGpu, OutOfRangeIndexIsALocatedErrorThenAGoodRun) {
+  KILN_REQUIRE_DEVICE();
+  for (bool graphs : {false, true}) {
+    SCOPED_TRACE(graphs ? "cuda graphs" : "direct launches");
+    Graph g("emb");
+    Tensor w = cst(g, "wte", DType::F16, {50, 40}, -1, 1);
+    Tensor ids = g.input("ids", DType::I64, {"S"});
+    g.output(g.add_node1("gather", {w, ids}, {}, "wte_lookup"));
+    EngineOptions eo;
+    eo.cuda_graphs = graphs;
+    Engine eng(eo);
+    CompiledGraph cg = eng.compile(g);
+    auto run = [&](std::vector<int64_t> v) {
+      HostTensor h = HostTensor::from_i64(DType::I64, {static_cast<int64_t>(v.size())}, v);
+      std::map<std::string, DeviceData> in, out;
+      in["ids"] = upload(h);
+      out[g.tensor(g.outputs()[0]).name] =
+          alloc_poisoned(DType::F16, {static_cast<int64_t>(v.size()), 40});
+      cg.run(tensors_of(in), tensors_of(out));
+      HostTensor got = download(out.begin()->second);
+      HostTensor want = run_reference(g, {{"ids", h}}).begin()->second;
+      EXPECT_TRUE(got.data == want.data);
+    };
+    for (std::vector<int64_t> bad : {std::vector<int64_t>{0, 50, 3}, {-51, 1, 2}}) {
+      try {
+        run(bad);
+        ADD_FAILURE() << "an index out of range ran without an error";
+      } catch (const Error& e) {
+        EXPECT_EQ(e.kind(), ErrorKind::User) << e.what();
+        const std::string m = e.what();
+        EXPECT_NE(m.find("node 'wte_lookup': index out of range"), std::string::npos) << m;
+      }
+      run({0, 49, -50, -1, 7});  // correct again, same shapes and a new one
+      run({1, 2, 3});
+    }
+  }
+}
+
+// Lookups fused into a layernorm's prologue report through the row-norm kernel's error words:
+// the token-type lookup's bad index names that node, and a good run matches the reference.
+TEST(GatherGpu, FusedLookupOutOfRangeNamesItsNode) {
+  KILN_REQUIRE_DEVICE();
+  for (const test::GatherGraph& gg : test::gather_graphs(DType::F16)) {
+    if (gg.name != "gather_embedding_layernorm_d37_f16") continue;
+    std::shared_ptr<Graph> g = gg.build();
+    CompiledGraph cg = engine().compile(*g);
+    ASSERT_EQ(cg.kernels().size(), 1u);
+    const std::string tt_node = g->nodes()[1].name;  // the token-type lookup
+    auto run = [&](std::vector<int32_t> tt) {
+      std::vector<int64_t> tt64(tt.begin(), tt.end()), ids(tt.size());
+      for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int64_t>(i * 37 % 300) - 150;
+      const int64_t n = static_cast<int64_t>(tt.size());
+      std::map<std::string, HostTensor> h = {
+          {"ids", HostTensor::from_i64(DType::I64, {1, n}, ids)},
+          {"it", HostTensor::from_i64(DType::I32, {1, n}, tt64)}};
+      std::map<std::string, DeviceData> in, out;
+      for (const auto& [k, v] : h) in[k] = upload(v);
+      const std::string oname = g->tensor(g->outputs()[0]).name;
+      out[oname] = alloc_poisoned(DType::F16, {1, n, 37});
+      cg.run(tensors_of(in), tensors_of(out));
+      EXPECT_TRUE(all_close(download(out.at(oname)), run_reference(*g, h).at(oname), 1e-2));
+    };
+    try {
+      run({0, 1, 2, 1});
+      ADD_FAILURE() << "an index out of range ran without an error";
+    } catch (const Error& e) {
+      const std::string m = e.what();
+      EXPECT_NE(m.find(fmt::format("node '{}': index out of range", tt_node)), std::string::npos)
+          << m;
+    }
+    run({0, 1, -2, -1, 1});
+  }
+}
+
+// The same through the C ABI: kiln_run returns KILN_ERROR_USER naming the node, then runs again.
+TEST(GatherGpu, CAbiReturnsTheUserError) {
+  KILN_REQUIRE_DEVICE();
+  kiln_graph g = nullptr;
+  ASSERT_EQ(kiln_graph_load_string(R"({"kiln": 1,
+    "inputs": {"ids": {"dtype": "i32", "shape": ["S"]}},
+    "constants": {"w": {"dtype": "f32", "shape": [3, 4], "data": [0, 1, 2, 3, 4, 5, 6, 7, 8, 9,
+                                                                  10, 11]}},
+    "nodes": [{"op": "gather", "name": "rows", "inputs": ["w", "ids"], "outputs": ["e"]}],
+    "outputs": ["e"]})",
+                                   nullptr, &g),
+            KILN_OK)
+      << kiln_last_error();
+  kiln_engine_options o;
+  kiln_engine_options_default(&o);
+  kiln_engine e = nullptr;
+  ASSERT_EQ(kiln_engine_create(&o, &e), KILN_OK) << kiln_last_error();
+  kiln_compiled c = nullptr;
+  ASSERT_EQ(kiln_compile(e, g, &c), KILN_OK) << kiln_last_error();
+  uint64_t din = 0, dout = 0;
+  ASSERT_EQ(kiln_device_alloc(8, &din), KILN_OK);
+  ASSERT_EQ(kiln_device_alloc(32, &dout), KILN_OK);
+  kiln_tensor in{"ids", din, 1, {2}}, out{"e", dout, 2, {2, 4}};
+  std::vector<int32_t> ids = {2, 3};
+  ASSERT_EQ(kiln_memcpy_htod(din, ids.data(), 8), KILN_OK);
+  EXPECT_EQ(kiln_run(c, &in, 1, &out, 1, nullptr, 0), KILN_ERROR_USER);
+  EXPECT_NE(std::string(kiln_last_error()).find("node 'rows': index out of range"),
+            std::string::npos)
+      << kiln_last_error();
+  ids = {-1, 0};
+  ASSERT_EQ(kiln_memcpy_htod(din, ids.data(), 8), KILN_OK);
+  EXPECT_EQ(kiln_run(c, &in, 1, &out, 1, nullptr, 0), KILN_OK) << kiln_last_error();
+  std::vector<float> got(8);
+  ASSERT_EQ(kiln_memcpy_dtoh(got.data(), dout, 32), KILN_OK);
+  EXPECT_EQ(got, (std::vector<float>{8, 9, 10, 11, 0, 1, 2, 3}));
+  kiln_device_free(din);
+  kiln_device_free(dout);
+  kiln_compiled_destroy(c);
+  kiln_engine_destroy(e);
+  kiln_graph_destroy(g);
 }
 
 INSTANTIATE_TEST_SUITE_P(All, OpsGpu, ::testing::Range<size_t>(0, cases().size()),
