@@ -159,3 +159,38 @@ def test_gathernd_refusals(tmp_path):
     refused([4, 5], [4, 2], 1, "takes 1 to 1")
     refused([4, 5], [3, 1], 1, "batch dim 0: data has 4, indices 3")
     refused([4, 5], [2, "K"], 0, "last dim must be a static size")
+
+
+def test_bounded_slices_of_symbolic_dims(tmp_path):
+    # GPT-2 (dynamo): position_ids[:, 0:1], then cat(...)[..., :S] of an [N, S+1] tensor; and a
+    # slice to the end from 1 with step 2, and to -1
+    def c(name, v):
+        return init(name, np.array(v, np.int64))
+    inits = [c("z", [0]), c("o", [1]), c("ax", [1]), c("big", [2 ** 62]), c("two", [2]),
+             c("m1", [-1]), c("k", [1])]
+    nodes = [helper.make_node("Slice", ["x", "z", "o", "ax"], ["first"], name="first"),
+             helper.make_node("Concat", ["first", "x"], ["cat"], axis=1),
+             helper.make_node("Shape", ["x"], ["s"], start=1, end=2),
+             helper.make_node("Slice", ["cat", "z", "s", "ax"], ["head"], name="head"),
+             helper.make_node("Slice", ["x", "o", "big", "ax", "two"], ["odd"], name="odd"),
+             helper.make_node("Slice", ["x", "k", "m1", "ax"], ["inner"], name="inner")]
+    m = model(nodes, [vi("x", ["N", "S"], I64)],
+              [vi(o, None, I64) for o in ("first", "head", "odd", "inner")], inits)
+    for n, s in ((2, 5), (1, 8)):
+        g = check(tmp_path, m, {"x": ids(-9, 9, n, s)})
+    assert "slice" not in ops_of(g) and ops_of(g).count("gather") == 4
+
+
+def test_slice_past_a_symbolic_dim_is_a_run_time_error(tmp_path):
+    nodes = [helper.make_node("Slice", ["x", "z", "e", "ax"], ["y"], name="head4")]
+    m = model(nodes, [vi("x", ["S"], F)], [vi("y", None, F)],
+              [init("z", np.array([0], np.int64)), init("e", np.array([4], np.int64)),
+               init("ax", np.array([0], np.int64))])
+    check(tmp_path, m, {"x": frand(6)})
+    graph, _ = convert(tmp_path, m)
+    inp = tmp_path / "in3.safetensors"
+    write_safetensors(str(inp), {"x": ("f32", frand(3))})
+    r = subprocess.run([KILN, "run", str(graph), "--device", "cpu", "--inputs", str(inp),
+                        "--output", str(tmp_path / "o.safetensors")], capture_output=True,
+                       text=True, env=KILN_ENV)
+    assert r.returncode == 2 and "head4" in r.stderr and "index out of range" in r.stderr, r.stderr
