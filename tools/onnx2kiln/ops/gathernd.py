@@ -12,6 +12,8 @@ the linear index prod(B) * prod(D), out of range, so that kiln's gather reports 
 instead of reading a neighbouring row. Dims may be symbolic: their values as data come from
 symvalue.dim_tensor. transformers 5's causal / packed-sequence mask (GPT-2, dynamo exporter) gathers
 `position_ids[batch, q]` this way."""
+import numpy as np
+
 from ..registry import converter
 from ..shapes import bcast
 from ..symdim import Poly, product
@@ -80,11 +82,15 @@ def _batch_coords(cx, n, s, q, b, inner):
     """sum_m range(B_m) (shaped to dim m of [B..., I..., 1]) * prod(B_{m+1..}) * inner."""
     total = None
     for m in range(b):
-        r = cx.emit(n, "range", [], {"start": 0, "delta": 1, "length": [s[m]], "dtype": "i64"},
-                    shape=[s[m]], dtype="i64", suffix=f"batch{m}")
         shape = [1] * m + [s[m]] + [1] * (len(q) - 1 - m)
-        r = cx.emit(n, "reshape", [r], {"shape": shape}, shape=shape, dtype="i64",
-                    suffix=f"batch{m}_bcast")
+        if isinstance(s[m], int):  # a static batch dim: its coordinates are a constant
+            key = cx.add_const(f"{n.output[0]}_batch{m}", np.arange(s[m]).reshape(shape))
+            r = cx.materialize(n, key, "i64")
+        else:
+            r = cx.emit(n, "range", [], {"start": 0, "delta": 1, "length": [s[m]], "dtype": "i64"},
+                        shape=[s[m]], dtype="i64", suffix=f"batch{m}")
+            r = cx.emit(n, "reshape", [r], {"shape": shape}, shape=shape, dtype="i64",
+                        suffix=f"batch{m}_bcast")
         r = _scaled(cx, n, r, product(list(s[m + 1:b]) + [inner]), shape, f"batch{m}")
         total = r if total is None else cx.emit(n, "add", [total, r], shape=_bc(total, r, cx),
                                                 dtype="i64", suffix=f"batch{m}_sum")
