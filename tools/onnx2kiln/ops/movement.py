@@ -310,11 +310,11 @@ def _symbolic_slice(cx, n, xt, d, ax, b, e, st, last):
         end = (symdim.Poly.of(e) if not isinstance(e, int) else  # e <= d, or kiln's error
                symdim.Poly.of(d) + symdim.Poly.const(e if e < 0 else 0))
         span = end - symdim.Poly.const(b)
-        length = symdim.canon(span.dim() if st == 1 else
-                              f"({symdim.text(span + symdim.Poly.const(st - 1))})/{st}")
-        if length is None:
+        # ceil(span / st) as kiln's floor division (which symdim does not fold: written as text)
+        length = span.dim() if st == 1 else f"({symdim.text(span + symdim.Poly.const(st - 1))})/{st}"
+        if span.value() is not None:
             cx.fail(n, f"slicing symbolic dim {ax} ({d}) from {b} to {e} step {st}: the length "
-                       f"is no dim kiln can write")
+                       f"is a constant {span.value()}, not a dim of the model")
         it = cx.emit(n, "range", [], {"start": b, "delta": st, "length": [length], "dtype": "i64"},
                      shape=[length], dtype="i64", suffix=f"positions{ax}")
     shape = list(cx.shp(xt))
