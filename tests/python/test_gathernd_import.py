@@ -194,3 +194,18 @@ def test_slice_past_a_symbolic_dim_is_a_run_time_error(tmp_path):
                         "--output", str(tmp_path / "o.safetensors")], capture_output=True,
                        text=True, env=KILN_ENV)
     assert r.returncode == 2 and "head4" in r.stderr and "index out of range" in r.stderr, r.stderr
+
+
+def test_integer_cumsum_of_a_bool_cast(tmp_path):
+    # GPT-2's packed-sequence ids: cumsum(cast(position_ids diff != 1, int64)), in f32 exactly
+    nodes = [helper.make_node("Equal", ["x", "one"], ["e"]), helper.make_node("Not", ["e"], ["ne"]),
+             helper.make_node("Cast", ["ne"], ["c"], to=7),
+             helper.make_node("CumSum", ["c", "ax"], ["y"], name="cs")]
+    inits = [init("one", np.array(1, np.int64)), init("ax", np.array(1, np.int64))]
+    m = model(nodes, [vi("x", ["N", "S"], I64)], [vi("y", None, I64)], inits)
+    g = check(tmp_path, m, {"x": ids(0, 3, 2, 9)})
+    assert "cumsum" in ops_of(g)
+    nodes = [helper.make_node("CumSum", ["x", "ax"], ["y"], name="cs_int")]
+    m = model(nodes, [vi("x", ["N", "S"], I64)], [vi("y", None, I64)], inits[1:])
+    _, r = convert(tmp_path, m, expect_rc=2)
+    assert "cs_int" in r.stderr and "cast of a bool" in r.stderr, r.stderr
