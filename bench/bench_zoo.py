@@ -483,7 +483,7 @@ def kiln_outputs_any(kiln, graph, xs, dtype, work, cache_dir, timeout, tag, devi
     `kiln run --device device` (cpu: kiln's CPU reference)."""
     from bench_resnet50 import kiln_outputs
     arrs = [x.half().numpy() if dtype == "f16" and x.is_floating_point() else x.numpy() for x in xs]
-    if len(arrs) == 1:
+    if len(arrs) == 1 and xs[0].is_floating_point():  # token ids (GPT-2) keep the graph's int dtype
         return kiln_outputs(kiln, graph, arrs[0], dtype, work, cache_dir, timeout, tag, device=device)
     return kiln_outputs_multi(kiln, graph, arrs, work, cache_dir, timeout, tag, device=device)
 
