@@ -386,18 +386,25 @@ def export_model(torch, e, m, path, args):
             else:
                 with torch.no_grad():
                     torch.onnx.export(m, tuple(xs), path, dynamo=exporter == "dynamo", input_names=names,
-                                      output_names=["y"], opset_version=args.opset,
+                                      output_names=["y"], opset_version=export_opset(exporter, args),
                                       dynamic_axes=dynamic_axes(e), do_constant_folding=True)
             if exporter == "dynamo":
                 rename_dims(path, e)
             rec.update(exporter=exporter, export_s=round(time.perf_counter() - t0, 2),
-                       bytes=os.path.getsize(path))
+                       bytes=os.path.getsize(path), opset=export_opset(exporter, args))
             if failures:
                 rec["failed_exporters"] = failures
             return rec
         except Exception as ex:  # noqa: BLE001 - the next exporter gets its chance
             failures.append({"exporter": exporter, "error": err_text(ex)})
     raise RuntimeError("; ".join(f"{f['exporter']}: {f['error']}" for f in failures))
+
+
+def export_opset(exporter, args):
+    """The dynamo exporter (onnxscript) builds opset-18 graphs; asked for an older opset it
+    converts them down but leaves opset 18's Split `num_outputs` (GPT-2's qkv split), a model
+    onnxruntime and the importer refuse as invalid. It exports at opset 18 at least."""
+    return max(args.opset, 18) if exporter == "dynamo" else args.opset
 
 
 def rename_dims(path, e):
@@ -448,7 +455,7 @@ def shape_flags(graph, seq):
     return ["--shape", f"S={seq}"] if "S" in syms else []
 
 
-def kiln_outputs_multi(kiln, graph, xs, work, cache_dir, timeout, tag):
+def kiln_outputs_multi(kiln, graph, xs, work, cache_dir, timeout, tag, device="gpu"):
     """`kiln run --inputs` of a graph with several inputs (xs in graph-input order, numpy);
     returns its only output as f32 numpy. Raises KilnError."""
     from onnx2kiln.safetensors import DTYPES, read_safetensors, write_safetensors
@@ -460,7 +467,7 @@ def kiln_outputs_multi(kiln, graph, xs, work, cache_dir, timeout, tag):
             raise KilnError({"error": f"graph input {name} has dtype {dtype}: no safetensors writer for it"})
     ipath, opath = os.path.join(work, f"{tag}.inputs.safetensors"), os.path.join(work, f"{tag}.got.safetensors")
     write_safetensors(ipath, {name: (dtype, x) for (name, dtype, _), x in zip(ins, xs)})
-    rec, _ = run_cmd([kiln, "run", graph, "--inputs", ipath, "--output", opath, "--device", "gpu"], timeout,
+    rec, _ = run_cmd([kiln, "run", graph, "--inputs", ipath, "--output", opath, "--device", device], timeout,
                      kiln_env(cache_dir))
     os.remove(ipath)
     if not rec["ok"]:
@@ -471,13 +478,14 @@ def kiln_outputs_multi(kiln, graph, xs, work, cache_dir, timeout, tag):
     return next(iter(got.values()))
 
 
-def kiln_outputs_any(kiln, graph, xs, dtype, work, cache_dir, timeout, tag):
-    """The graph's output on inputs xs (CPU torch tensors): float inputs stored as `dtype`."""
+def kiln_outputs_any(kiln, graph, xs, dtype, work, cache_dir, timeout, tag, device="gpu"):
+    """The graph's output on inputs xs (CPU torch tensors): float inputs stored as `dtype`;
+    `kiln run --device device` (cpu: kiln's CPU reference)."""
     from bench_resnet50 import kiln_outputs
     arrs = [x.half().numpy() if dtype == "f16" and x.is_floating_point() else x.numpy() for x in xs]
-    if len(arrs) == 1:
-        return kiln_outputs(kiln, graph, arrs[0], dtype, work, cache_dir, timeout, tag)
-    return kiln_outputs_multi(kiln, graph, arrs, work, cache_dir, timeout, tag)
+    if len(arrs) == 1 and xs[0].is_floating_point():  # token ids (GPT-2) keep the graph's int dtype
+        return kiln_outputs(kiln, graph, arrs[0], dtype, work, cache_dir, timeout, tag, device=device)
+    return kiln_outputs_multi(kiln, graph, arrs, work, cache_dir, timeout, tag, device=device)
 
 
 # ------------------------------------------------------------------------------- torch side
@@ -502,11 +510,11 @@ class Fp32Strict:
         return self.conv.__exit__(*exc)
 
 
-def to_device(torch, xs, half):
-    """Inputs on the GPU: float ones as f16 when `half`, 4-D ones channels_last then."""
+def to_device(torch, xs, half, device="cuda"):
+    """Inputs on the GPU (or `device`): float ones as f16 when `half`, 4-D ones channels_last then."""
     out = []
     for x in xs:
-        x = x.cuda()
+        x = x.to(device)
         if half and x.is_floating_point():
             x = x.half()
             if x.dim() == 4:
@@ -515,13 +523,13 @@ def to_device(torch, xs, half):
     return out
 
 
-def torch_outputs(torch, m, xs, chunk, half):
+def torch_outputs(torch, m, xs, chunk, half, device="cuda"):
     """m on xs in chunks of `chunk` rows, as f32 numpy (concatenated)."""
     import numpy as np
     outs = []
     with torch.inference_mode():
         for a in range(0, xs[0].shape[0], chunk):
-            y = m(*to_device(torch, [x[a:a + chunk] for x in xs], half))
+            y = m(*to_device(torch, [x[a:a + chunk] for x in xs], half, device))
             outs.append(y.float().cpu().numpy())
     return np.concatenate(outs)
 
@@ -638,7 +646,10 @@ def check_stage(torch, run, m, m16, graph, dtype, work, cache_dir, kiln):
     n = args.check_images if e.classify else args.check_samples
     gen = torch.Generator().manual_seed(args.seed + 1)
     xs = make_inputs(torch, e, args, n, gen)
-    if dtype == "f32":
+    cpu = args.device == "cpu"
+    if dtype == "f32" and cpu:  # torch f32 on the CPU (IEEE) against kiln's CPU reference
+        ref = torch_outputs(torch, m, xs, args.check_chunk, half=False, device="cpu")
+    elif dtype == "f32":
         m32 = copy.deepcopy(m).cuda()
         with Fp32Strict(torch):
             ref = torch_outputs(torch, m32, xs, args.check_chunk, half=False)
@@ -648,7 +659,7 @@ def check_stage(torch, run, m, m16, graph, dtype, work, cache_dir, kiln):
         ref = torch_outputs(torch, m16, xs, args.check_chunk, half=True)
     import numpy as np
     got = np.concatenate([kiln_outputs_any(kiln, graph, [x[a:a + args.check_chunk] for x in xs], dtype, work,
-                                           cache_dir, args.timeout, f"check_{dtype}_{a}")
+                                           cache_dir, args.timeout, f"check_{dtype}_{a}", args.device)
                           for a in range(0, n, args.check_chunk)])
     c = compare(got, ref)
     if not e.classify:
@@ -656,6 +667,8 @@ def check_stage(torch, run, m, m16, graph, dtype, work, cache_dir, kiln):
             c.pop(k, None)
     target = F32_TARGET if dtype == "f32" else F16_TARGET
     c.update(target=target, ok=bool(c.get("max_rel_err", math.inf) <= target))
+    if cpu:
+        c["device"] = "cpu (kiln CPU reference vs torch f32 on the CPU)"
     return c
 
 
@@ -673,7 +686,10 @@ def run_model(torch, e, args, work, cache_dir, kiln, log):
             r["params_m"] = round(sum(p.numel() for p in m.parameters()) / 1e6, 2)
         if "export" in stages and run.ok("build"):
             with run.stage("export") as r:
-                r.update(export_model(torch, e, m, onnx_path, args))
+                if args.reuse_exports and os.path.isfile(onnx_path):
+                    r.update(reused=onnx_path, bytes=os.path.getsize(onnx_path))
+                else:
+                    r.update(export_model(torch, e, m, onnx_path, args))
         if "import" in stages and run.ok("export"):
             for dtype in ("f32", "f16"):
                 with run.stage(f"import_{dtype}") as r:
@@ -910,6 +926,13 @@ def parse_args(argv=None):
     ap.add_argument("--kiln", default=os.path.join(REPO, "build", "kiln"), help="the kiln CLI (default build/kiln)")
     ap.add_argument("--work", default=None, help="scratch directory (default: a new temporary one)")
     ap.add_argument("--keep", action="store_true", help="keep each model's ONNX and graphs in --work")
+    ap.add_argument("--device", choices=("gpu", "cpu"), default="gpu",
+                    help="where the f32 check runs: cpu compares kiln's CPU reference with torch f32 on "
+                         "the CPU (no GPU needed; use a small --image-size / --seq and --check-images / "
+                         "--check-samples); f16 and time need gpu")
+    ap.add_argument("--reuse-exports", action="store_true",
+                    help="with --work: a model whose ONNX file (WORK/MODEL/MODEL.onnx) is there is "
+                         "not exported again")
     ap.add_argument("--image-size", type=int, default=224, help="classifier input size (inception_v3: 299)")
     ap.add_argument("--seg-size", type=int, default=384, help="segmentation input size (torchvision's eval: 520)")
     ap.add_argument("--seq", type=int, default=128, help="sequence length of the text models")
@@ -943,6 +966,8 @@ def parse_args(argv=None):
     if "import" in stages:
         stages.add("export")
     args.stage_list = [s for s in STAGES if s in stages]
+    if args.reuse_exports and not (args.work and args.keep):
+        ap.error("--reuse-exports needs --work DIR and --keep (the exports it reuses live there)")
     for k in ("check_images", "check_samples", "check_chunk", "model_timeout", "timeout", "image_size", "seg_size",
               "seq"):
         if getattr(args, k) < 1:
@@ -972,7 +997,11 @@ def on_alarm(signum, frame):
 
 def run_all(args, entries, log):
     import torch
-    gpu_stages = [st for st in args.stage_list if st in ("f32", "f16", "time")]
+    gpu_stages = [st for st in args.stage_list if st in (("f16", "time") if args.device == "cpu"
+                                                         else ("f32", "f16", "time"))]
+    if gpu_stages and args.device == "cpu":
+        raise SystemExit(f"bench_zoo: --device cpu runs the f32 check only (kiln's CPU reference); "
+                         f"the {', '.join(gpu_stages)} stage{'s' if len(gpu_stages) > 1 else ''} need a GPU")
     if gpu_stages and not torch.cuda.is_available():
         raise SystemExit(f"bench_zoo: torch sees no CUDA device (the {', '.join(gpu_stages)} "
                          f"stage{'s' if len(gpu_stages) > 1 else ''} need one; export and import "

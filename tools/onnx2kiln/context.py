@@ -13,6 +13,7 @@ from . import model as onnx_model
 from .errors import ConvertError, describe
 from .fold import is_sym_array
 from .names import Names, sanitize
+from .symvalue import sym_value
 
 # emit()'s default output shape: the shape of its first input (elementwise ops, norms, ...).
 SAME = object()
@@ -127,11 +128,15 @@ class Converter:
 
     def materialize(self, node, t, dtype):
         """The kiln constant holding conversion-time value `t` in `dtype` (made once per dtype):
-        inline data for small ones, else a tensor of the weights file."""
+        inline data for small ones, else a tensor of the weights file. A shape value over run-time
+        dims becomes kiln ops that compute it (symvalue.py)."""
         a = self.consts[t]
         if is_sym_array(a):
-            self.fail(node, f"tensor '{t}' is a shape computed from run-time dims ({a.tolist()}) "
-                            f"and is used as data; kiln cannot compute with run-time shapes")
+            key = (t, dtype or "i64")
+            if key not in self.kconst:
+                self.kconst[key] = sym_value(self, node, t, dtype)
+                self.shape.setdefault(self.kconst[key], list(a.shape))
+            return self.kconst[key]
         dtype = dtype or self.force_dtype or "f32"
         key = (t, dtype)
         if key in self.kconst:

@@ -13,6 +13,8 @@
     einsum.py       Einsum (transposes, reshapes, reduce_sums and matmuls)
     index.py        Range with a run-time limit (a constant Range folds)
     gather.py       Gather, GatherElements (with a run-time operand; constants fold)
+    gathernd.py     GatherND (linear index arithmetic and a kiln gather)
     (conv_pool.py also: ConvTranspose)
 """
-from . import conv_pool, einsum, elementwise, gather, index, matmul, movement, norms, reduce, resize  # noqa: F401
+from . import (conv_pool, einsum, elementwise, gather, gathernd, index, matmul,  # noqa: F401
+               movement, norms, reduce, resize)

@@ -102,9 +102,12 @@ def _known_shape(cx, n, xt):
     return s
 
 
-def _ints(cx, n, t, what):
-    """A constant integer vector input (symbols refused: these are sizes kiln bakes in)."""
+def _ints(cx, n, t, what, allow_sym=False):
+    """A constant integer vector input (symbols refused: these are sizes kiln bakes in, except
+    with allow_sym, where entries may be dims of the model: a slice's ends, as GPT-2's x[..., :S])."""
     v = np.asarray(cx.const(n, t, what)).flatten().tolist()
+    if allow_sym:
+        return [int(x) if isinstance(x, (int, np.integer)) else x for x in v]
     if not all(isinstance(x, (int, np.integer)) for x in v):
         cx.fail(n, f"{what} {v} holds sizes computed from run-time dims; kiln needs them static")
     return [int(x) for x in v]
@@ -186,7 +189,7 @@ def _slice_spec(cx, n, at, r):
         steps = [1] * len(starts)
     else:
         starts = _ints(cx, n, n.input[1], "the slice starts")
-        ends = _ints(cx, n, n.input[2], "the slice ends")
+        ends = _ints(cx, n, n.input[2], "the slice ends", allow_sym=True)
         has = [len(n.input) > i and bool(n.input[i]) for i in (3, 4)]
         axes = _ints(cx, n, n.input[3], "the slice axes") if has[0] else list(range(len(starts)))
         steps = _ints(cx, n, n.input[4], "the slice steps") if has[1] else [1] * len(starts)
@@ -253,14 +256,25 @@ def slice_(cx, n, at):
     starts, ends, axes, steps = _slice_spec(cx, n, at, len(s))
     keep = [[], [], [], []]
     out = list(s)
+    sym = []  # (axis, start, end, step) of bounded slices of symbolic dims: gathers, below
     for b, e, ax, st in zip(starts, ends, axes, steps):
         if st == 0:
             cx.fail(n, f"a slice step of 0 (axis {ax})")
         d = s[ax]
-        if not isinstance(d, int):
-            if b == 0 and e >= 2 ** 31 - 1 and st == 1:
+        if not isinstance(e, int):  # an end that is a dim of the model
+            if isinstance(d, int) or symdim.Poly.of(e) is None:
+                cx.fail(n, f"the slice end {e} of axis {ax} (size {d}) is computed from run-time "
+                           f"dims; kiln needs it static")
+            if symdim.same(e, d) and b == 0 and st == 1:
                 continue
-            cx.fail(n, f"slicing symbolic dim {ax} ({d}) from {b} to {e} is not supported")
+        if not isinstance(d, int):
+            if b == 0 and isinstance(e, int) and e >= 2 ** 31 - 1 and st == 1:
+                continue
+            if b < 0 or st < 0:
+                cx.fail(n, f"slicing symbolic dim {ax} ({d}) from {b} to {e} step {st} is not "
+                           f"supported (a start from the end or a negative step)")
+            sym.append((ax, b, e, st))
+            continue
         length = len(range(*slice(b, e, st).indices(d)))
         if length == 0:
             cx.fail(n, f"the slice of axis {ax} (size {d}) from {b} to {e} step {st} is empty")
@@ -271,11 +285,42 @@ def slice_(cx, n, at):
         st = max(-lim, min(lim, st))
         for lst, v in zip(keep, (b, e, ax, st)):
             lst.append(v)
-    if not keep[0]:
+    if not keep[0] and not sym:
         cx.alias(n, xt)
         return
-    cx.emit(n, "slice", [xt], {"starts": keep[0], "ends": keep[1], "axes": keep[2],
-                               "steps": keep[3]}, out=n.output[0], shape=out)
+    if keep[0]:
+        xt = cx.emit(n, "slice", [xt], {"starts": keep[0], "ends": keep[1], "axes": keep[2],
+                                        "steps": keep[3]}, out=None if sym else n.output[0],
+                     shape=out)
+    for i, (ax, b, e, st) in enumerate(sym):
+        xt = _symbolic_slice(cx, n, xt, s[ax], ax, b, e, st, i == len(sym) - 1)
+
+
+def _symbolic_slice(cx, n, xt, d, ax, b, e, st, last):
+    """x[b:e:st] along symbolic dim d (b >= 0, st > 0) as a gather of the positions: constants
+    when e is a constant (the model's dim must reach it: kiln's gather reports an index past d at
+    run time, where ONNX would clamp), a kiln range up to d (e past the end) or d + e (e < 0)."""
+    if isinstance(e, int) and 0 <= e < 2 ** 31 - 1:
+        pos = np.arange(b, e, st, dtype=np.int64)
+        if pos.size == 0:
+            cx.fail(n, f"the slice of axis {ax} from {b} to {e} step {st} is empty")
+        it = cx.materialize(n, cx.add_const(f"{n.output[0]}_positions", pos), "i64")
+        length = int(pos.size)
+    else:
+        end = (symdim.Poly.of(e) if not isinstance(e, int) else  # e <= d, or kiln's error
+               symdim.Poly.of(d) + symdim.Poly.const(e if e < 0 else 0))
+        span = end - symdim.Poly.const(b)
+        # ceil(span / st) as kiln's floor division (which symdim does not fold: written as text)
+        length = span.dim() if st == 1 else f"({symdim.text(span + symdim.Poly.const(st - 1))})/{st}"
+        if span.value() is not None:
+            cx.fail(n, f"slicing symbolic dim {ax} ({d}) from {b} to {e} step {st}: the length "
+                       f"is a constant {span.value()}, not a dim of the model")
+        it = cx.emit(n, "range", [], {"start": b, "delta": st, "length": [length], "dtype": "i64"},
+                     shape=[length], dtype="i64", suffix=f"positions{ax}")
+    shape = list(cx.shp(xt))
+    shape[ax] = length
+    return cx.emit(n, "gather", [xt, it], {"axis": ax}, out=n.output[0] if last else None,
+                   shape=shape, suffix=None if last else f"gather{ax}")
 
 
 @converter("Expand")

@@ -75,5 +75,34 @@ def cumsum(cx, n, at):
     if is_sym_array(ax) or ax.size != 1 or not np.issubdtype(ax.dtype, np.integer):
         cx.fail(n, f"the axis input must be one constant integer, found {ax.tolist()}")
     axis = cx.axis(n, int(ax.reshape(())), cx.rank(n, xt))
-    cx.emit(n, "cumsum", [xt], {"axis": axis, "exclusive": int(at.get("exclusive", 0)),
-                                "reverse": int(at.get("reverse", 0))}, out=n.output[0])
+    attrs = {"axis": axis, "exclusive": int(at.get("exclusive", 0)),
+             "reverse": int(at.get("reverse", 0))}
+    dt = cx.dtype[xt]
+    if dt in ("i32", "i64"):
+        xt = _counts_as_f32(cx, n, xt, axis)
+    y = cx.emit(n, "cumsum", [xt], attrs, out=None if dt in ("i32", "i64") else n.output[0])
+    if dt in ("i32", "i64"):
+        cx.emit(n, "cast", [y], {"dtype": dt}, out=n.output[0], dtype=dt, suffix="int")
+
+
+# f32 holds every integer up to 2^24 exactly.
+F32_EXACT = 2 ** 24
+
+
+def _counts_as_f32(cx, n, xt, axis):
+    """kiln's cumsum is floating: an integer CumSum is computed in f32 when its input is a cast
+    of a bool (0 / 1 values: transformers' packed-sequence ids, GPT-2), so that every partial
+    sum is a count at most the axis length, exact in f32 below 2^24 (a static axis longer than
+    that is refused; a symbolic one is the model's sequence length). Other integer inputs are
+    refused: their sums could round."""
+    src = cx.producer(n.input[0])
+    ok = (src is not None and src.op_type == "Cast" and src.input[0] in cx.tmap
+          and cx.dtype[cx.tmap[src.input[0]]] == "bool")
+    if not ok:
+        cx.fail(n, f"an integer CumSum ({cx.dtype[xt]}) is supported only over a cast of a bool "
+                   f"tensor (kiln's cumsum is floating; these counts are exact in f32)")
+    d = cx.shp(xt)[axis]
+    if isinstance(d, int) and d > F32_EXACT:
+        cx.fail(n, f"an integer CumSum over {d} elements could round in f32 (at most {F32_EXACT})")
+    return cx.emit(n, "cast", [cx.tmap[src.input[0]]], {"dtype": "f32"}, dtype="f32",
+                   suffix="counts")
