@@ -193,12 +193,12 @@ TEST(Views, PermutesOfDenseMemoryAreViews) {
   };
   Conv2dOptions o;
   o.padding = {1, 1};
-  Tensor c = g.conv2d(x, w("w1", {16, 16, 3, 3}), o);
+  Tensor c = g.conv2d(x, w("w1", {16, 16, 3, 3}), {}, o);
   Tensor t = g.transpose(c, {0, 2, 3, 1});
-  Tensor ln = g.layernorm(t, w("s", {16}), w("b", {16}), 1);
+  Tensor ln = g.layernorm(t, w("s", {16}), w("b", {16}));
   Tensor back = g.transpose(ln, {0, 3, 1, 2});
   Tensor sum = g.add(back, x);
-  g.output(g.conv2d(sum, w("w2", {16, 16, 3, 3}), o));
+  g.output(g.conv2d(sum, w("w2", {16, 16, 3, 3}), {}, o));
   auto f = apply_engine_passes(std::make_shared<const Graph>(g), true);
   Plan p = plan_fusion(*f);
   EXPECT_EQ(count_kind(p, GroupKind::Copy), 0) << plan_to_string(*f, p);

@@ -455,15 +455,14 @@ def test_layout_nhwc(tmp_path):
 def test_unsupported_ops_listed(tmp_path):
     nodes = [helper.make_node("Relu", ["x"], ["r"], name="ok"),
              helper.make_node("TopK", ["r", "k"], ["v", "i"], name="topk_1", axis=-1),
-             helper.make_node("Resize", ["r", "", "sc"], ["z"], name="resize_a"),
-             helper.make_node("Resize", ["r", "", "sc"], ["z2"], name="resize_b")]
+             helper.make_node("Det", ["r"], ["z"], name="det_a"),
+             helper.make_node("Det", ["r"], ["z2"], name="det_b")]
     m = model(nodes, [vi("x", [1, 1, 4, 4])], [vi("v", None), vi("z", None), vi("z2", None)],
-              [init("k", np.array([2], np.int64)),
-               init("sc", np.array([1, 1, 2, 2], np.float32))], opset=13)
+              [init("k", np.array([2], np.int64))], opset=13)
     _, r = convert(tmp_path, m, expect_rc=2)
     msg = r.stderr
     assert "TopK" in msg and "topk_1" in msg
-    assert "Resize" in msg and "resize_a" in msg and "resize_b" in msg
+    assert "Det" in msg and "det_a" in msg and "det_b" in msg
     assert msg.count("error") == 1 and "Traceback" not in msg
 
 
