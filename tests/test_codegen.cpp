@@ -528,7 +528,7 @@ TEST(Codegen, OuterReductionsSplitOverCtas) {
   EXPECT_NE(se[0].name.find("_r12544_cols32x8_s32"), std::string::npos) << se[0].name;
   EXPECT_EQ(count(se[0], KernelArg::Kind::Scratch), 1);
   EXPECT_EQ(count(se[0], KernelArg::Kind::Counters), 1);
-  EXPECT_EQ(se[0].grid[0].value(), 32 * 32);  // 32 tiles of 32 outputs, 32 splits each
+  EXPECT_EQ(se[0].grid[0].value(), 32 * 32);           // 32 tiles of 32 outputs, 32 splits each
   auto wide = kernels_of({64, 1280, 16, 16}, {2, 3});  // 81920 outputs: a thread each
   EXPECT_EQ(wide[0].name.find("_cols"), std::string::npos) << wide[0].name;
   // A symbolic range (the reduced leading dim S of [S, 7, 36]): one CTA per tile.

@@ -7,8 +7,8 @@
 #include <algorithm>
 
 #include "codegen/kernel_spec.hpp"
-#include "engine/planner/attention_pattern.hpp"
 #include "engine/passes/passes.hpp"
+#include "engine/planner/attention_pattern.hpp"
 #include "engine/planner/plan.hpp"
 #include "kiln/engine.hpp"
 #include "kiln/graph.hpp"
@@ -188,8 +188,8 @@ TEST(Views, PermutesOfDenseMemoryAreViews) {
   Graph g;
   Tensor x = g.input("x", DType::F32, {"N", 16, 6, 5}, Layout::NHWC);
   auto w = [&](const char* name, Shape s) {
-    return g.constant_random(name, TensorDesc{DType::F32, std::move(s), Layout::NCHW, {}},
-                             "normal", 0, 0.2, 3);
+    return g.constant_random(name, TensorDesc{DType::F32, std::move(s), Layout::NCHW, {}}, "normal",
+                             0, 0.2, 3);
   };
   Conv2dOptions o;
   o.padding = {1, 1};

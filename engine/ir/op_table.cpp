@@ -9,8 +9,8 @@
 #include <numeric>
 
 #include "engine/base/check.hpp"
-#include "engine/ir/index_ops.hpp"
 #include "engine/ir/gather_ops.hpp"
+#include "engine/ir/index_ops.hpp"
 #include "engine/ir/movement_ops.hpp"
 #include "engine/ir/resize_op.hpp"
 
