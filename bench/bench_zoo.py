@@ -164,13 +164,17 @@ def randomize_norms(torch, m, calibrated=False):
                 if calibrated:
                     sd = mod.running_var.clamp_min(1e-6).sqrt()
                     mod.running_mean.add_(sd * torch.empty_like(sd).uniform_(-0.1, 0.1))
-                    mod.running_var.mul_(torch.empty_like(sd).uniform_(0.5, 1.5))
+                    mod.running_var.mul_(torch.empty_like(sd).uniform_(0.8, 1.25))
                 else:
                     mod.running_mean.normal_(0.0, 0.1)
                     mod.running_var.uniform_(0.5, 1.5)
             if isinstance(mod, (nn.modules.batchnorm._BatchNorm, nn.LayerNorm, nn.GroupNorm)):
                 if getattr(mod, "weight", None) is not None:
-                    mod.weight.uniform_(0.5, 1.5)
+                    # Calibrated: milder, as deep residual nets (EfficientNetV2-S) compound a
+                    # per-layer gain up to 1.5 into outputs of ~1e6 (beyond f16, and beyond what
+                    # f32 itself computes to 1e-4).
+                    lo, hi = (0.8, 1.2) if calibrated else (0.5, 1.5)
+                    mod.weight.uniform_(lo, hi)
                 if getattr(mod, "bias", None) is not None:
                     mod.bias.normal_(0.0, 0.1)
 
@@ -183,10 +187,14 @@ def calibrate_batchnorms(torch, m, xs):
     bns = [mod for mod in m.modules() if isinstance(mod, torch.nn.modules.batchnorm._BatchNorm)]
     if not bns:
         return
+    # Only the BatchNorms in training mode: stochastic depth and dropout stay off (EfficientNet's
+    # stochastic depth, on in m.train(), dropped whole residual branches from the statistics, and
+    # the eval-mode network then grew its outputs to ~1e6).
+    m.eval()
     for bn in bns:
         bn.reset_running_stats()
         bn.momentum = None  # a cumulative average: the statistics of this one batch
-    m.train()
+        bn.train()
     with torch.no_grad():
         m(*xs)
     m.eval()
