@@ -19,6 +19,7 @@
 #include "kiln/kiln.h"
 #include "kiln/reference.hpp"
 #include "tests/gather_graphs.hpp"
+#include "tests/kernel_batch.hpp"
 #include "tests/user_error.hpp"
 
 namespace kiln {
@@ -286,40 +287,11 @@ TEST(Gather, EmbeddingLookupsFuseIntoTheRowNorm) {
 // Every kernel of tests/gather_graphs.hpp, in every dtype, fused and not, compiles with NVRTC for
 // sm_80 and sm_90 (one program per arch: one prelude, each kernel renamed).
 TEST(Gather, EveryKernelCompiles) {
-  const std::string& prelude = device_file("kiln_prelude.cuh");
-  std::map<int, std::string> bodies;
-  int count = 0;
-  std::vector<test::GatherGraph> all = test::gather_int_graphs();
+  std::vector<test::GraphBuilder> builds;
+  for (const test::GatherGraph& gg : test::gather_int_graphs()) builds.push_back(gg.build);
   for (DType dt : {DType::F32, DType::F16, DType::BF16})
-    for (const test::GatherGraph& gg : test::gather_graphs(dt)) all.push_back(gg);
-  for (const test::GatherGraph& gg : all)
-    for (bool fusion : {true, false}) {
-      std::shared_ptr<const Graph> f = apply_engine_passes(gg.build(), fusion);
-      PlanOptions po;
-      po.fusion = fusion;
-      Plan p = plan_fusion(*f, po);
-      for (int sm : {80, 90}) {
-        CodegenOptions co;
-        co.sm = sm;
-        for (const KernelSpec& k : generate_kernels(*f, p, co)) {
-          ASSERT_EQ(k.source.compare(0, prelude.size(), prelude), 0) << k.name;
-          std::string body = k.source.substr(prelude.size());
-          size_t at = body.find(" " + k.entry + "(");
-          ASSERT_NE(at, std::string::npos) << k.entry;
-          body.replace(at + 1, k.entry.size(), fmt::format("{}_b{}", k.entry, count++));
-          bodies[sm] += body;
-        }
-      }
-    }
-  EXPECT_GT(count, 60);
-  for (const auto& [sm, src] : bodies) {
-    try {
-      EXPECT_FALSE(
-          nvrtc_compile(prelude + src, "gather_batch", fmt::format("sm_{}", sm)).cubin.empty());
-    } catch (const Error& e) {
-      ADD_FAILURE() << "sm_" << sm << ": " << e.what();
-    }
-  }
+    for (const test::GatherGraph& gg : test::gather_graphs(dt)) builds.push_back(gg.build);
+  EXPECT_GT(test::compile_every_kernel(builds, "gather_batch"), 60);
 }
 
 }  // namespace

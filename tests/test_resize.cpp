@@ -16,6 +16,7 @@
 #include "kiln/graph.hpp"
 #include "kiln/io.hpp"
 #include "kiln/reference.hpp"
+#include "tests/kernel_batch.hpp"
 #include "tests/resize_graphs.hpp"
 #include "tests/user_error.hpp"
 
@@ -257,37 +258,10 @@ TEST(Resize, KernelsAndPrologues) {
 // Every resize kernel of tests/resize_graphs.hpp, in every dtype, fused and not, compiles with
 // NVRTC for sm_80 and sm_90 (one program per arch: one prelude, each kernel renamed).
 TEST(Resize, EveryKernelCompiles) {
-  const std::string& prelude = device_file("kiln_prelude.cuh");
-  std::map<int, std::string> bodies;
-  int count = 0;
+  std::vector<test::GraphBuilder> builds;
   for (DType dt : {DType::F32, DType::F16, DType::BF16})
-    for (const test::MovementGraph& mg : test::resize_graphs(dt))
-      for (bool fusion : {true, false}) {
-        std::shared_ptr<const Graph> f = apply_engine_passes(mg.build(), fusion);
-        PlanOptions po;
-        po.fusion = fusion;
-        Plan p = plan_fusion(*f, po);
-        for (int sm : {80, 90}) {
-          CodegenOptions co;
-          co.sm = sm;
-          for (const KernelSpec& k : generate_kernels(*f, p, co)) {
-            std::string body = k.source.substr(prelude.size());
-            size_t at = body.find(" " + k.entry + "(");
-            ASSERT_NE(at, std::string::npos) << k.entry;
-            body.replace(at + 1, k.entry.size(), fmt::format("{}_b{}", k.entry, count++));
-            bodies[sm] += body;
-          }
-        }
-      }
-  EXPECT_GT(count, 100);
-  for (const auto& [sm, src] : bodies) {
-    try {
-      EXPECT_FALSE(
-          nvrtc_compile(prelude + src, "resize_batch", fmt::format("sm_{}", sm)).cubin.empty());
-    } catch (const Error& e) {
-      ADD_FAILURE() << "sm_" << sm << ": " << e.what();
-    }
-  }
+    for (const test::MovementGraph& mg : test::resize_graphs(dt)) builds.push_back(mg.build);
+  EXPECT_GT(test::compile_every_kernel(builds, "resize_batch"), 100);
 }
 
 }  // namespace
