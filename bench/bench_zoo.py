@@ -210,7 +210,21 @@ def build_model(torch, e, seed, args=None):
         calibrate_batchnorms(torch, m, make_inputs(torch, e, args, 4, gen))
     m = m.eval()
     randomize_norms(torch, m, calibrated=args is not None)
+    randomize_zero_weights(torch, m)
     return m
+
+
+def randomize_zero_weights(torch, m):
+    """Random weights for the layers an architecture initializes to zero (torchvision ViT's
+    classifier head): a zero head makes every output its bias, and every comparison trivially
+    exact (max error 0, one class for every image)."""
+    with torch.no_grad():
+        for mod in m.modules():
+            w = getattr(mod, "weight", None)
+            if isinstance(mod, (torch.nn.Linear, torch.nn.Conv2d)) and w is not None and not w.any():
+                w.normal_(0.0, 1.0 / max(1, w[0].numel()) ** 0.5)
+                if getattr(mod, "bias", None) is not None and not mod.bias.any():
+                    mod.bias.normal_(0.0, 0.1)
 
 
 def single_output(torch, inner, pick):
@@ -665,11 +679,21 @@ def check_stage(torch, run, m, m16, graph, dtype, work, cache_dir, kiln):
         torch.cuda.empty_cache()
     else:
         ref = torch_outputs(torch, m16, xs, args.check_chunk, half=True)
+        # The f32 truth too (TF32 off): how far kiln f16 and torch f16 each are from it tells a
+        # model whose random weights f16 cannot carry from an error of kiln's.
+        m32 = copy.deepcopy(m).cuda()
+        with Fp32Strict(torch):
+            ref32 = torch_outputs(torch, m32, xs, args.check_chunk, half=False)
+        del m32
+        torch.cuda.empty_cache()
     import numpy as np
     got = np.concatenate([kiln_outputs_any(kiln, graph, [x[a:a + args.check_chunk] for x in xs], dtype, work,
                                            cache_dir, args.timeout, f"check_{dtype}_{a}", args.device)
                           for a in range(0, n, args.check_chunk)])
     c = compare(got, ref)
+    if dtype == "f16":
+        c["kiln_vs_f32"] = compare(got, ref32).get("max_rel_err")
+        c["torch_f16_vs_f32"] = compare(ref, ref32).get("max_rel_err")
     if not e.classify:
         for k in ("top1_agree", "distinct_top1_classes_ref", "min_top1_margin_rel"):
             c.pop(k, None)
@@ -807,7 +831,11 @@ def fmt_err(c):
         return "-"
     if "max_rel_err" not in c:
         return "ERR " + cell(c.get("error", "?"), 60)
-    return f"{c['max_rel_err']:.2g} {'✓' if c.get('ok') else '✗'}"
+    s = f"{c['max_rel_err']:.2g} {'✓' if c.get('ok') else '✗'}"
+    if "kiln_vs_f32" in c:  # f16: kiln and torch f16 against the f32 truth
+        nan = float("nan")
+        s += f" (vs f32: kiln {c['kiln_vs_f32'] or nan:.2g}, torch {c.get('torch_f16_vs_f32') or nan:.2g})"
+    return s
 
 
 def fmt_ms(r):
@@ -870,7 +898,7 @@ def render_table(objs, order=None):
     names = sorted(states, key=lambda n: (rank.get(n, len(rank)), n))
     head = [f"Model zoo, f16 NHWC timing, {env.get('gpu', 'GPU ?')} (torch {env.get('torch', '?')}, "
             f"git {env.get('git', '?')}); errors: max |kiln - torch| / max |torch| (f32 target {F32_TARGET:g}, "
-            f"TF32 off; f16 target {F16_TARGET:g}); times: medians in ms, L2 flushed; kiln = `kiln bench "
+            f"TF32 off; f16 target {F16_TARGET:g}, against torch f16, with kiln f16 and torch f16 against the f32 truth beside); times: medians in ms, L2 flushed; kiln = `kiln bench "
             f"--cuda-graph`; compile = torch.compile(mode=reduce-overhead, freezing); kiln/compile > 1: kiln "
             f"faster.", "",
             "| model | N | import | f32 err | top-1 agree | f16 err | kiln ms | eager | eager+graph | compile | "

@@ -91,9 +91,14 @@ class ArgReduceKernel {
     pe.emit(w_, prologue_);
     std::vector<int> ident(r_);
     std::iota(ident.begin(), ident.end(), 0);
-    const std::string v = pe.values.count(in_t_)
-                              ? pe.values.at(in_t_)
-                              : load_f32(tensor_param(in_t_) + " + " + ld.offset(in_t_, ident));
+    // A prologue's value is rounded to its tensor's 16-bit type before the comparison: the
+    // index is exact, so a near-tie must compare as the unfused graph's stored value does.
+    std::string v = pe.values.count(in_t_)
+                        ? pe.values.at(in_t_)
+                        : load_f32(tensor_param(in_t_) + " + " + ld.offset(in_t_, ident));
+    if (pe.values.count(in_t_) && xd_.dtype == DType::F16) v = fmt::format("kiln_round_f16({})", v);
+    if (pe.values.count(in_t_) && xd_.dtype == DType::BF16)
+      v = fmt::format("kiln_round_bf16({})", v);
     for (int n : prologue_) {
       const int t = g_.nodes()[n].outputs[0];
       if (std::find(grp_.outputs.begin(), grp_.outputs.end(), t) != grp_.outputs.end())

@@ -47,7 +47,7 @@ inline std::vector<MovementGraph> resize_graphs(DType dt) {
        {{"x", {2, 3, 7, 9}},
         {"h", {2, 8, 5, 6}},
         {"k", {2, 5, 5, 6}},
-        {"a", {3, 4, 13}},
+        {"a", {2, 4, 13}},
         {"b", {2, 3, 3, 4, 5}},
         {"s", {2, 2, 5, 6}}}});
   v.push_back(
@@ -79,7 +79,7 @@ inline std::vector<MovementGraph> resize_graphs(DType dt) {
        {{"x", {2, 3, 7, 9}},
         {"h", {2, 16, 5, 6}},
         {"k", {2, 3, 5, 6}},
-        {"a", {3, 4, 13}},
+        {"a", {2, 4, 13}},
         {"b", {2, 3, 3, 4, 5}},
         {"s", {2, 2, 5, 6}}}});
   return v;

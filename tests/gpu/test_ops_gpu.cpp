@@ -1095,7 +1095,13 @@ TEST(GatherGpu, FusedLookupOutOfRangeNamesItsNode) {
     std::shared_ptr<Graph> g = gg.build();
     CompiledGraph cg = engine().compile(*g);
     ASSERT_EQ(cg.kernels().size(), 1u);
-    const std::string tt_node = g->nodes()[1].name;  // the token-type lookup
+    // The token-type lookup: the gather reading input 'it' (node order follows the builder's
+    // argument evaluation, which C++ leaves unspecified).
+    std::string tt_node;
+    for (const Node& n : g->nodes())
+      for (int t : n.inputs)
+        if (g->tensor(t).name == "it") tt_node = n.name;
+    ASSERT_FALSE(tt_node.empty());
     auto run = [&](std::vector<int32_t> tt) {
       std::vector<int64_t> tt64(tt.begin(), tt.end()), ids(tt.size());
       for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int64_t>(i * 37 % 300) - 150;
