@@ -237,6 +237,9 @@ def kiln_bench(kiln, graph, n, cuda_graph, work, cache_dir, timeout, warmup, ite
                kernels=len(kb.get("kernels", [])), sum_kernel_ms=round(float(kb.get("sum_kernel_ms", 0)), 4),
                arena_peak_bytes=kb.get("arena_peak_bytes"), compile_ms=round(float(kb.get("compile_ms", 0)), 1),
                stats=kb.get("stats"), arch=kb.get("arch"), breakdown=kernel_breakdown(kb.get("kernels", [])))
+    if "specialized_ms" in kb:  # --specialize: the graph with its symbols bound, timed alongside
+        row.update(specialized_ms=round(float(kb["specialized_ms"]), 4),
+                   generic_ms=round(float(kb.get("generic_ms", float("nan"))), 4))
     return row
 
 

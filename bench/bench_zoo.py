@@ -744,9 +744,10 @@ def run_model(torch, e, args, work, cache_dir, kiln, log):
                     if "f16" in graphs:
                         kb = kiln_bench(kiln, graphs["f16"], n, True, mdir, cache_dir, args.timeout,
                                         str(args.kiln_warmup), str(args.kiln_iters),
-                                        shape_flags(graphs["f16"], args.seq) + shlex.split(args.kiln_bench_args))
+                                        shape_flags(graphs["f16"], args.seq) + ([] if args.no_specialize else ["--specialize"]) +
+                                        shlex.split(args.kiln_bench_args))
                         row["kiln"] = {k: kb[k] for k in ("ms", "kernels", "host_us_per_run", "compile_ms",
-                                                          "error", "cmd") if k in kb}
+                                                          "specialized_ms", "error", "cmd") if k in kb}
                         if "error" in kb:
                             row["kiln"]["error"] = one_line(kb)
                     else:
@@ -899,17 +900,17 @@ def render_table(objs, order=None):
     head = [f"Model zoo, f16 NHWC timing, {env.get('gpu', 'GPU ?')} (torch {env.get('torch', '?')}, "
             f"git {env.get('git', '?')}); errors: max |kiln - torch| / max |torch| (f32 target {F32_TARGET:g}, "
             f"TF32 off; f16 target {F16_TARGET:g}, against torch f16, with kiln f16 and torch f16 against the f32 truth beside); times: medians in ms, L2 flushed; kiln = `kiln bench "
-            f"--cuda-graph`; compile = torch.compile(mode=reduce-overhead, freezing); kiln/compile > 1: kiln "
+            f"--cuda-graph` (symbolic batch; bound: the graph with N bound, `--specialize`); compile = torch.compile(mode=reduce-overhead, freezing); kiln/compile > 1: kiln "
             f"faster.", "",
-            "| model | N | import | f32 err | top-1 agree | f16 err | kiln ms | eager | eager+graph | compile | "
-            "kiln/compile |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+            "| model | N | import | f32 err | top-1 agree | f16 err | kiln ms | kiln bound ms | eager | eager+graph | "
+            "compile | kiln/compile |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     lines, n_ok, n_all = list(head), 0, 0
     for name in names:
         state, rec = states[name]
         n_all += 1
         if state == "killed":
             lines.append(f"| {name} | - | ✗ killed during stage {rec} (no result: the run ended) | - | - | - | "
-                         f"- | - | - | - | - |")
+                         f"- | - | - | - | - | - |")
             continue
         n_ok += accepted(rec)
         s = rec.get("stages", {})
@@ -923,8 +924,9 @@ def render_table(objs, order=None):
             t = timing[n]
             k, c = t.get("kiln", {}).get("ms"), t.get("compile", {}).get("ms")
             ratio = f"**{c / k:.2f}×**" if k and c else "-"
+            sp = t.get("kiln", {}).get("specialized_ms")
             lines.append(f"| {name} | {n} | " + " | ".join(first) + f" | {fmt_ms(t.get('kiln'))} | "
-                         f"{fmt_ms(t.get('eager'))} | {fmt_ms(t.get('eager_graph'))} | {fmt_ms(t.get('compile'))} | "
+                         f"{'-' if sp is None else f'{sp:.3f}'} | {fmt_ms(t.get('eager'))} | {fmt_ms(t.get('eager_graph'))} | {fmt_ms(t.get('compile'))} | "
                          f"{ratio} |")
             first = ["", "", "", ""]
     lines += ["", f"{n_ok} of {n_all} models meet issue 20's acceptance (import, f32 ≤ {F32_TARGET:g}, "
@@ -982,6 +984,9 @@ def parse_args(argv=None):
     ap.add_argument("--kiln-warmup", type=int, default=10, help="kiln bench --warmup")
     ap.add_argument("--kiln-iters", type=int, default=50, help="kiln bench --iters")
     ap.add_argument("--kiln-bench-args", default="", help="more arguments of every `kiln bench`")
+    ap.add_argument("--no-specialize", action="store_true",
+                    help="time only the generic (symbolic-batch) kernels, not also the graph with its "
+                         "symbols bound (`kiln bench --specialize`, what EngineOptions::specialize_after runs)")
     args = ap.parse_args(argv)
     try:
         args.batch_list = [int(b) for b in args.batches.split(",") if b.strip()]

@@ -223,6 +223,36 @@ TEST(Views, PermutesOfDenseMemoryAreViews) {
   compile_for(*f, "sm_90");  // every kernel compiles (NVRTC)
 }
 
+// Reshapes of dense row-major memory are views whatever dims are symbolic: ViT's QKV split
+// reshapes [S, N, 3 * E] into [S, N, 3, E] under a dynamic batch N in the middle.
+TEST(Views, ReshapesWithSymbolicInnerDimsAreViews) {
+  Graph g;
+  Tensor x = g.input("x", DType::F32, {5, "N", 12});
+  Tensor w = g.constant_random("w", TensorDesc{DType::F32, {12, 24}, Layout::NCHW, {}}, "normal", 0,
+                               0.2, 3);
+  Tensor y = g.matmul(x, w);                                  // [5, N, 24]
+  Tensor r = g.reshape(y, {5, "N", 2, 12});                   // a view
+  Tensor e = g.exp(r);                                        // reads it in place
+  g.output(g.reshape(e, {5, parse_dim("2*N", "test"), 12}));  // a view of the output
+  auto f = apply_engine_passes(std::make_shared<const Graph>(g), true);
+  Plan p = plan_fusion(*f);
+  EXPECT_EQ(count_kind(p, GroupKind::Copy), 0) << plan_to_string(*f, p);
+  EXPECT_EQ(count_kind(p, GroupKind::View), 2) << plan_to_string(*f, p);
+  for (int64_t n : {1, 3}) {
+    std::map<std::string, HostTensor> in{
+        {"x", random_input(DType::F32, {5, n, 12}, Layout::NCHW, 29)}};
+    auto want = run_reference(g, in);
+    auto got = run_reference(*f, in);
+    for (auto& [name, wt] : want) {
+      std::vector<double> a = got.at(name).to_f64(), b = wt.to_f64();
+      ASSERT_EQ(a.size(), b.size()) << name;
+      for (size_t i = 0; i < a.size(); ++i)
+        ASSERT_NEAR(a[i], b[i], 1e-9 * (1 + std::abs(b[i]))) << name << " [" << i << "]";
+    }
+  }
+  compile_for(*f, "sm_90");
+}
+
 }  // namespace
 }  // namespace kiln
 

@@ -76,6 +76,13 @@ void set_view(Graph& g, int view, int root, const std::vector<int64_t>& strides)
   t.desc.strides = t.desc.layout == Layout::Strided ? strides : std::vector<int64_t>{};
 }
 
+void set_row_major_view(Graph& g, int view, int root) {
+  TensorInfo& t = g.mutable_tensors()[view];
+  t.view_of = root;
+  t.desc.layout = Layout::NCHW;
+  t.desc.strides.clear();
+}
+
 bool all_consumers_matmul(const Graph& g, int t) {
   std::vector<int> cs = consumers_of(g, t);
   if (cs.empty()) return false;
@@ -105,17 +112,18 @@ bool try_view(Graph& g, int i, std::string* what) {
     // A row-major input read in another row-major shape is the same memory: the output is a
     // view of the input, or, when the output is a graph output (the caller's buffer), the
     // input, if only this reshape reads it, is a view of the output.
-    if (!is_row_major(ti.desc) || to.desc.layout != Layout::NCHW || !row_major(to.desc.shape))
-      return false;
+    // Dense row-major memory needs no strides, so symbolic dims anywhere are fine (ViT's
+    // [S, N, 3*E] -> [S, N, 3, E] under a dynamic batch).
+    if (!is_row_major(ti.desc) || to.desc.layout != Layout::NCHW) return false;
     if (!is_graph_output(g, out)) {
-      set_view(g, out, root, *row_major(to.desc.shape));
+      set_row_major_view(g, out, root);
       *what = fmt::format("{} (reshape)", n.name);
       return true;
     }
     if (ti.role != TensorRole::Intermediate || ti.view_of >= 0 || is_graph_output(g, in) ||
-        consumers_of(g, in) != std::vector<int>{i} || !row_major(ti.desc.shape))
+        consumers_of(g, in) != std::vector<int>{i})
       return false;
-    set_view(g, in, out, *row_major(ti.desc.shape));
+    set_row_major_view(g, in, out);
     *what = fmt::format("{} (reshape into a graph output)", n.name);
     return true;
   }
