@@ -1,0 +1,177 @@
+"""torch.compile(model, backend="kiln") on the CPU: kiln's part runs on its CPU reference, so the
+FX conversion is checked end to end against eager PyTorch f32 (1e-4), plus the partition report
+and a dynamic batch that builds its kiln graph once."""
+import numpy as np
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import kiln
+import kiln.dynamo as kd
+
+
+@pytest.fixture(autouse=True)
+def fresh():
+    torch._dynamo.reset()
+    kd.reset()
+    kd.clear_reports()
+    torch.manual_seed(0)
+    yield
+
+
+def check(model, *inputs, tol=1e-4, **compile_kw):
+    model = model.eval()
+    with torch.no_grad():
+        want = model(*inputs)
+        got = torch.compile(model, backend="kiln", **compile_kw)(*inputs)
+    assert kd.stats()["reference_runs"] >= 1  # kiln computed it (on its CPU reference here)
+    want = want if isinstance(want, tuple) else (want,)
+    got = got if isinstance(got, tuple) else (got,)
+    for w, g in zip(want, got):
+        assert not torch.isnan(g).any()
+        torch.testing.assert_close(g, w, rtol=tol, atol=tol)
+    return kd.partition_report()[-1]
+
+
+def in_kiln(report):
+    return [n for n in report["nodes"] if n["where"] != "eager"]
+
+
+def eager(report):
+    return [n for n in report["nodes"] if n["where"] == "eager"]
+
+
+class TinyCNN(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.c1 = nn.Conv2d(3, 8, 3, padding=1)
+        self.bn = nn.BatchNorm2d(8)
+        self.c2 = nn.Conv2d(8, 16, 3, stride=2, padding=1, groups=2)
+        self.fc = nn.Linear(16, 10)
+
+    def forward(self, x):
+        y = F.relu(self.bn(self.c1(x)))
+        y = F.max_pool2d(F.silu(self.c2(y)), 2)
+        return self.fc(F.adaptive_avg_pool2d(y, 1).flatten(1))
+
+
+def randomize_bn(m):
+    for mod in m.modules():
+        if isinstance(mod, (nn.BatchNorm2d,)):
+            mod.running_mean.uniform_(-0.5, 0.5)
+            mod.running_var.uniform_(0.5, 1.5)
+            mod.weight.data.uniform_(0.5, 1.5)
+            mod.bias.data.uniform_(-0.5, 0.5)
+    return m
+
+
+def test_package_registers_the_backend():
+    assert "kiln" in torch._dynamo.list_backends()
+
+
+def test_tiny_cnn_with_batchnorm_runs_all_in_kiln():
+    r = check(randomize_bn(TinyCNN()), torch.randn(2, 3, 16, 16))
+    assert not eager(r), kd.format_report()
+    assert r["partitions"] == 1
+    assert any("convolution" in n["target"] for n in in_kiln(r))
+
+
+def test_mlp():
+    m = nn.Sequential(nn.Linear(32, 64), nn.GELU(), nn.Linear(64, 64), nn.Hardswish(),
+                      nn.LayerNorm(64), nn.Linear(64, 8), nn.Softmax(-1))
+    r = check(m, torch.randn(4, 32))
+    assert not eager(r), kd.format_report()
+
+
+class Block(nn.Module):
+    def __init__(self, d=32, h=4):
+        super().__init__()
+        self.h = h
+        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
+        self.mlp = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(approximate="tanh"),
+                                 nn.Linear(4 * d, d))
+
+    def forward(self, x):
+        b, s, d = x.shape
+        q, k, v = self.qkv(self.ln1(x)).split(d, dim=-1)
+        q, k, v = (t.view(b, s, self.h, d // self.h).transpose(1, 2) for t in (q, k, v))
+        a = F.scaled_dot_product_attention(q, k, v)
+        x = x + self.proj(a.transpose(1, 2).reshape(b, s, d))
+        return x + self.mlp(self.ln2(x))
+
+
+def test_transformer_block_with_sdpa():
+    r = check(Block(), torch.randn(2, 8, 32))
+    assert not eager(r), kd.format_report()
+    assert any("attention" in n["target"] for n in in_kiln(r)), kd.format_report()
+
+
+def test_resnet18_at_32x32():
+    tv = pytest.importorskip("torchvision")
+    m = randomize_bn(tv.models.resnet18(num_classes=10))
+    r = check(m, torch.randn(2, 3, 32, 32), tol=1e-3)
+    assert not eager(r), kd.format_report()
+
+
+class WithUnsupported(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = nn.Linear(8, 8), nn.Linear(8, 8)
+
+    def forward(self, x):
+        y = F.relu(self.a(x))
+        y = torch.sort(y, dim=-1).values  # no sort in kiln
+        return self.b(y).tanh()
+
+
+def test_unsupported_op_is_partitioned_to_eager_and_reported(capfd):
+    r = check(WithUnsupported(), torch.randn(4, 8))
+    off = eager(r)
+    assert [n["target"] for n in off if "sort" in n["target"]], kd.format_report()
+    assert all("sort" in n["target"] or "getitem" in n["target"] for n in off), kd.format_report()
+    assert r["partitions"] == 2
+    text = kd.format_report()
+    assert "eager" in text and "no kiln converter for aten.sort" in text
+
+
+def test_partition_report_on_stderr_with_kiln_dump(tmp_path):
+    import subprocess
+    import sys
+    code = ("import torch, kiln\n"
+            "m = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU()).eval()\n"
+            "with torch.no_grad(): torch.compile(m, backend='kiln')(torch.randn(2, 4))\n")
+    import os
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       env=dict(os.environ, KILN_DUMP="partition"))
+    assert r.returncode == 0, r.stderr
+    assert "kiln partition report" in r.stderr and "kiln:" in r.stderr
+
+
+@pytest.mark.parametrize("model,sizes,shape", [
+    # torch's fake conv guards batch <= 15 on the CPU (its own heuristic): the sweep stays below
+    (TinyCNN, (2, 3, 5, 8, 13), (3, 16, 16)),
+    (lambda: nn.Sequential(nn.Linear(16, 32), nn.GELU(), nn.Linear(32, 4)), range(2, 65, 7),
+     (16,)),
+])
+def test_dynamic_batch_builds_the_kiln_graph_once(model, sizes, shape):
+    m = model().eval()
+    f = torch.compile(m, backend="kiln", dynamic=True)
+    with torch.no_grad():
+        for n in sizes:
+            x = torch.randn(n, *shape)
+            torch.testing.assert_close(f(x), m(x), rtol=1e-4, atol=1e-4)
+    s = kd.stats()
+    assert s["graphs"] == 1 and s["kiln_graphs_built"] == 1, s
+    assert s["reference_runs"] == len(sizes)
+    g = kd.partition_report()[-1]
+    assert g["partitions"] == 1 and not eager(g), kd.format_report()
+
+
+def test_training_graphs_stay_eager():
+    m = nn.Linear(4, 4)
+    out = torch.compile(m, backend="kiln")(torch.randn(2, 4))
+    out.sum().backward()
+    assert m.weight.grad is not None
+    assert all(n["where"] == "eager" for n in kd.partition_report()[-1]["nodes"])
