@@ -146,13 +146,6 @@ class CompiledGraph:
         if not isinstance(x, torch.Tensor):
             raise _kiln.UserError(f"{where}: expected a torch tensor like the other inputs, found "
                                   f"{type(x).__name__}")
-        if x.device.type != "cuda":
-            raise _kiln.UserError(f"{where}: a {x.device} tensor given to a graph compiled for "
-                                  f"the GPU: move it with .cuda(), or pass numpy arrays to run "
-                                  f"on kiln's CPU reference")
-        if x.device.index not in (0, None) or (device is not None and x.device != device):
-            raise _kiln.UserError(f"{where}: on {x.device}: kiln runs every tensor of a call on "
-                                  f"cuda:0")
         want = torch_dtypes()[t.dtype]
         if x.dtype != want:
             raise _kiln.UserError(f"{where}: expected {t.dtype} ({want}), found {x.dtype}")
@@ -166,18 +159,26 @@ class CompiledGraph:
             raise _kiln.UserError(f"{where}: expected {layout} strides (the graph's layout) for "
                                   f"shape {list(x.shape)}, found strides {list(x.stride())}: "
                                   f"pass {hint}")
+        if x.device.type != "cuda":
+            raise _kiln.UserError(f"{where}: a {x.device} tensor given to a graph compiled for "
+                                  f"the GPU: move it with .cuda(), or pass numpy arrays to run "
+                                  f"on kiln's CPU reference")
+        if x.device.index not in (0, None) or (device is not None and x.device != device):
+            raise _kiln.UserError(f"{where}: on {x.device}: kiln runs every tensor of a call on "
+                                  f"cuda:0")
         return x.device
 
-    def run_torch(self, given, outputs=None):
+    def run_torch(self, given, outputs=None, bindings=None):
         """Runs on the GPU on torch tensors: {input name: tensor}; returns the outputs in the
-        graph's order (allocated by torch's allocator in each output's layout, or `outputs`)."""
+        graph's order (allocated by torch's allocator in each output's layout, or `outputs`, a
+        list in the graph's output order). `bindings`: symbols no input shape binds."""
         import torch
         device = None
         for t in self._inputs:
             device = self._check_torch(t, given[t.name], device)
         device = device or torch.device("cuda", 0)
         shapes = {t.name: list(given[t.name].shape) for t in self._inputs}
-        bindings = self.native.bind(shapes)
+        bindings = self.native.bind(shapes, dict(bindings or {}))
         out_shapes = self.native.output_shapes(bindings)
         dts = torch_dtypes()
         outs = []
