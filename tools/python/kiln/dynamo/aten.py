@@ -102,17 +102,25 @@ def _binary(kop):
             alpha = kw.get("alpha", a[2] if len(a) > 2 else 1)
             if alpha != 1:
                 y = cx.op("mul", [cx.as_tensor(y, like=n), cx.scalar(alpha, n)])
+                x = cx.as_tensor(x, like=n)
         if kop == "div":
             need(kw.get("rounding_mode") is None, "div with a rounding mode")
         if kop in ("and", "or", "xor") and cx.dtype_of(n) != "bool":
             raise Unsupported("bitwise ops on integers")
-        xs = [cx.as_tensor(v, like=n, operand=True) for v in (x, y)]
+        # a Python number takes the dtype of the tensor operand (a comparison's result is bool)
+        like = x if cx.is_tensor(x) else y if cx.is_tensor(y) else n
+        xs = [cx.as_tensor(v, like=like, operand=True) for v in (x, y)]
         return cx.op(kop, xs)
     return fn
 
 
 for _a, _k in _BINARY.items():
     CONVERTERS[_a] = _binary(_k)
+
+
+@converter("scalar_tensor")
+def _scalar_tensor(cx, n, a, kw):
+    return cx.scalar(a[0], n)
 
 
 @converter("where")
