@@ -27,6 +27,12 @@ CASES = {
     "rmsnorm": (Fn(lambda m, x: m[0](x), nn.RMSNorm(16, eps=1e-6)), [x4(3, 16)]),
     "avgpool_pad": (Fn(lambda m, x: F.avg_pool2d(x, 3, 2, 1, count_include_pad=False)),
                     [x4(2, 3, 9, 9)]),
+    "maxpool_ceil_mode": (Fn(lambda m, x: F.max_pool2d(x, 3, 2, ceil_mode=True) +
+                          F.max_pool2d(x, 2, 2, 1, ceil_mode=True)[:, :, :4, :4]),
+                          [x4(2, 3, 8, 8)]),
+    "adaptive_avgpool": (Fn(lambda m, x, y: F.adaptive_avg_pool2d(x, (3, 2)).sum() +
+                          F.adaptive_avg_pool2d(y, 4) + F.adaptive_avg_pool2d(x, 1).mean()),
+                         [x4(2, 3, 6, 4), x4(2, 3, 1, 1)]),
     "maxpool_stride": (Fn(lambda m, x: F.max_pool2d(x, 3, 2, 1)), [x4(2, 3, 9, 9)]),
     "conv_transpose": (Fn(lambda m, x: m[0](x), nn.ConvTranspose2d(4, 6, 3, stride=2, padding=1,
                                                                   output_padding=1)),

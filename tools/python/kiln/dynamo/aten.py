@@ -311,12 +311,27 @@ def _pool_args(a, k_idx=1):
     return kernel, stride, pad
 
 
+def _ceil_pads(x, kernel, stride, pad):
+    """ceil_mode as extra bottom / right padding ([top, left, bottom, right]): PyTorch's output
+    size ceil((H + 2p - k) / s) + 1, less one when the last window would start in the padding."""
+    extra = []
+    for i, size in enumerate(x.shape[2:]):
+        need(isinstance(size, int), "a ceil_mode pool over a symbolic size")
+        k, s, p = kernel[i], stride[i], pad[i]
+        out = -(-(size + 2 * p - k) // s) + 1
+        if (out - 1) * s >= size + p:
+            out -= 1
+        extra.append(max(0, (out - 1) * s + k - (size + 2 * p)))
+    return [pad[0], pad[1], pad[0] + extra[0], pad[1] + extra[1]]
+
+
 @converter("max_pool2d_with_indices", "max_pool2d")
 def _maxpool(cx, n, a, kw):
     kernel, stride, pad = _pool_args(a)
     dil = list(a[4]) if len(a) > 4 else [1, 1]
     need(all(d == 1 for d in dil), "a dilated max pool")
-    need(not (a[5] if len(a) > 5 else False), "max pool with ceil_mode")
+    if a[5] if len(a) > 5 else False:
+        pad = _ceil_pads(a[0], kernel, stride, pad)
     out = cx.op("maxpool2d", [a[0]], {"kernel": kernel, "stride": stride, "padding": pad})
     return (out, None) if cx.target_name(n) == "max_pool2d_with_indices" else out
 
@@ -334,8 +349,19 @@ def _avgpool(cx, n, a, kw):
 @converter("_adaptive_avg_pool2d", "adaptive_avg_pool2d")
 def _adaptive_avg(cx, n, a, kw):
     x, size = a[0], list(a[1])
-    need(size in ([1, 1], [1]), f"adaptive average pool to {size} (kiln takes 1x1)")
-    return cx.op("global_avgpool", [x])
+    size = size * 2 if len(size) == 1 else size
+    if size == [1, 1]:
+        return cx.op("global_avgpool", [x])
+    hw = x.shape[2:]
+    need(all(isinstance(d, int) for d in hw), "adaptive average pool over a symbolic size")
+    if hw == size:
+        return x
+    if all(d % o == 0 for d, o in zip(hw, size)):  # equal windows: a plain average pool
+        k = [d // o for d, o in zip(hw, size)]
+        return cx.op("avgpool2d", [x], {"kernel": k, "stride": k})
+    if hw == [1, 1]:  # every window is the one pixel
+        return cx.op("expand", [x], {"shape": cx.out_shape(n)})
+    raise Unsupported(f"adaptive average pool from {hw} to {size} (unequal windows)")
 
 
 # ---- movement
