@@ -58,6 +58,11 @@ CASES = {
                            [x4(3, 6)]),
     "embedding": (Fn(lambda m, i: m[0](i) * 2, nn.Embedding(10, 4)),
                   [torch.tensor([[1, 2, 9], [0, 3, 3]])]),
+    "gather_index_select": (Fn(lambda m, x, i: torch.gather(x, 1, i) + x.index_select(1, i[0])
+                              + x[:, i[1]]),
+                            [x4(2, 3), torch.tensor([[2, 0, 1], [1, 1, 0]])]),
+    "arange_full_fmod": (Fn(lambda m, x: x + torch.arange(1, 9, 2, dtype=torch.float32) +
+                            torch.full((3, 4), 0.5) + torch.fmod(x, 0.3)), [x4(3, 4)]),
     "bmm_matmul": (Fn(lambda m, a, b: torch.bmm(a, b) @ b.transpose(1, 2)),
                    [x4(2, 3, 4), x4(2, 4, 4)]),
     "sdpa_with_mask": (Fn(lambda m, q, k, v, mask: F.scaled_dot_product_attention(

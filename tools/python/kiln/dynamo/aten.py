@@ -474,3 +474,50 @@ def _up_bilinear(cx, n, a, kw):
     return cx.op("resize", [a[0]], {"sizes": cx.out_shape(n), "mode": "linear",
                                     "coordinate_transformation_mode":
                                         "align_corners" if align else "pytorch_half_pixel"})
+
+
+# ---- indexing and sources
+@converter("gather")
+def _gather(cx, n, a, kw):
+    need(not kw.get("sparse_grad", False), "a sparse gather")
+    return cx.op("gather_elements", [a[0], a[2]], {"axis": int(a[1])})
+
+
+@converter("index_select")
+def _index_select(cx, n, a, kw):
+    return cx.op("gather", [a[0], a[2]], {"axis": int(a[1])})
+
+
+@converter("index")
+def _index(cx, n, a, kw):
+    idx = list(a[1])
+    used = [i for i, t in enumerate(idx) if t is not None]
+    need(len(used) == 1, "indexing with several index tensors")
+    k = used[0]
+    need(cx.dtype_of_tensor(idx[k]) in ("i32", "i64"), "indexing with a boolean mask")
+    return cx.op("gather", [a[0], idx[k]], {"axis": k})
+
+
+@converter("arange")
+def _arange(cx, n, a, kw):
+    nums = [v for v in a if not cx.is_tensor(v)]
+    start, end, step = (0, nums[0], 1) if len(nums) == 1 else (nums + [1])[:3]
+    need(all(isinstance(v, (int, float)) for v in (start, step)), "a symbolic arange start/step")
+    length = cx.out_shape(n)[0]
+    return cx.op("range", [], {"start": float(start), "delta": float(step), "length": [length],
+                               "dtype": cx.dtype_of(n)})
+
+
+@converter("full")
+def _full(cx, n, a, kw):
+    v = a[1]
+    need(not cx.is_tensor(v), "full with a tensor value")
+    shape = cx.out_shape(n)
+    return cx.op("expand", [cx.scalar(v, n, rank=len(shape))], {"shape": shape})
+
+
+@converter("fmod")
+def _fmod(cx, n, a, kw):
+    like = a[0] if cx.is_tensor(a[0]) else n
+    xs = [cx.as_tensor(v, like=like) for v in a[:2]]
+    return cx.op("mod", xs, {"fmod": 1})
