@@ -63,6 +63,9 @@ CASES = {
                             [x4(2, 3), torch.tensor([[2, 0, 1], [1, 1, 0]])]),
     "arange_full_fmod": (Fn(lambda m, x: x + torch.arange(1, 9, 2, dtype=torch.float32) +
                             torch.full((3, 4), 0.5) + torch.fmod(x, 0.3)), [x4(3, 4)]),
+    "as_strided_reshape": (Fn(lambda m, x: torch.as_strided(x.mean((2, 3), keepdim=True),
+                                                          (2, 6, 1, 1), (6, 1, 6, 6)) * 2),
+                           [x4(2, 6, 3, 3)]),
     "bmm_matmul": (Fn(lambda m, a, b: torch.bmm(a, b) @ b.transpose(1, 2)),
                    [x4(2, 3, 4), x4(2, 4, 4)]),
     "sdpa_with_mask": (Fn(lambda m, q, k, v, mask: F.scaled_dot_product_attention(

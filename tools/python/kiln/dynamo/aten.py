@@ -521,3 +521,31 @@ def _fmod(cx, n, a, kw):
     like = a[0] if cx.is_tensor(a[0]) else n
     xs = [cx.as_tensor(v, like=like) for v in a[:2]]
     return cx.op("mod", xs, {"fmod": 1})
+
+
+def _contiguous_strides(shape):
+    out, acc = [], 1
+    for d in reversed(shape):
+        out.append(acc)
+        acc *= d
+    return out[::-1]
+
+
+def _same_strides(shape, a, b):
+    return all(d == 1 or x == y for d, x, y in zip(shape, a, b))
+
+
+@converter("as_strided")
+def _as_strided(cx, n, a, kw):
+    """A row-major view of a row-major input (what avgpool's flatten leaves): a reshape."""
+    src = cx.val(n.args[0])
+    size, stride = list(a[1]), list(a[2])
+    offset = a[3] if len(a) > 3 else kw.get("storage_offset", 0)
+    need(all(isinstance(v, int) for v in size + stride + list(src.shape) + list(src.stride())),
+         "as_strided with symbolic sizes")
+    row_major = _same_strides(list(src.shape), list(src.stride()),
+                              _contiguous_strides(list(src.shape)))
+    need(not offset and row_major and src.numel() == math.prod(size) and
+         _same_strides(size, stride, _contiguous_strides(size)),
+         "as_strided that is not a row-major reshape")
+    return cx.op("reshape", [a[0]], {"shape": size})
