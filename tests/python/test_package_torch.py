@@ -201,3 +201,15 @@ def test_torch_tensors_are_checked_before_any_launch(tmp_path):
     # numpy arrays run on the CPU reference
     y = cg(cl.numpy())
     assert y.shape == (2, 8, 6, 6) and not np.isnan(y).any()
+
+
+def test_channels_last_models_keep_their_strides():
+    m = randomize_bn(TinyCNN()).eval()
+    body = nn.Sequential(m.c1, m.bn, nn.ReLU(), m.c2).to(memory_format=torch.channels_last)
+    x = torch.randn(2, 3, 16, 16).contiguous(memory_format=torch.channels_last)
+    with torch.no_grad():
+        want = body(x)
+        got = torch.compile(body, backend="kiln")(x)
+    assert not eager(kd.partition_report()[-1])
+    assert got.stride() == want.stride() and want.is_contiguous(memory_format=torch.channels_last)
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)

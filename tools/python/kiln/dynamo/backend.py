@@ -67,9 +67,13 @@ class KilnPart(torch.nn.Module):
     """Runs one kiln graph in place of an FX partition: args as the partition's placeholders
     (constants among them are ignored: kiln holds them), returns its outputs."""
 
-    def __init__(self, cx, single, arg_names, options):
+    def __init__(self, cx, single, arg_names, options, out_vals):
         super().__init__()
         self.graph, self.single = cx.g, single
+        # the FX outputs' strides (row-major or channels-last), which later nodes may rely on
+        self.channels_last = [getattr(v, "dim", lambda: 0)() == 4 and not v.is_contiguous() and
+                              v.is_contiguous(memory_format=torch.channels_last)
+                              for v in out_vals]
         self.inputs = [t.name for t in cx.g.inputs]
         self.index = {name: i for i, name in enumerate(arg_names)}
         self.symbols = {name: sym for name, sym in cx.sym_inputs.items()}
@@ -92,13 +96,20 @@ class KilnPart(torch.nn.Module):
                 self.compiled = _engine(self.options).compile(self.graph)
                 _STATS["engine_compiles"] += 1
             _STATS["kiln_runs"] += 1
-            # the kiln graph's inputs are row-major: other strides are copied once to it
-            given = {k: (v if v.is_contiguous() else v.contiguous()) for k, v in given.items()}
+            given = {t.name: self._layout(given[t.name], t.layout == "NHWC")
+                     for t in self.graph.inputs}
             outs = self.compiled.run_torch(given, bindings=self._bindings(args))
         else:
             _STATS["reference_runs"] += 1
             outs = self._reference(given, self._bindings(args))
+        outs = [self._layout(o, cl) for o, cl in zip(outs, self.channels_last)]
         return outs[0] if self.single else tuple(outs)
+
+    @staticmethod
+    def _layout(x, channels_last):
+        """x in row-major or channels-last memory (a copy only when it is in the other)."""
+        fmt = torch.channels_last if channels_last else torch.contiguous_format
+        return x if x.is_contiguous(memory_format=fmt) else x.contiguous(memory_format=fmt)
 
     def _reference(self, given, bindings):
         host = {}
@@ -141,7 +152,9 @@ def _kiln_parts(fused, consts_by_name, options):
                 if isinstance(v, torch.SymInt) and isinstance(dim_of(v), str) and \
                         dim_of(v).isidentifier():
                     cx.sym_inputs[ph.name] = dim_of(v)
-            part = KilnPart(cx, single, [p.name for p in phs], options)
+            out = [n for n in sub.graph.nodes if n.op == "output"][0].args[0]
+            out_vals = [a.meta.get("val") for a in ([out] if single else out)]
+            part = KilnPart(cx, single, [p.name for p in phs], options, out_vals)
         except (Unsupported, _kiln.Error) as e:
             failed[call.target] = str(e)
             continue

@@ -118,7 +118,11 @@ class Converter:
         if n.name in self.constants:
             self.env[n] = self.g.constant(n.name, self.constants[n.name].detach().cpu(), dt)
         else:
-            self.env[n] = self.g.input(n.name, dt, [dim_of(s) for s in v.shape])
+            # channels-last tensors stay so: kiln reads them in place (its NHWC kernels)
+            cl = v.dim() == 4 and not v.is_contiguous() and \
+                v.is_contiguous(memory_format=torch.channels_last)
+            self.env[n] = self.g.input(n.name, dt, [dim_of(s) for s in v.shape],
+                                       "NHWC" if cl else "NCHW")
 
     def resolve(self, a):
         if isinstance(a, torch.fx.Node):
