@@ -36,7 +36,23 @@ def test_channels_last_conv_matches_the_reference_on_torchs_stream():
     got = y.float().cpu().numpy()
     assert not np.isnan(got).any()
     np.testing.assert_allclose(got, ref, rtol=1e-2, atol=1e-2)
-    assert kiln.Engine().stats()["plans"] == 0
+
+
+def test_outputs_given_and_symbols_rebound_without_a_recompile():
+    g = conv_graph()
+    e = kiln.Engine()
+    cg = e.compile(g)
+    for n in (1, 3, 8):
+        x = torch.randn(n, 16, 8, 8, device="cuda", dtype=torch.float16).contiguous(
+            memory_format=torch.channels_last)
+        out = torch.full((n, 32, 8, 8), float("nan"), device="cuda", dtype=torch.float16)
+        out = out.contiguous(memory_format=torch.channels_last)
+        (y,) = cg.run_torch({"x": x}, outputs=[out])
+        torch.cuda.synchronize()
+        assert y is out and not torch.isnan(out).any()
+        ref = g.run_reference(x=x.cpu().numpy())[g.outputs[0].name]
+        np.testing.assert_allclose(out.float().cpu().numpy(), ref, rtol=1e-2, atol=1e-2)
+    assert e.stats()["plans"] == 1
 
 
 def test_bad_inputs_raise_with_kilns_message():

@@ -189,6 +189,9 @@ class CompiledGraph:
                 o = outputs[i]
                 self._check_torch(t, o, device)
                 _check_shape(f"graph '{self.graph.name}': output '{t.name}'", shape, o.shape)
+            elif t.layout == "Strided":
+                raise _kiln.UserError(f"graph '{self.graph.name}': output '{t.name}' has explicit "
+                                      f"strides: pass its buffer (run_torch(..., outputs=[...]))")
             else:
                 o = torch.empty(shape, dtype=dts[t.dtype], device=device, memory_format=fmt)
             outs.append(o)
