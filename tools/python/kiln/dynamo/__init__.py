@@ -12,9 +12,10 @@ import functools
 import sys
 
 from .. import _kiln
-from .backend import compile_inference, decompositions, find_constants, stats, reset
+from .backend import compile_inference, decompositions, find_constants, kiln_graphs, reset, stats
 
-__all__ = ["kiln_backend", "partition_report", "format_report", "stats", "reset"]
+__all__ = ["kiln_backend", "partition_report", "format_report", "stats", "reset", "kiln_graphs",
+           "clear_reports"]
 
 _REPORTS = []
 

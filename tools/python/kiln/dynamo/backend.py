@@ -20,6 +20,7 @@ _KEEP = {"silu", "hardswish", "hardsigmoid", "gelu", "mish", "softplus", "elu", 
 _STATS = {"graphs": 0, "kiln_graphs_built": 0, "engine_compiles": 0, "kiln_runs": 0,
           "reference_runs": 0}
 _ENGINE = []
+_GRAPHS = []  # the kiln graphs built, oldest first (kiln_graphs())
 
 
 def stats():
@@ -31,10 +32,16 @@ def stats():
     return out
 
 
+def kiln_graphs():
+    """The kiln graphs the backend built (kiln.Graph: explain(), save(), run_reference())."""
+    return list(_GRAPHS)
+
+
 def reset():
     for k in _STATS:
         _STATS[k] = 0
     _ENGINE.clear()
+    _GRAPHS.clear()
 
 
 def decompositions():
@@ -80,6 +87,7 @@ class KilnPart(torch.nn.Module):
         self.options = options
         self.compiled = None
         _STATS["kiln_graphs_built"] += 1
+        _GRAPHS.append(cx.g)
 
     def _bindings(self, args):
         b = {}
