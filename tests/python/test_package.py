@@ -161,3 +161,26 @@ def test_environment_registry_has_partition():
     r = subprocess.run([sys.executable, "-c", "import kiln; kiln.check_environment()"],
                        capture_output=True, text=True, env=dict(os.environ, KILN_DUMP="parts"))
     assert r.returncode != 0 and "kiln.UserError" in r.stderr and "partition" in r.stderr
+
+
+def test_import_onnx_through_the_shipped_importer(tmp_path):
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper, numpy_helper
+    rng = np.random.default_rng(3)
+    w = rng.standard_normal((6, 4)).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["h"]), helper.make_node("Relu", ["h"], ["y"])],
+        "tiny", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 6])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4])],
+        [numpy_helper.from_array(w, "w")])
+    path = tmp_path / "tiny.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    g = kiln.import_onnx(path)
+    assert g.inputs[0].shape == ["N", 6]
+    x = rng.standard_normal((3, 6)).astype(np.float32)
+    y = g.run_reference(x=x)[g.outputs[0].name]
+    np.testing.assert_allclose(y, np.maximum(x.astype(np.float64) @ w, 0), rtol=1e-5, atol=1e-6)
+    bad = tmp_path / "bad.onnx"
+    bad.write_bytes(b"not a model")
+    with pytest.raises(kiln.UserError, match="bad.onnx"):
+        kiln.import_onnx(bad)

@@ -23,8 +23,9 @@ def import_onnx(path, out_dir=None, name=None, layout="NCHW", dtype=None):
         name = name or onnx_model.default_name(model, str(path))
         cx = convert(model, name, layout=layout, dtype=dtype, source=str(path))
         gpath, _, _ = writer.write_outputs(cx, str(out_dir), None)
-    except ConvertError as e:
-        raise _kiln.UserError(f"{path}: {e}") from None
+    except ConvertError as e:  # "<model file>: <where>: <what>", as `kiln import` prints it
+        msg = str(e)
+        raise _kiln.UserError(msg if str(path) in msg else f"{path}: {msg}") from None
     g = load_graph(os.fspath(gpath))
     g._onnx_dir = tmp  # the constants' safetensors file lives there
     return g
