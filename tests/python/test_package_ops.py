@@ -1,4 +1,4 @@
-"""The FX converters op by op (kiln/dynamo/aten.py): small modules through
+"""The FX converters op by op (kiln/dynamo/ops/): small modules through
 torch.compile(backend="kiln") on the CPU, each computed wholly by kiln (its CPU reference) and
 compared with eager PyTorch f32 within 1e-4."""
 import pytest

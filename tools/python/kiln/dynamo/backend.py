@@ -6,7 +6,7 @@ import torch
 from .. import _kiln
 from .._dtypes import bf16_bits_to_f32, f32_to_bf16_bits
 from ..engine import Engine
-from .aten import Unsupported
+from .registry import Unsupported
 from .convert import convert_graph, dim_of, target_name
 from .partition import describe, partition
 

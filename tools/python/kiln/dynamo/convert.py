@@ -1,7 +1,7 @@
 """FX (core ATen) graphs to kiln graphs. A Converter turns the nodes of one FX graph (a partition)
 into one kiln Graph: tensor placeholders become kiln inputs, or constants when they hold
 parameters or buffers (`constants`), symbolic sizes become kiln symbols ("s0", "2*s1"), and each
-node goes through its converter in kiln.dynamo.aten."""
+node goes through its converter (kiln/dynamo/ops/, registered in registry.py)."""
 import operator
 
 import torch
@@ -9,7 +9,8 @@ import torch.fx
 
 from .. import _kiln
 from ..graph import Graph, Tensor
-from .aten import CONVERTERS, Unsupported
+from . import ops  # noqa: F401  (registers the converters)
+from .registry import CONVERTERS, Unsupported
 
 TORCH_TO_KILN = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16",
                  torch.int32: "i32", torch.int64: "i64", torch.bool: "bool"}
