@@ -213,3 +213,23 @@ def test_channels_last_models_keep_their_strides():
     assert not eager(kd.partition_report()[-1])
     assert got.stride() == want.stride() and want.is_contiguous(memory_format=torch.channels_last)
     torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_transformer_block_f16_plans_flash_attention_and_fused_epilogues():
+    """SDPA becomes kiln's one attention kernel, and linears (view -> addmm -> view after
+    aot_autograd, kiln.dynamo.rewrite) take their activation and residual add as epilogues."""
+    m32 = Block(d=128, h=2).eval()
+    m16 = Block(d=128, h=2).eval()
+    m16.load_state_dict(m32.state_dict())
+    m16 = m16.half()
+    x = torch.randn(2, 64, 128)
+    with torch.no_grad():
+        want = m32(x)
+        got = torch.compile(m16, backend="kiln")(x.half())
+    assert not eager(kd.partition_report()[-1]), kd.format_report()
+    torch.testing.assert_close(got.float(), want, rtol=2e-2, atol=2e-2)
+    (g,) = kd.kiln_graphs()
+    names = [gr["name"] for gr in g.explain(arch="sm_90")["groups"]]
+    assert "attention_f16_matmul_mul_softmax_matmul" in names, names
+    assert "contraction_f16_matmul_add_gelu" in names, names
+    assert sum(n.startswith("contraction") for n in names) == 4, names

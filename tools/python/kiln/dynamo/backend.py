@@ -9,6 +9,7 @@ from ..engine import Engine
 from .registry import Unsupported
 from .convert import convert_graph, dim_of, target_name
 from .partition import describe, partition
+from .rewrite import fold_linear_views
 
 # Ops kiln has whole: core ATen's decompositions of these are not applied.
 _KEEP = {"silu", "hardswish", "hardsigmoid", "gelu", "mish", "softplus", "elu", "leaky_relu",
@@ -176,6 +177,7 @@ def compile_inference(gm, example_inputs, constants, n_inputs, options, on_repor
     consts_by_name = {}
     if len(phs) == n_inputs:  # aot_autograd keeps dynamo's inputs, in order
         consts_by_name = {phs[i].name: t for i, t in constants.items()}
+    fold_linear_views(gm)
     nodes = [n for n in gm.graph.nodes if n.op == "call_function"]
     fused, why, where = partition(gm)
     # aot_autograd compiles under its FakeTensorMode: the constants' real values are read outside it
