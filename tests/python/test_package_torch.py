@@ -233,3 +233,23 @@ def test_transformer_block_f16_plans_flash_attention_and_fused_epilogues():
     assert "attention_f16_matmul_mul_softmax_matmul" in names, names
     assert "contraction_f16_matmul_add_gelu" in names, names
     assert sum(n.startswith("contraction") for n in names) == 4, names
+
+
+def test_a_graph_the_engine_cannot_build_falls_back_to_eager(monkeypatch, capfd):
+    import kiln.dynamo.backend as kb
+
+    class Refusing:
+        def compile(self, g):
+            raise kiln.UserError(f"graph '{g.name}': refused for this test")
+
+    monkeypatch.setattr(kb, "_engine", lambda options: Refusing())
+    monkeypatch.setattr(kb.KilnPart, "_on_gpu", staticmethod(lambda given: True))
+    m = nn.Sequential(nn.Linear(8, 8), nn.ReLU()).eval()
+    x = torch.randn(3, 8)
+    with torch.no_grad():
+        f = torch.compile(m, backend="kiln")
+        for _ in range(2):
+            torch.testing.assert_close(f(x), m(x))
+    s = kd.stats()
+    assert s["fallbacks"] == 1 and s["kiln_runs"] == 0 and s["engine_compiles"] == 0, s
+    assert capfd.readouterr().err.count("refused for this test") == 1

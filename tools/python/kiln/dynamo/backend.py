@@ -1,5 +1,7 @@
 """The backend's compile step: an aot_autograd inference graph partitioned (partition.py), each
 kiln partition converted to a kiln graph (convert.py) and replaced by a KilnPart that runs it."""
+import sys
+
 import numpy as np
 import torch
 
@@ -19,14 +21,15 @@ _KEEP = {"silu", "hardswish", "hardsigmoid", "gelu", "mish", "softplus", "elu", 
          "_scaled_dot_product_flash_attention_for_cpu", "_log_softmax", "_softmax"}
 
 _STATS = {"graphs": 0, "kiln_graphs_built": 0, "engine_compiles": 0, "kiln_runs": 0,
-          "reference_runs": 0}
+          "reference_runs": 0, "fallbacks": 0}
 _ENGINE = []
 _GRAPHS = []  # the kiln graphs built, oldest first (kiln_graphs())
 
 
 def stats():
     """Backend counters: FX graphs compiled, kiln graphs built and compiled, runs (on the GPU,
-    on the CPU reference), and the shared Engine's counters ("engine") once there is one."""
+    on the CPU reference), graphs that fell back to eager because the Engine refused them, and
+    the shared Engine's counters ("engine") once there is one."""
     out = dict(_STATS)
     if _ENGINE:
         out["engine"] = _ENGINE[0].stats()
@@ -75,9 +78,11 @@ class KilnPart(torch.nn.Module):
     """Runs one kiln graph in place of an FX partition: args as the partition's placeholders
     (constants among them are ignored: kiln holds them), returns its outputs."""
 
-    def __init__(self, cx, single, arg_names, options, out_vals):
+    def __init__(self, cx, single, arg_names, options, out_vals, fallback):
         super().__init__()
         self.graph, self.single = cx.g, single
+        self.fallback = fallback  # the FX partition itself: runs eagerly if kiln cannot build it
+        self.failed = None
         # the FX outputs' strides (row-major or channels-last), which later nodes may rely on
         self.channels_last = [getattr(v, "dim", lambda: 0)() == 4 and not v.is_contiguous() and
                               v.is_contiguous(memory_format=torch.channels_last)
@@ -99,11 +104,11 @@ class KilnPart(torch.nn.Module):
 
     def forward(self, *args):
         given = {name: args[self.index[name]] for name in self.inputs}
-        gpu = any(t.is_cuda for t in given.values())
-        if gpu:
-            if self.compiled is None:
-                self.compiled = _engine(self.options).compile(self.graph)
-                _STATS["engine_compiles"] += 1
+        if self.failed is not None:
+            return self.fallback(*args)
+        if self._on_gpu(given):
+            if self.compiled is None and not self._compile():
+                return self.fallback(*args)
             _STATS["kiln_runs"] += 1
             given = {t.name: self._layout(given[t.name], t.layout == "NHWC")
                      for t in self.graph.inputs}
@@ -113,6 +118,23 @@ class KilnPart(torch.nn.Module):
             outs = self._reference(given, self._bindings(args))
         outs = [self._layout(o, cl) for o, cl in zip(outs, self.channels_last)]
         return outs[0] if self.single else tuple(outs)
+
+    @staticmethod
+    def _on_gpu(given):
+        return any(t.is_cuda for t in given.values())
+
+    def _compile(self):
+        """Compiles the kiln graph for the GPU; a graph kiln cannot build (a kiln.Error) runs
+        eagerly from then on, said once on stderr and in stats()["fallbacks"]."""
+        try:
+            self.compiled = _engine(self.options).compile(self.graph)
+        except _kiln.Error as e:
+            self.failed = str(e)
+            _STATS["fallbacks"] += 1
+            print(f"kiln: graph '{self.graph.name}' runs in eager PyTorch: {e}", file=sys.stderr)
+            return False
+        _STATS["engine_compiles"] += 1
+        return True
 
     @staticmethod
     def _layout(x, channels_last):
@@ -163,7 +185,7 @@ def _kiln_parts(fused, consts_by_name, options):
                     cx.sym_inputs[ph.name] = dim_of(v)
             out = [n for n in sub.graph.nodes if n.op == "output"][0].args[0]
             out_vals = [a.meta.get("val") for a in ([out] if single else out)]
-            part = KilnPart(cx, single, [p.name for p in phs], options, out_vals)
+            part = KilnPart(cx, single, [p.name for p in phs], options, out_vals, sub)
         except (Unsupported, _kiln.Error) as e:
             failed[call.target] = str(e)
             continue
