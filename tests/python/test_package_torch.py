@@ -253,3 +253,13 @@ def test_a_graph_the_engine_cannot_build_falls_back_to_eager(monkeypatch, capfd)
     s = kd.stats()
     assert s["fallbacks"] == 1 and s["kiln_runs"] == 0 and s["engine_compiles"] == 0, s
     assert capfd.readouterr().err.count("refused for this test") == 1
+
+
+def test_under_inference_mode():
+    m = randomize_bn(TinyCNN()).eval()
+    x = torch.randn(2, 3, 16, 16)
+    with torch.inference_mode():
+        want = m(x)
+        got = torch.compile(m, backend="kiln")(x)
+    assert not eager(kd.partition_report()[-1]) and kd.stats()["reference_runs"] == 1
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
