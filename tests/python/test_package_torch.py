@@ -263,3 +263,24 @@ def test_under_inference_mode():
         got = torch.compile(m, backend="kiln")(x)
     assert not eager(kd.partition_report()[-1]) and kd.stats()["reference_runs"] == 1
     torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_backend_graphs_compile_for_the_gpu(arch, tmp_path):
+    """The kiln graphs the backend builds go through kiln's codegen and NVRTC for the GPU
+    targets (no GPU needed): what the CPU reference runs here, the H200 runs as kernels."""
+    cnn = randomize_bn(TinyCNN()).eval().half().to(memory_format=torch.channels_last)
+    x = torch.randn(2, 3, 16, 16).half().contiguous(memory_format=torch.channels_last)
+    block = Block(d=128, h=2).eval().half()
+    with torch.no_grad():
+        torch.compile(cnn, backend="kiln")(x)
+        torch._dynamo.reset()
+        torch.compile(block, backend="kiln")(torch.randn(2, 64, 128).half())
+    graphs = kd.kiln_graphs()
+    assert len(graphs) == 2
+    e = kiln.Engine(arch=arch, cache_dir=str(tmp_path), load_kernels=False, disk_cache=False)
+    for g in graphs:
+        kernels = e.compile(g).kernels()
+        # "memory": a kernel whose source an earlier kernel of this Engine already had
+        assert kernels and all(k["cache"] in ("nvrtc", "memory") for k in kernels), kernels
+    assert e.stats()["nvrtc_compiles"] >= 10
