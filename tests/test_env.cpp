@@ -31,6 +31,8 @@ TEST(Env, ParsesListsAndPath) {
   EXPECT_TRUE(c.dump_launch);
   EXPECT_FALSE(c.dump_cuda);
   EXPECT_FALSE(c.dump_ptx);
+  EXPECT_FALSE(c.dump_partition);
+  EXPECT_TRUE(parse_env({{"KILN_DUMP", "partition"}}).dump_partition);
   EXPECT_TRUE(c.disable_fusion);
   EXPECT_TRUE(c.disable_disk_cache);
   EXPECT_FALSE(c.disable_autotune);

@@ -50,3 +50,20 @@ if command -v python3 >/dev/null 2>&1; then
       echo "install_deps: warning: pip install failed; the ONNX import tests will skip" >&2
   fi
 fi
+
+# The Python package's build and tests (pyproject.toml): scikit-build-core, nanobind, and torch's
+# CPU wheel (with torchvision) from download.pytorch.org, transformers, only when missing.
+if command -v python3 >/dev/null 2>&1; then
+  if ! python3 -c "import scikit_build_core, nanobind" >/dev/null 2>&1; then
+    echo "install_deps: installing scikit-build-core and nanobind"
+    python3 -m pip install -q "scikit-build-core>=0.10" "nanobind>=2.0"
+  fi
+  if ! python3 -c "import torch, torchvision" >/dev/null 2>&1; then
+    echo "install_deps: installing torch and torchvision (CPU wheels)"
+    python3 -m pip install -q torch torchvision --index-url https://download.pytorch.org/whl/cpu
+  fi
+  if ! python3 -c "import transformers" >/dev/null 2>&1; then
+    echo "install_deps: installing transformers (the zoo's Hugging Face models, built from configs)"
+    python3 -m pip install -q transformers
+  fi
+fi

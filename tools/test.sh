@@ -8,6 +8,14 @@ bash tools/build.sh
 jobs=$(nproc 2>/dev/null || echo 2)
 ctest --test-dir build -L cpu --output-on-failure --no-tests=error -j "$jobs"
 
+# The Python package (pyproject.toml, docs/PYTHON.md): installed into this Python from this tree,
+# then its CPU tests (tests/python/test_package*.py; the GPU ones skip, saying why). The
+# extension's objects are those of build/ (same compiler, so ccache hits them).
+cxx=$(sed -n 's/^CMAKE_CXX_COMPILER:FILEPATH=//p' build/CMakeCache.txt)
+CMAKE_ARGS="-DCMAKE_CXX_COMPILER=$cxx" CMAKE_BUILD_PARALLEL_LEVEL="$jobs" \
+  python3 -m pip install -q --no-build-isolation --no-deps .
+PYTHONDONTWRITEBYTECODE=1 python3 -m pytest -q -p no:cacheprovider -rs tests/python/test_package*.py
+
 if [[ -f tools/fuzz.sh ]]; then
   bash tools/fuzz.sh 30 fuzz_graph_loader fuzz_safetensors
   bash tools/fuzz.sh 30 fuzz_onnx_importer

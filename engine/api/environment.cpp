@@ -16,6 +16,7 @@ Environment check_environment() {
   out.cache_dir = e.cache_dir;
   out.schedule = e.schedule;
   out.nvtx = e.nvtx;
+  out.dump_partition = e.dump_partition;
   return out;
 }
 

@@ -26,11 +26,10 @@ struct ListItem {
 };
 
 const std::vector<ListItem>& dump_items() {
-  static const std::vector<ListItem> items = {{"plan", &EnvConfig::dump_plan},
-                                              {"cuda", &EnvConfig::dump_cuda},
-                                              {"ptx", &EnvConfig::dump_ptx},
-                                              {"launch", &EnvConfig::dump_launch},
-                                              {"tune", &EnvConfig::dump_tune}};
+  static const std::vector<ListItem> items = {
+      {"plan", &EnvConfig::dump_plan}, {"cuda", &EnvConfig::dump_cuda},
+      {"ptx", &EnvConfig::dump_ptx},   {"launch", &EnvConfig::dump_launch},
+      {"tune", &EnvConfig::dump_tune}, {"partition", &EnvConfig::dump_partition}};
   return items;
 }
 

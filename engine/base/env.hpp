@@ -3,7 +3,7 @@
 // unknown KILN_* name is ignored with one warning (naming the valid ones) per process, since
 // another tool may own it.
 //
-//   KILN_DUMP           comma list of: plan, cuda, ptx, launch, tune
+//   KILN_DUMP           comma list of: plan, cuda, ptx, launch, tune, partition
 //   KILN_DISABLE        comma list of: fusion, autotune, disk_cache
 //   KILN_CACHE_DIR      path of the kernel cache (and of dumped sources)
 //   KILN_MEMORY_BUDGET  host memory for tensors that files and flags size: bytes with an optional
@@ -30,6 +30,9 @@ struct EnvConfig {
   bool dump_ptx = false;     // write the PTX of every compiled kernel too
   bool dump_launch = false;  // print every kernel launch (name, grid, block, bound dims)
   bool dump_tune = false;    // every autotune candidate's measured time, on stderr
+  // the torch.compile backend's partition report (which FX nodes run in kiln, which in eager
+  // PyTorch and why), on stderr; read by the Python package through check_environment()
+  bool dump_partition = false;
   // KILN_DISABLE
   bool disable_fusion = false;
   bool disable_autotune = false;

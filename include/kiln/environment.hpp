@@ -1,6 +1,7 @@
-// kiln's environment variables, read once per process: KILN_DUMP (plan, cuda, ptx, launch, tune),
-// KILN_DISABLE (fusion, autotune, disk_cache), KILN_CACHE_DIR, KILN_NVTX and KILN_SCHEDULE (see
-// README.md). The Engine and lowering apply them; an application may check them up front.
+// kiln's environment variables, read once per process: KILN_DUMP (plan, cuda, ptx, launch, tune,
+// partition), KILN_DISABLE (fusion, autotune, disk_cache), KILN_CACHE_DIR, KILN_NVTX and
+// KILN_SCHEDULE (see README.md). The Engine and lowering apply them; an application may check them
+// up front.
 #pragma once
 
 #include <string>
@@ -14,6 +15,7 @@ struct Environment {
   std::string cache_dir;             // KILN_CACHE_DIR ("" when unset)
   std::string schedule;              // KILN_SCHEDULE as given ("" when unset)
   bool nvtx = false;                 // KILN_NVTX=1
+  bool dump_partition = false;       // KILN_DUMP=partition (the torch.compile backend's report)
 };
 
 // Checks every KILN_* variable of the process: an unknown name or list item, or a bad

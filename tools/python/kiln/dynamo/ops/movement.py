@@ -1,0 +1,192 @@
+"""Movement ops (views, permutes, cat / split / slice, pad, upsampling), indexing and
+sources (arange, full)."""
+import math
+
+from ..registry import CONVERTERS, Unsupported, _axis, converter, need  # noqa: F401
+
+
+# ---- movement
+@converter("view", "_unsafe_view", "reshape", "squeeze", "unsqueeze", "flatten", "view_copy",
+           "_reshape_alias", "expand_dims")
+def _reshape(cx, n, a, kw):
+    return cx.op("reshape", [a[0]], {"shape": cx.out_shape(n)})
+
+
+@converter("permute")
+def _permute(cx, n, a, kw):
+    r = len(a[0].shape)
+    return cx.op("transpose", [a[0]], {"perm": [_axis(d, r) for d in a[1]]})
+
+
+@converter("t", "transpose", "numpy_T")
+def _transpose(cx, n, a, kw):
+    r = len(a[0].shape)
+    if r < 2:
+        return a[0]
+    d0, d1 = (a[1], a[2]) if cx.target_name(n) == "transpose" else (0, 1)
+    perm = list(range(r))
+    perm[_axis(d0, r)], perm[_axis(d1, r)] = perm[_axis(d1, r)], perm[_axis(d0, r)]
+    return cx.op("transpose", [a[0]], {"perm": perm})
+
+
+@converter("expand")
+def _expand(cx, n, a, kw):
+    return cx.op("expand", [a[0]], {"shape": cx.out_shape(n)})
+
+
+@converter("cat", "concat")
+def _cat(cx, n, a, kw):
+    xs = [t for t in a[0] if not (isinstance(t.shape, list) and 0 in t.shape)]
+    dim = a[1] if len(a) > 1 else kw.get("dim", 0)
+    return cx.op("concat", xs, {"axis": int(dim)})
+
+
+@converter("split_with_sizes", "split")
+def _split(cx, n, a, kw):
+    x = a[0]
+    dim = int(a[2] if len(a) > 2 else kw.get("dim", 0))
+    size = x.shape[_axis(dim, len(x.shape))]
+    need(isinstance(size, int), "a split of a symbolic dim")
+    sizes = a[1]
+    if isinstance(sizes, int):
+        sizes = [min(sizes, size - i) for i in range(0, size, sizes)]
+    if len(sizes) == 1:
+        return (x,)
+    return tuple(cx.op("split", [x], {"axis": dim, "split": list(sizes)}, multi=True))
+
+
+@converter("slice")
+def _slice(cx, n, a, kw):
+    x = a[0]
+    dim = int(a[1]) if len(a) > 1 else 0
+    start = a[2] if len(a) > 2 and a[2] is not None else 0
+    end = a[3] if len(a) > 3 and a[3] is not None else 2 ** 62
+    step = a[4] if len(a) > 4 else 1
+    need(all(isinstance(v, int) for v in (start, end, step)), "a slice with symbolic bounds")
+    size = x.shape[_axis(dim, len(x.shape))]
+    if start == 0 and step == 1 and (end >= 2 ** 62 or (isinstance(size, int) and end >= size)):
+        return x
+    return cx.op("slice", [x], {"starts": [start], "ends": [min(end, 2 ** 62)], "axes": [dim],
+                                "steps": [step]})
+
+
+@converter("select")
+def _select(cx, n, a, kw):
+    x, dim, idx = a[0], int(a[1]), a[2]
+    need(isinstance(idx, int), "select with a symbolic index")
+    s = cx.op("slice", [x], {"starts": [idx], "ends": [idx + 1 if idx != -1 else 2 ** 62],
+                             "axes": [dim], "steps": [1]})
+    return cx.op("reshape", [s], {"shape": cx.out_shape(n)})
+
+
+@converter("constant_pad_nd")
+def _pad(cx, n, a, kw):
+    x, pad = a[0], list(a[1])
+    value = a[2] if len(a) > 2 else 0.0
+    r = len(x.shape)
+    need(all(p >= 0 for p in pad), "negative padding (a crop)")
+    before, after = [0] * r, [0] * r
+    for i in range(len(pad) // 2):
+        before[r - 1 - i], after[r - 1 - i] = pad[2 * i], pad[2 * i + 1]
+    return cx.op("pad", [x], {"pads": before + after, "value": float(value)})
+
+
+@converter("embedding")
+def _embedding(cx, n, a, kw):
+    return cx.op("gather", [a[0], a[1]], {"axis": 0})
+
+
+@converter("cumsum")
+def _cumsum(cx, n, a, kw):
+    need(kw.get("dtype") is None, "cumsum with a dtype")
+    return cx.op("cumsum", [a[0]], {"axis": int(a[1])})
+
+
+@converter("upsample_nearest2d")
+def _up_nearest(cx, n, a, kw):
+    return cx.op("resize", [a[0]], {"sizes": cx.out_shape(n), "mode": "nearest",
+                                    "coordinate_transformation_mode": "asymmetric",
+                                    "nearest_mode": "floor"})
+
+
+@converter("upsample_bilinear2d")
+def _up_bilinear(cx, n, a, kw):
+    align = a[2] if len(a) > 2 else kw.get("align_corners", False)
+    return cx.op("resize", [a[0]], {"sizes": cx.out_shape(n), "mode": "linear",
+                                    "coordinate_transformation_mode":
+                                        "align_corners" if align else "pytorch_half_pixel"})
+
+
+# ---- indexing and sources
+@converter("gather")
+def _gather(cx, n, a, kw):
+    need(not kw.get("sparse_grad", False), "a sparse gather")
+    return cx.op("gather_elements", [a[0], a[2]], {"axis": int(a[1])})
+
+
+@converter("index_select")
+def _index_select(cx, n, a, kw):
+    return cx.op("gather", [a[0], a[2]], {"axis": int(a[1])})
+
+
+@converter("index")
+def _index(cx, n, a, kw):
+    idx = list(a[1])
+    used = [i for i, t in enumerate(idx) if t is not None]
+    need(len(used) == 1, "indexing with several index tensors")
+    k = used[0]
+    need(cx.dtype_of_tensor(idx[k]) in ("i32", "i64"), "indexing with a boolean mask")
+    return cx.op("gather", [a[0], idx[k]], {"axis": k})
+
+
+@converter("arange")
+def _arange(cx, n, a, kw):
+    nums = [v for v in a if not cx.is_tensor(v)]
+    start, end, step = (0, nums[0], 1) if len(nums) == 1 else (nums + [1])[:3]
+    need(all(isinstance(v, (int, float)) for v in (start, step)), "a symbolic arange start/step")
+    length = cx.out_shape(n)[0]
+    return cx.op("range", [], {"start": float(start), "delta": float(step), "length": [length],
+                               "dtype": cx.dtype_of(n)})
+
+
+@converter("full")
+def _full(cx, n, a, kw):
+    v = a[1]
+    need(not cx.is_tensor(v), "full with a tensor value")
+    shape = cx.out_shape(n)
+    return cx.op("expand", [cx.scalar(v, n, rank=len(shape))], {"shape": shape})
+
+
+@converter("fmod")
+def _fmod(cx, n, a, kw):
+    like = a[0] if cx.is_tensor(a[0]) else n
+    xs = [cx.as_tensor(v, like=like) for v in a[:2]]
+    return cx.op("mod", xs, {"fmod": 1})
+
+
+def _contiguous_strides(shape):
+    out, acc = [], 1
+    for d in reversed(shape):
+        out.append(acc)
+        acc *= d
+    return out[::-1]
+
+
+def _same_strides(shape, a, b):
+    return all(d == 1 or x == y for d, x, y in zip(shape, a, b))
+
+
+@converter("as_strided")
+def _as_strided(cx, n, a, kw):
+    """A row-major view of a row-major input (what avgpool's flatten leaves): a reshape."""
+    src = cx.val(n.args[0])
+    size, stride = list(a[1]), list(a[2])
+    offset = a[3] if len(a) > 3 else kw.get("storage_offset", 0)
+    need(all(isinstance(v, int) for v in size + stride + list(src.shape) + list(src.stride())),
+         "as_strided with symbolic sizes")
+    row_major = _same_strides(list(src.shape), list(src.stride()),
+                              _contiguous_strides(list(src.shape)))
+    need(not offset and row_major and src.numel() == math.prod(size) and
+         _same_strides(size, stride, _contiguous_strides(size)),
+         "as_strided that is not a row-major reshape")
+    return cx.op("reshape", [a[0]], {"shape": size})

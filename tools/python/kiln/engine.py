@@ -1,0 +1,205 @@
+"""kiln.Engine and kiln.CompiledGraph: compile a graph once, call it with torch CUDA tensors (on
+torch's current stream, zero-copy) or with numpy arrays (kiln's CPU reference)."""
+import numpy as np
+
+from . import _kiln
+from ._dtypes import NUMPY, bf16_bits_to_f32, f32_to_bf16_bits, to_numpy, torch_dtypes
+from .graph import Graph
+
+__all__ = ["Engine", "EngineOptions", "CompiledGraph", "run_reference"]
+
+EngineOptions = _kiln.EngineOptions
+
+
+def _options(options, kw):
+    o = options if options is not None else _kiln.EngineOptions()
+    for k, v in kw.items():
+        if not hasattr(o, k):
+            fields = [f for f in dir(o) if not f.startswith("_")]
+            raise _kiln.UserError(f"Engine: unknown option '{k}' (valid: {', '.join(fields)})")
+        setattr(o, k, v)
+    return o
+
+
+class Engine:
+    """Plans, generates and compiles graphs (kiln::Engine). Options are EngineOptions fields:
+    Engine(arch="sm_90", fusion=True, cuda_graphs=False, autotune=False, ...)."""
+
+    def __init__(self, options=None, **kw):
+        self.options = _options(options, kw)
+        self.native = _kiln.Engine(self.options)
+
+    def compile(self, graph):
+        """Every kernel of `graph`, compiled (or from the kernel cache); a graph compiled before
+        returns at once (stats()["graph_cache_hits"])."""
+        if not isinstance(graph, Graph):
+            raise _kiln.UserError(f"Engine.compile: expected a kiln.Graph, found "
+                                  f"{type(graph).__name__}")
+        return CompiledGraph(self, graph, self.native.compile(graph.native))
+
+    def stats(self):
+        """The engine's counters: plans, nvrtc_compiles, memory/disk/graph cache hits, ..."""
+        return self.native.stats()
+
+    @property
+    def has_device(self):
+        return self.native.has_device()
+
+    @property
+    def arch(self):
+        return self.native.arch()
+
+    def explain(self, graph):
+        return graph.explain(arch=self.arch, fusion=self.options.fusion,
+                             schedule=self.options.schedule)
+
+
+def _is_torch(x):
+    return type(x).__module__.startswith("torch")
+
+
+def _name_inputs(graph, args, kwargs, what):
+    names = [t.name for t in graph.inputs]
+    if len(args) > len(names):
+        raise _kiln.UserError(f"graph '{graph.name}': {len(args)} positional inputs for {what}, "
+                              f"the graph has {len(names)} ({', '.join(names)})")
+    given = dict(zip(names, args))
+    for k, v in kwargs.items():
+        if k not in names:
+            raise _kiln.UserError(f"graph '{graph.name}': no input named '{k}' (inputs: "
+                                  f"{', '.join(names)})")
+        if k in given:
+            raise _kiln.UserError(f"graph '{graph.name}': input '{k}' given twice")
+        given[k] = v
+    missing = [n for n in names if n not in given]
+    if missing:
+        raise _kiln.UserError(f"graph '{graph.name}': missing input(s) {', '.join(missing)}")
+    return given
+
+
+def _check_shape(where, declared, shape):
+    if len(declared) != len(shape):
+        raise _kiln.UserError(f"{where}: expected rank {len(declared)} {declared}, found shape "
+                              f"{list(shape)}")
+    for i, (d, s) in enumerate(zip(declared, shape)):
+        if isinstance(d, int) and d != s:
+            raise _kiln.UserError(f"{where}: dim {i}: expected {d} (shape {declared}), found "
+                                  f"{s} (shape {list(shape)})")
+
+
+def _host_input(graph, t, value):
+    where = f"graph '{graph.name}': input '{t.name}'"
+    dt = t.dtype
+    arr = np.asarray(value)
+    if dt == "bf16" and arr.dtype == np.float32:
+        arr = f32_to_bf16_bits(arr)
+    elif dt == "bf16" and arr.dtype != np.uint16:
+        raise _kiln.UserError(f"{where}: expected bf16 (float32 values or uint16 bits), found "
+                              f"numpy {arr.dtype}")
+    elif dt != "bf16" and arr.dtype != np.dtype(NUMPY[dt]):
+        raise _kiln.UserError(f"{where}: expected {dt} ({np.dtype(NUMPY[dt])}), found numpy "
+                              f"{arr.dtype}")
+    _check_shape(where, t.shape, arr.shape)
+    return (dt, list(arr.shape), np.ascontiguousarray(arr))
+
+
+def run_reference(graph, inputs, bindings=None, threads=0):
+    """Runs `graph` on kiln's CPU reference; inputs {name: numpy array}; returns {output name:
+    numpy array} in logical (row-major) order, bf16 as float32."""
+    given = _name_inputs(graph, (), inputs, "run_reference")
+    host = {t.name: _host_input(graph, t, given[t.name]) for t in graph.inputs}
+    out = _kiln._run_reference(graph.native, host, dict(bindings or {}), int(threads))
+    return {t.name: to_numpy(*out[t.name]) for t in graph.outputs}
+
+
+class CompiledGraph:
+    """A compiled graph. Call it with torch CUDA tensors (positional in the graph's input order,
+    or by name): returns the outputs as torch tensors (one, or a tuple), computed on torch's
+    current stream. Call it with numpy arrays: runs on kiln's CPU reference and returns numpy
+    arrays."""
+
+    def __init__(self, engine, graph, native):
+        self.engine, self.graph, self.native = engine, graph, native
+        self._inputs = graph.inputs
+        self._outputs = graph.outputs
+
+    def kernels(self):
+        return self.native.kernels()
+
+    def explain(self):
+        return self.engine.explain(self.graph)
+
+    def __call__(self, *args, **kwargs):
+        given = _name_inputs(self.graph, args, kwargs, "the call")
+        values = list(given.values())
+        if any(_is_torch(v) for v in values):
+            outs = self.run_torch(given)
+        else:
+            res = run_reference(self.graph, given)
+            outs = [res[t.name] for t in self._outputs]
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    # ---- the GPU path
+    def _check_torch(self, t, x, device):
+        import torch
+        where = f"graph '{self.graph.name}': input '{t.name}'"
+        if not isinstance(x, torch.Tensor):
+            raise _kiln.UserError(f"{where}: expected a torch tensor like the other inputs, found "
+                                  f"{type(x).__name__}")
+        want = torch_dtypes()[t.dtype]
+        if x.dtype != want:
+            raise _kiln.UserError(f"{where}: expected {t.dtype} ({want}), found {x.dtype}")
+        _check_shape(where, t.shape, tuple(x.shape))
+        layout = t.layout
+        ok = (x.is_contiguous(memory_format=torch.channels_last) if layout == "NHWC" else
+              x.is_contiguous() if layout == "NCHW" else False)
+        if not ok:
+            hint = ("x.contiguous(memory_format=torch.channels_last)" if layout == "NHWC" else
+                    "x.contiguous()")
+            raise _kiln.UserError(f"{where}: expected {layout} strides (the graph's layout) for "
+                                  f"shape {list(x.shape)}, found strides {list(x.stride())}: "
+                                  f"pass {hint}")
+        if x.device.type != "cuda":
+            raise _kiln.UserError(f"{where}: a {x.device} tensor given to a graph compiled for "
+                                  f"the GPU: move it with .cuda(), or pass numpy arrays to run "
+                                  f"on kiln's CPU reference")
+        if x.device.index not in (0, None) or (device is not None and x.device != device):
+            raise _kiln.UserError(f"{where}: on {x.device}: kiln runs every tensor of a call on "
+                                  f"cuda:0")
+        return x.device
+
+    def run_torch(self, given, outputs=None, bindings=None):
+        """Runs on the GPU on torch tensors: {input name: tensor}; returns the outputs in the
+        graph's order (allocated by torch's allocator in each output's layout, or `outputs`, a
+        list in the graph's output order). `bindings`: symbols no input shape binds."""
+        import torch
+        device = None
+        for t in self._inputs:
+            device = self._check_torch(t, given[t.name], device)
+        device = device or torch.device("cuda", 0)
+        shapes = {t.name: list(given[t.name].shape) for t in self._inputs}
+        bindings = self.native.bind(shapes, dict(bindings or {}))
+        out_shapes = self.native.output_shapes(bindings)
+        dts = torch_dtypes()
+        outs = []
+        for i, t in enumerate(self._outputs):
+            shape = out_shapes[t.name]
+            fmt = torch.channels_last if t.layout == "NHWC" else torch.contiguous_format
+            if outputs is not None:
+                o = outputs[i]
+                self._check_torch(t, o, device)
+                _check_shape(f"graph '{self.graph.name}': output '{t.name}'", shape, o.shape)
+            elif t.layout == "Strided":
+                raise _kiln.UserError(f"graph '{self.graph.name}': output '{t.name}' has explicit "
+                                      f"strides: pass its buffer (run_torch(..., outputs=[...]))")
+            else:
+                o = torch.empty(shape, dtype=dts[t.dtype], device=device, memory_format=fmt)
+            outs.append(o)
+        ws_bytes = self.native.workspace_size(bindings)
+        ws = torch.empty(max(ws_bytes, 1), dtype=torch.uint8, device=device)
+        stream = torch.cuda.current_stream(device).cuda_stream
+        ins = {t.name: (given[t.name].data_ptr(), shapes[t.name]) for t in self._inputs}
+        od = {t.name: (o.data_ptr(), list(o.shape)) for t, o in zip(self._outputs, outs)}
+        workspace = 0 if self.engine.options.cuda_graphs else ws.data_ptr()
+        self.native.run(ins, od, stream, workspace)
+        return outs
