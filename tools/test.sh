@@ -3,6 +3,9 @@
 # (15 s for each libFuzzer target, 30 s for the ONNX-importer target).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# ccache (when installed) keys objects by paths relative to this tree, so the Python package's
+# build (build-python/) reuses the objects of build/ instead of compiling libkiln twice.
+export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
 
 bash tools/build.sh
 jobs=$(nproc 2>/dev/null || echo 2)
