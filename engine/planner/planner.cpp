@@ -26,6 +26,7 @@
 #include "engine/base/check.hpp"
 #include "engine/ir/op_table.hpp"
 #include "engine/passes/passes.hpp"
+#include "engine/passes/strided_views.hpp"
 #include "engine/planner/attention_pattern.hpp"
 #include "engine/planner/group_order.hpp"
 #include "engine/planner/plan.hpp"
@@ -290,6 +291,7 @@ class Planner {
 
   // Tentatively adds `node` to `gid`; keeps it when the group graph stays acyclic.
   bool try_add(int gid, int node) {
+    if (!takes_strided_views(gid, node)) return false;
     if (order_->join(node_count() + gid, node, node_count() + gid)) {
       group_of_[node] = gid;
       groups_[gid].nodes.insert(node);
@@ -297,6 +299,19 @@ class Planner {
     }
     cycle_rejects_.insert(node);
     return false;
+  }
+
+  // Strided views (a slice, an expand, a concat input: engine/passes/strided_views.hpp) are
+  // read and written through their strides by pointwise kernels and contraction epilogues only:
+  // a node touching one joins no other kind of group.
+  bool takes_strided_views(int gid, int node) const {
+    const GroupKind k = groups_[gid].kind;
+    if (k == GroupKind::Pointwise || k == GroupKind::Contraction) return true;
+    const Node& n = g_.nodes()[node];
+    for (const std::vector<int>* ts : {&n.inputs, &n.outputs})
+      for (int t : *ts)
+        if (is_strided_view(g_, t)) return false;
+    return true;
   }
 
   // The attention chain starting at matmul `qk`, when the fused kernel takes it, as one group.
