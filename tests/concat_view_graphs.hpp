@@ -131,8 +131,9 @@ inline std::shared_ptr<Graph> batch_concat(DType dt) {
   return g;
 }
 
-// Slices read by elementwise ops only (two halves of x's last dim, a split's two outputs) and an
-// expand of z's unit dim, all views; outputs `ab` and `out`.
+// Slices read by elementwise ops only (two halves of x's last dim, a split's two outputs), an
+// expand of z's unit dim and gathers of constant indices (x[:, 6]; x[:, [1, 3, 5]]), all views;
+// outputs `ab`, `out`, `g0` and `g1`.
 inline std::shared_ptr<Graph> slice_expand(DType dt) {
   auto g = std::make_shared<Graph>("slice_expand");
   Tensor x = g->input("x", dt, {"N", 8, 64});
@@ -145,6 +146,12 @@ inline std::shared_ptr<Graph> slice_expand(DType dt) {
   Tensor e = g->expand(z, {"N", 4, 64});
   Tensor p = g->add_node1("sub", {parts[0], parts[1]}, {}, "p");
   g->output(g->add_node1("add", {p, e}, {}, "out"));
+  auto index = [&](const std::string& name, std::vector<int64_t> shape, std::vector<int64_t> v) {
+    return g->constant(name, {DType::I64, Shape(shape.begin(), shape.end()), Layout::NCHW, {}},
+                       HostTensor::from_i64(DType::I64, shape, v));
+  };
+  g->output(relu(*g, g->gather(x, index("i0", {}, {-2}), 1), "g0"));
+  g->output(g->add_node1("neg", {g->gather(x, index("i1", {3}, {1, 3, 5}), 1)}, {}, "g1"));
   return g;
 }
 

@@ -3,6 +3,7 @@
 // strides), the plan the planner makes of them (golden groups), that the rewritten graph computes
 // what the original does (CPU reference on fresh random inputs), and that every kernel compiles
 // with NVRTC for sm_80 and sm_90 (sm_90a kernels among them).
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -216,6 +217,22 @@ TEST(ConcatViews, ShuffleUnitReadsItsHalfInPlace) {
   std::vector<std::string> views = view_nodes(f, l.plan);
   EXPECT_NE(std::find(views.begin(), views.end(), "cat"), views.end());
   EXPECT_NE(std::find(views.begin(), views.end(), "split.0"), views.end());
+  // The copy-in reads its half of x and writes its place in the concat as 16-byte vectors (8
+  // consecutive channels of a pixel, pixel stride 32), not element by element.
+  CodegenOptions co;
+  co.sm = 90;
+  int copy_ins = 0;
+  for (const KernelSpec& k : generate_kernels(f, l.plan, co)) {
+    if (k.name != "pointwise_f16_identity") continue;
+    ++copy_ins;
+    EXPECT_NE(k.source.find("kiln_ldv(t_0 + "), std::string::npos) << k.source;
+    EXPECT_NE(
+        k.source.find("kiln_stv(t_1 + (base0 / 1024) * 2048 + (base0 % 16) + ((base0 / 128) % "
+                      "8) * 256 + ((base0 / 16) % 8) * 32"),
+        std::string::npos)
+        << k.source;
+  }
+  EXPECT_EQ(copy_ins, 1);
   expect_same_values(*g, f);
   expect_arena_sound(f, l.plan);
   expect_compiles(*g);
@@ -238,14 +255,14 @@ TEST(ConcatViews, BatchConcatIsAnOffsetOfDenseMemory) {
   }
 }
 
-TEST(StridedViews, SlicesSplitsAndExpandsReadByElementwiseOpsAreViews) {
+TEST(StridedViews, SlicesSplitsExpandsAndConstantGathersReadByElementwiseOpsAreViews) {
   for (DType dt : {DType::F32, DType::F16}) {
     SCOPED_TRACE(dname(dt));
     auto g = test::slice_expand(dt);
     Lowered l = lower(g);
     const Graph& f = *l.g;
     EXPECT_EQ(count_kind(l.plan, GroupKind::Copy), 0) << plan_to_string(f, l.plan);
-    EXPECT_EQ(count_kind(l.plan, GroupKind::View), 5) << plan_to_string(f, l.plan);
+    EXPECT_EQ(count_kind(l.plan, GroupKind::View), 7) << plan_to_string(f, l.plan);
     const Node& a = f.nodes()[0];
     ASSERT_EQ(a.op, OpKind::Slice);
     expect_view(f, f.tensor(a.outputs[0]).name, "x", Dim(0), {512, 64, 1});
@@ -256,6 +273,13 @@ TEST(StridedViews, SlicesSplitsAndExpandsReadByElementwiseOpsAreViews) {
     const Node& e = *std::find_if(f.nodes().begin(), f.nodes().end(),
                                   [](const Node& n) { return n.op == OpKind::Expand; });
     expect_view(f, f.tensor(e.outputs[0]).name, "z", Dim(0), {64, 0, 1});
+    // x[:, -2] drops the axis; x[:, [1, 3, 5]] steps it by 2.
+    std::vector<const Node*> gathers;
+    for (const Node& n : f.nodes())
+      if (n.op == OpKind::Gather) gathers.push_back(&n);
+    ASSERT_EQ(gathers.size(), 2u);
+    expect_view(f, f.tensor(gathers[0]->outputs[0]).name, "x", Dim(6 * 64), {512, 1});
+    expect_view(f, f.tensor(gathers[1]->outputs[0]).name, "x", Dim(64), {512, 128, 1});
     expect_same_values(*g, f);
     expect_arena_sound(f, l.plan);
     expect_compiles(*g);
@@ -287,6 +311,19 @@ TEST(ConcatViews, CopiesStayWhereAViewWouldNotDo) {
     EXPECT_EQ(count_kind(l.plan, GroupKind::Copy), 1) << plan_to_string(*l.g, l.plan);
     EXPECT_EQ(l.g->tensor(tensor_id(*l.g, "ra")).view_of, -1);
     expect_same_values(*g, *l.g);
+  }
+  // Gathers of indices that are no progression in range stay copies (the out-of-range one
+  // reports its error at run time).
+  {
+    auto g = std::make_shared<Graph>("gathers");
+    Tensor x = g->input("x", DType::F32, {"N", 8, 64});
+    for (auto idx : {std::vector<int64_t>{3, 1}, std::vector<int64_t>{2, 9}}) {
+      Tensor i = g->constant(fmt::format("i{}", idx[1]), {DType::I64, {2}, Layout::NCHW, {}},
+                             HostTensor::from_i64(DType::I64, {2}, idx));
+      g->output(test::relu(*g, g->gather(x, i, 1), fmt::format("r{}", idx[1])));
+    }
+    Lowered l = lower(g);
+    EXPECT_EQ(count_kind(l.plan, GroupKind::View), 0) << plan_to_string(*l.g, l.plan);
   }
   // A slice a conv reads, and a slice of a constant, stay copies.
   {

@@ -167,6 +167,7 @@ bool is_view_node(const Graph& g, const Node& n) {
     case OpKind::Transpose:
     case OpKind::Slice:
     case OpKind::Expand:
+    case OpKind::Gather:  // constant indices (fold_slice_views)
       return memory_root(g, n.inputs[0]) == root;
     case OpKind::Concat:  // every input placed in the output's memory (fold_concat_views)
       for (int t : n.inputs)

@@ -81,9 +81,11 @@ int fold_concat_views(Graph& g, std::vector<std::string>* eliminated = nullptr);
 bool has_concat(const Graph& g);
 
 // A slice with positive steps (a split's slices among them) whose readers are all elementwise
-// becomes a view of its input (offset = its start, strides scaled by its steps), and so does an
-// expand (stride 0 along the broadcast dims); offsets stay 16 bytes aligned and constants are
-// never viewed. Returns the number of views ("name (slice)" in `views`).
+// becomes a view of its input (offset = its start, strides scaled by its steps), and so do an
+// expand (stride 0 along the broadcast dims) and a gather whose indices are a constant
+// progression in range (a scalar index drops the axis: ViT's x[:, 0]); offsets stay 16 bytes
+// aligned and constants are never viewed. Returns the number of views ("name (slice)" in
+// `views`).
 int fold_slice_views(Graph& g, std::vector<std::string>* views = nullptr);
 bool has_slice_or_expand(const Graph& g);
 

@@ -1,7 +1,9 @@
-// Slices and expands as views (engine/passes/passes.hpp: fold_slice_views): the input's memory
-// read through other strides, at an offset, with no copy kernel.
+// Slices, expands and gathers of constant indices as views (engine/passes/passes.hpp:
+// fold_slice_views): the input's memory read through other strides, at an offset, with no copy
+// kernel.
 #include <fmt/format.h>
 
+#include "engine/ir/gather_ops.hpp"
 #include "engine/ir/graph_queries.hpp"
 #include "engine/ir/movement_ops.hpp"
 #include "engine/passes/passes.hpp"
@@ -46,9 +48,45 @@ bool view_strides(const Graph& g, const Node& n, const std::vector<int64_t>& in_
   return true;
 }
 
+// Constant index tensors up to this many elements are read to see whether they are a
+// progression (ViT's x[:, 0], a constant row selection).
+constexpr int64_t kMaxViewIndices = 4096;
+
+// A gather along `axis` of constant indices start, start + step, ... (step >= 1, every index in
+// range; a scalar index drops the axis) reads the data at an offset and strides: a slice.
+bool gather_strides(const Graph& g, const Node& n, const std::vector<int64_t>& in_strides,
+                    std::vector<int64_t>* strides, int64_t* offset) {
+  const TensorDesc& dd = g.tensor(n.inputs[0]).desc;
+  const TensorInfo& it = g.tensor(n.inputs[1]);
+  if (it.role != TensorRole::Constant || !it.data || it.desc.rank() > 1) return false;
+  const int64_t axis = gather_axis(n, dd.rank());
+  if (!dd.shape[axis].is_static()) return false;
+  const int64_t dim = dd.shape[axis].value();
+  if (it.desc.rank() == 1 &&
+      (!it.desc.shape[0].is_static() || it.desc.shape[0].value() > kMaxViewIndices))
+    return false;
+  std::vector<int64_t> idx = it.data->to_i64();
+  if (idx.empty()) return false;
+  for (int64_t& v : idx) {
+    if (v < -dim || v >= dim) return false;  // the kernel reports it
+    if (v < 0) v += dim;
+  }
+  const int64_t step = idx.size() > 1 ? idx[1] - idx[0] : 1;
+  if (step < 1) return false;
+  for (size_t k = 1; k < idx.size(); ++k)
+    if (idx[k] - idx[k - 1] != step) return false;
+  *offset = idx[0] * in_strides[axis];
+  *strides = in_strides;
+  if (it.desc.rank() == 0)
+    strides->erase(strides->begin() + axis);
+  else
+    (*strides)[axis] *= step;
+  return true;
+}
+
 bool try_view(Graph& g, int i, std::string* what) {
   const Node& n = g.nodes()[i];
-  if (n.op != OpKind::Slice && n.op != OpKind::Expand) return false;
+  if (n.op != OpKind::Slice && n.op != OpKind::Expand && n.op != OpKind::Gather) return false;
   const int in = n.inputs[0], out = n.outputs[0];
   const TensorInfo& ti = g.tensor(in);
   if (ti.desc.dtype != g.tensor(out).desc.dtype) return false;
@@ -60,7 +98,9 @@ bool try_view(Graph& g, int i, std::string* what) {
   if (!in_strides) return false;
   std::vector<int64_t> strides;
   int64_t offset = 0;
-  if (!view_strides(g, n, *in_strides, &strides, &offset)) return false;
+  const bool ok = n.op == OpKind::Gather ? gather_strides(g, n, *in_strides, &strides, &offset)
+                                         : view_strides(g, n, *in_strides, &strides, &offset);
+  if (!ok) return false;
   // The input's own offset is aligned (a view made by a pass) or 0.
   if (!offset_aligned(Dim(offset), 1, static_cast<int64_t>(dtype_size(ti.desc.dtype))))
     return false;
@@ -74,7 +114,7 @@ bool try_view(Graph& g, int i, std::string* what) {
 
 bool has_slice_or_expand(const Graph& g) {
   for (const Node& n : g.nodes())
-    if (n.op == OpKind::Slice || n.op == OpKind::Expand) return true;
+    if (n.op == OpKind::Slice || n.op == OpKind::Expand || n.op == OpKind::Gather) return true;
   return false;
 }
 
