@@ -64,6 +64,26 @@ inline std::shared_ptr<Graph> dense_block(DType dt, Shape xs = {"N", 16, 8, 8}) 
   return g;
 }
 
+// A dense block as torchvision exports it: every layer concatenates all features so far
+// (x0 = the stem's pool, f1, f2, ...), so each layer's concat is a prefix of the block's last:
+// c2 = [x0, f1], c3 = [x0, f1, f2], block = [x0, f1, f2, f3]; out = conv1x1(relu(bn(block))).
+inline std::shared_ptr<Graph> dense_block_exported(DType dt, Shape xs = {"N", 16, 16, 16}) {
+  auto g = std::make_shared<Graph>("dense_block_exported");
+  Tensor x = g->input("x", dt, xs, conv_layout(dt));
+  Pool2dOptions po;
+  po.kernel = {2, 2};
+  Tensor x0 = g->maxpool2d(relu(*g, conv(*g, x, 32, 3, "stem", 1, 1), "stem.relu"), po);
+  auto layer = [&](Tensor in, const std::string& name, uint64_t seed) {
+    return conv(*g, relu(*g, bn(*g, in, name + ".bn", seed), name + ".relu"), 16, 3, name, 1, seed);
+  };
+  Tensor f1 = layer(x0, "l1", 10);
+  Tensor f2 = layer(cat(*g, {x0, f1}, 1, "c2"), "l2", 20);
+  Tensor f3 = layer(cat(*g, {x0, f1, f2}, 1, "c3"), "l3", 30);
+  Tensor block = cat(*g, {x0, f1, f2, f3}, 1, "block");
+  g->output(conv(*g, relu(*g, bn(*g, block, "t.bn", 40), "t.relu"), 32, 1, "out", 1, 5));
+  return g;
+}
+
 // Four branches (1x1; 1x1 -> 3x3; 1x1 -> 5x5; maxpool -> 1x1), each ending in a relu, joined.
 inline std::shared_ptr<Graph> inception_block(DType dt, Shape xs = {"N", 32, 8, 8}) {
   auto g = std::make_shared<Graph>("inception_block");

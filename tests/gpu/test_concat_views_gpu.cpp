@@ -1,8 +1,8 @@
 // Concat elimination and strided views on the device: the graphs of tests/concat_view_graphs.hpp
-// (DenseNet block, Inception block, UNet skip, ShuffleNet unit, batch concat, slices + expand)
-// against the CPU reference, f16 channels-last and f32, at two batch sizes (the views' offsets
-// are rebound per run: the batch concat's second input sits N x 64 elements in), plainly and
-// replayed from CUDA graphs with the outputs poisoned before every run.
+// (DenseNet blocks chained and as exported, Inception block, UNet skip, ShuffleNet unit, batch
+// concat, slices + expand) against the CPU reference, f16 channels-last and f32, at two batch sizes
+// (the views' offsets are rebound per run: the batch concat's second input sits N x 64 elements
+// in), plainly and replayed from CUDA graphs with the outputs poisoned before every run.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -109,6 +109,11 @@ void check_all(const Build& build, std::initializer_list<DType> dts) {
 TEST(ConcatViewsGpu, DenseBlock) {
   KILN_REQUIRE_DEVICE();
   check_all([](DType dt) { return test::dense_block(dt); }, {DType::F16, DType::F32});
+}
+
+TEST(ConcatViewsGpu, ExportedDenseBlock) {
+  KILN_REQUIRE_DEVICE();
+  check_all([](DType dt) { return test::dense_block_exported(dt); }, {DType::F16, DType::F32});
 }
 
 TEST(ConcatViewsGpu, InceptionBlock) {
