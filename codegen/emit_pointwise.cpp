@@ -20,25 +20,6 @@
 namespace kiln {
 namespace {
 
-// The linear order the kernel walks: the first output's strides where they are dense memory;
-// for a strided view (a concat input in its place, engine/passes/concat_views.cpp) the dense
-// strides of its dims in the same order, so that inputs laid out like it stay vector-loaded
-// and the output itself is stored through its own strides.
-Shape dense_strides(const TensorDesc& d) {
-  if (d.layout != Layout::Strided) return tensor_strides(d);
-  std::vector<size_t> order(d.shape.size());  // outermost to innermost
-  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(),
-                   [&](size_t a, size_t b) { return d.strides[a] > d.strides[b]; });
-  Shape strides(d.shape.size(), Dim(1));
-  Dim s(1);
-  for (size_t i = order.size(); i-- > 0;) {
-    strides[order[i]] = s;
-    s = s * d.shape[order[i]];
-  }
-  return strides;
-}
-
 std::string map_key(int t, const std::vector<int>& map) {
   std::string k = fmt::format("{}", t);
   for (int m : map) k += fmt::format(",{}", m);
@@ -60,7 +41,7 @@ class PointwiseKernel {
       : g_(cx.graph), grp_(grp), gp_(cx.graph, grp), dp_(gp_.dims) {
     const TensorDesc& out0 = g_.tensor(grp.outputs[0]).desc;
     iter_ = out0.shape;
-    dense_ = dense_strides(out0);
+    dense_ = iteration_strides(out0);
     for (size_t i = 0; i < iter_.size(); ++i) identity_.push_back(static_cast<int>(i));
     classify_tensors();
     PointwiseSchedule sch = choose_pointwise(max_bytes_, cx.opts.sm, cx.opts.schedule);

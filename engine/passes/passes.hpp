@@ -67,11 +67,11 @@ bool is_view_node(const Graph& g, const Node& n);
 // axis (offset = the place x the output's stride there; the output's strides), so its producer
 // stores straight into the concat buffer (a channels-last channel concat: each conv writes its
 // channels with the pixel stride of all of them) and the concat node costs no kernel. An input
-// is written in place when its producer stores through strides (an elementwise op or a
-// contraction: strided_views.hpp) and its other readers are elementwise, or when it is itself
+// is written in place when its producer stores through strides (an elementwise op, a
+// contraction or a pool: strided_views.hpp) and its other readers are elementwise, or when it is itself
 // the output of an earlier concat that becomes a view too (DenseNet's growing features: every
-// producer writes into the last buffer); any other input (a graph input, a constant, a pool's or
-// norm's output, a tensor a conv also reads, an input listed twice) is copied in by an
+// producer writes into the last buffer); any other input (a graph input, a constant, a norm's
+// output, a tensor a conv also reads, an input listed twice) is copied in by an
 // `identity` node ("<concat>.in<k>") that writes its place, so the others still need no copy.
 // A concat stays a copy where no input is written in place, the output's strides are not static
 // or an input's place is not 16 bytes aligned. Concats are visited consumers first. Returns the

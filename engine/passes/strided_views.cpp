@@ -39,8 +39,11 @@ bool all_readers_strided(const Graph& g, int t) {
 
 bool writer_stores_strided(const Graph& g, int p) {
   if (p < 0) return false;
-  const OpInfo& info = op_info(g.nodes()[p].op);
-  return info.role == FusionRole::Elementwise || info.category == OpCategory::Contraction;
+  const OpKind op = g.nodes()[p].op;
+  const OpInfo& info = op_info(op);
+  // global_avgpool runs the reduction kernel, whose split schedules store otherwise.
+  return info.role == FusionRole::Elementwise || info.category == OpCategory::Contraction ||
+         (info.category == OpCategory::Window && op != OpKind::GlobalAvgpool);
 }
 
 bool offset_aligned(const Dim& start, int64_t stride, int64_t es) {

@@ -21,8 +21,9 @@ constexpr int64_t kViewAlignBytes = 16;
 bool all_readers_strided(const Graph& g, int t);
 
 // Whether node `p`'s kernel stores its output through arbitrary strides: an elementwise op (a
-// pointwise kernel or a contraction epilogue) or a contraction anchor (conv2d, matmul,
-// conv_transpose2d: their epilogues store through the output's strides).
+// pointwise kernel or a contraction epilogue), a contraction anchor (conv2d, matmul,
+// conv_transpose2d: their epilogues store through the output's strides) or a pool (its scalar
+// kernel stores each output element through them).
 bool writer_stores_strided(const Graph& g, int p);
 
 // An element offset `start` x `stride` that keeps a view 16-byte aligned for dtype size `es`:
