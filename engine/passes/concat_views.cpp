@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <optional>
 
-#include "engine/base/check.hpp"
 #include "engine/ir/graph_queries.hpp"
 #include "engine/ir/movement_ops.hpp"
 #include "engine/passes/graph_edit.hpp"
@@ -59,13 +58,16 @@ bool is_prefix_of(const Graph& g, int b, int a) {
 }
 
 // The earlier concats whose outputs become the first part of concat `i`'s in place: prefixes
-// whose readers all take strided views.
+// whose readers all take strided views (and which `i` does not also read as an input).
 std::vector<int> prefix_concats(const Graph& g, int i) {
+  const std::vector<int>& ins = g.nodes()[i].inputs;
   std::vector<int> out;
-  for (int b = 0; b < i; ++b)
-    if (is_prefix_of(g, b, i) && may_become_view(g, g.nodes()[b].outputs[0]) &&
-        all_readers_strided(g, g.nodes()[b].outputs[0]))
+  for (int b = 0; b < i; ++b) {
+    const int t = g.nodes()[b].outputs[0];
+    if (is_prefix_of(g, b, i) && may_become_view(g, t) && all_readers_strided(g, t) &&
+        std::find(ins.begin(), ins.end(), t) == ins.end())
       out.push_back(b);
+  }
   return out;
 }
 

@@ -143,9 +143,11 @@ class Planner {
         if (live_[i] && group_of_[i] < 0 && cat(nodes[i]) == OpCategory::Movement) {
           if (is_view_node(g_, nodes[i])) {
             new_group(i, GroupKind::View, -1);
+            const char* how = nodes[i].op == OpKind::Concat
+                                  ? "its inputs were stored in their places"
+                                  : "reads its input's memory in place";
             groups_.back().notes.push_back(
-                fmt::format("view: {} ({}) reads its input's memory in place, no kernel", nm(i),
-                            op_name(nodes[i].op)));
+                fmt::format("view: {} ({}) {}, no kernel", nm(i), op_name(nodes[i].op), how));
           } else {
             // A copy of several inputs (concat) reads each through its own range: no prologue.
             const int gid = new_group(i, GroupKind::Copy, -1);
