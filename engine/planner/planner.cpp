@@ -304,8 +304,9 @@ class Planner {
   }
 
   // Strided views (a slice, an expand, a concat input: engine/passes/strided_views.hpp) are
-  // read and written through their strides by pointwise kernels and contraction epilogues only:
-  // a node touching one joins no other kind of group.
+  // read and written through their strides by pointwise kernels and contraction epilogues: a
+  // node touching one joins no other kind of group (a pool anchor stores its own strided output,
+  // but nothing that touches it fuses into the pool).
   bool takes_strided_views(int gid, int node) const {
     const GroupKind k = groups_[gid].kind;
     if (k == GroupKind::Pointwise || k == GroupKind::Contraction) return true;
