@@ -41,7 +41,7 @@ class PointwiseKernel {
       : g_(cx.graph), grp_(grp), gp_(cx.graph, grp), dp_(gp_.dims) {
     const TensorDesc& out0 = g_.tensor(grp.outputs[0]).desc;
     iter_ = out0.shape;
-    dense_ = tensor_strides(out0);
+    dense_ = iteration_strides(out0);
     for (size_t i = 0; i < iter_.size(); ++i) identity_.push_back(static_cast<int>(i));
     classify_tensors();
     PointwiseSchedule sch = choose_pointwise(max_bytes_, cx.opts.sm, cx.opts.schedule);
@@ -88,6 +88,7 @@ class PointwiseKernel {
         max_bytes_ = std::max<int>(max_bytes_, dtype_size(g_.tensor(t).desc.dtype));
       } else {
         other_out_.push_back(t);
+        max_bytes_ = std::max<int>(max_bytes_, dtype_size(g_.tensor(t).desc.dtype));
       }
     }
   }
@@ -115,6 +116,11 @@ class PointwiseKernel {
           iter_[i].value() > 1)
         d_in = static_cast<int>(i);
     if (V_ <= 1 || d_in < 0 || iter_[d_in].value() % V_ != 0) return;
+    // Outputs in the same case (a concat input in its place: the innermost dim contiguous, the
+    // other strides whole vectors) store one 16-byte vector per lane group too.
+    for (int t : other_out_)
+      if (vec_elems(g_.tensor(t).desc.dtype) == V_ && vector_broadcast(t, identity_, d_in))
+        vec_out_.push_back(t);
     for (int n : grp_.nodes) {
       const Node& node = g_.nodes()[n];
       for (size_t slot = 0; slot < node.inputs.size(); ++slot) {
@@ -141,11 +147,17 @@ class PointwiseKernel {
     return pe.values;
   }
 
-  // Stores of the outputs not laid out like the first one, through their own strides.
-  void store_other(const std::map<int, std::string>& vals, const std::string& lin) {
-    if (other_out_.empty()) return;
-    std::vector<std::string> coords = decompose(lin, iter_, dense_, dp_);
+  // Stores of the outputs not laid out like the first one, through their own strides (in the
+  // vector path, those not stored as vectors).
+  void store_other(const std::map<int, std::string>& vals, const std::string& lin,
+                   bool vector_path) {
+    std::vector<int> ts;
     for (int t : other_out_)
+      if (!vector_path || std::find(vec_out_.begin(), vec_out_.end(), t) == vec_out_.end())
+        ts.push_back(t);
+    if (ts.empty()) return;
+    std::vector<std::string> coords = decompose(lin, iter_, dense_, dp_);
+    for (int t : ts)
       w_.line("{};",
               store_f32(fmt::format("{} + {}", tensor_param(t),
                                     operand_offset(g_.tensor(t).desc, identity_, coords, dp_)),
@@ -189,7 +201,7 @@ class PointwiseKernel {
       w_.line("// vector {} lane {}", u, j);
       std::string lin = fmt::format("(base{} + {})", u, j);
       lanes.push_back(emit_element(lin, fmt::format("_{}_{}", u, j), lane_pre));
-      store_other(lanes.back(), lin);
+      store_other(lanes.back(), lin, true);
     }
     for (int t : dense_out_) {
       std::string vals;
@@ -202,6 +214,20 @@ class PointwiseKernel {
           w_.line("{};", store_f32(fmt::format("{} + base{} + {}", tensor_param(t), u, j),
                                    lanes[j].at(t)));
       }
+    }
+    store_vector_outputs(u, lanes);
+  }
+
+  // Vector u's strided outputs stored as vectors: V lanes at consecutive addresses.
+  void store_vector_outputs(int u, const std::vector<std::map<int, std::string>>& lanes) {
+    if (vec_out_.empty()) return;
+    std::vector<std::string> coords = decompose(fmt::format("base{}", u), iter_, dense_, dp_);
+    for (int t : vec_out_) {
+      std::string vals;
+      for (int j = 0; j < V_; ++j) vals += (j ? ", " : "") + lanes[j].at(t);
+      w_.line("const float o{}_{}[{}] = {{{}}};", t, u, V_, vals);
+      w_.line("kiln_stv({} + {}, o{}_{});", tensor_param(t),
+              operand_offset(g_.tensor(t).desc, identity_, coords, dp_), t, u);
     }
   }
 
@@ -226,7 +252,7 @@ class PointwiseKernel {
     w_.line("if (i >= n) break;");
     auto vals = emit_element("i", "", {});
     for (int t : dense_out_) w_.line("{};", store_f32(tensor_param(t) + " + i", vals.at(t)));
-    store_other(vals, "i");
+    store_other(vals, "i", false);
     w_.close();
     w_.close();
   }
@@ -239,6 +265,7 @@ class PointwiseKernel {
   Shape iter_, dense_;
   std::vector<int> identity_, dense_in_, dense_out_, other_out_;
   std::vector<BcastVec> bvec_;
+  std::vector<int> vec_out_;  // other_out_ stored as vectors in the vector path
   int max_bytes_ = 1;
   int V_ = 1, T_ = 256, U_ = 1;
   int64_t chunk_ = 1;

@@ -124,7 +124,7 @@ class WindowKernel {
   void scalar_pool() {
     w_.line("const long long i = static_cast<long long>(blockIdx.x) * {} + threadIdx.x;", T);
     w_.line("if (i >= {}) return;", dp_.ref(numel_));
-    std::vector<std::string> oc = decompose("i", od_.shape, tensor_strides(od_), dp_);
+    std::vector<std::string> oc = decompose("i", od_.shape, iteration_strides(od_), dp_);
     w_.line("const long long on = {}, oc = {}, oh = {}, ow = {};", oc[0], oc[1], oc[2], oc[3]);
     w_.line("float acc = {};", is_max_ ? "-KILN_INF" : "0.0f");
     open_taps();

@@ -111,6 +111,21 @@ Shape tensor_strides(const TensorDesc& d) {
   return strides;
 }
 
+Shape iteration_strides(const TensorDesc& d) {
+  if (d.layout != Layout::Strided) return tensor_strides(d);
+  std::vector<size_t> order(d.shape.size());  // outermost to innermost
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return d.strides[a] > d.strides[b]; });
+  Shape strides(d.shape.size(), Dim(1));
+  Dim s(1);
+  for (size_t i = order.size(); i-- > 0;) {
+    strides[order[i]] = s;
+    s = s * d.shape[order[i]];
+  }
+  return strides;
+}
+
 std::vector<int> broadcast_dim_map(const Shape& operand, const Shape& iter) {
   int ri = static_cast<int>(iter.size()), ro = static_cast<int>(operand.size());
   std::vector<int> map(ri, -1);

@@ -73,6 +73,11 @@ class DimParams {
 // Element strides of a tensor as dims (NCHW: row-major; NHWC: dim 1 innermost; Strided: its
 // explicit strides).
 Shape tensor_strides(const TensorDesc& d);
+// The strides a kernel walking `d` element by element decomposes its linear index with: the
+// tensor's own where they are dense memory; for a strided view (a concat input in its place:
+// engine/passes/concat_views.cpp) the dense strides of its dims in the same memory order, the
+// element then stored through its own strides.
+Shape iteration_strides(const TensorDesc& d);
 // For operand `slot` of pointwise node `n` evaluated over an iteration space of logical shape
 // `iter`: for each iteration dim, the operand dim it indexes, or -1 when the operand is broadcast
 // along it. Numpy right-alignment for elementwise ops; the per-channel operands of an op with

@@ -123,7 +123,9 @@ Executor::Executor(std::shared_ptr<const Graph> g, std::vector<ExecutorKernel> k
     arg_specs_.push_back(std::move(a));
   }
   for (size_t t = 0; t < graph_->tensors().size(); ++t)
-    if (int root = graph_->tensors()[t].view_of; root >= 0) views_.emplace_back(int(t), root);
+    if (const TensorInfo& ti = graph_->tensors()[t]; ti.view_of >= 0)
+      views_.push_back(
+          {int(t), ti.view_of, ti.view_offset, static_cast<int64_t>(dtype_size(ti.desc.dtype))});
   for (const ExecutorKernel& k : kernels_)
     for (const KernelArg& a : k.spec.args)
       if (a.kind == KernelArg::Kind::ErrorWord) {
@@ -297,8 +299,9 @@ Executor::Prepared Executor::prepare(const std::map<std::string, DeviceTensor>& 
   KILN_CHECK(ap->peak == 0 || base % kArenaAlign == 0,
              "run: workspace pointer {:#x} is not {}-byte aligned", workspace, kArenaAlign);
   for (const auto& [id, off] : ap->offset) ptr[id] = base + static_cast<uint64_t>(off);
-  for (auto [view, root] : views_)  // their root's memory
-    if (auto it = ptr.find(root); it != ptr.end()) ptr[view] = it->second;
+  for (const ViewBinding& v : views_)  // their root's memory, at their offset
+    if (auto it = ptr.find(v.root); it != ptr.end())
+      ptr[v.view] = it->second + static_cast<uint64_t>(v.offset.eval(b) * v.elem_bytes);
 
   uint64_t scratch_ptr = ap->scratch_bytes ? base + static_cast<uint64_t>(ap->scratch_offset) : 0;
   uint64_t counters_ptr =

@@ -127,8 +127,15 @@ class Executor {
   std::shared_ptr<ModuleCache> modules_;
   std::string not_loaded_reason_;
   cuda::DeviceBuffer constants_;
-  std::map<int, uint64_t> constant_ptr_;    // tensor id -> device pointer
-  std::vector<std::pair<int, int>> views_;  // (view, root) tensor ids: TensorInfo::view_of
+  std::map<int, uint64_t> constant_ptr_;  // tensor id -> device pointer
+  // Tensors in another's memory (TensorInfo::view_of): the view's pointer is its root's plus
+  // view_offset elements, evaluated for each run's bindings.
+  struct ViewBinding {
+    int view = -1, root = -1;
+    Dim offset;
+    int64_t elem_bytes = 0;
+  };
+  std::vector<ViewBinding> views_;
   // The kernel args that are error words, in order: word i of the run's error words belongs to
   // the node (by name) error_sites_[i] names.
   std::vector<std::string> error_sites_;

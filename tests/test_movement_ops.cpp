@@ -322,12 +322,13 @@ TEST(MovementOps, PlanGoldenViewsAndCopies) {
     for (int n : grp.nodes) ops += (ops.empty() ? "" : " ") + f->nodes()[n].name;
     got.push_back(fmt::format("{}: {}", group_kind_name(grp.kind), ops));
   }
-  // In execution order. The reshape is a view; concat, slice, the split's two slices and expand
-  // are one copy kernel each (views of them need an offset into their root's memory: not yet);
-  // the add joins the relu horizontally (both read x).
+  // In execution order. The reshape is a view, and so is the expand the add reads (stride 0
+  // along the broadcast dims: engine/passes/slice_views.cpp); the concat of graph inputs, the
+  // slice and the split's two slices, graph outputs all (the caller's buffers), are one copy
+  // kernel each; the add joins the relu horizontally (both read x).
   const std::vector<std::string> want = {
       "copy: concat_2", "copy: exp_3 slice_4",     "copy: split_5.0", "copy: split_5.1",
-      "copy: expand_6", "pointwise: relu_0 add_7", "view: reshape_1",
+      "view: expand_6", "pointwise: relu_0 add_7", "view: reshape_1",
   };
   EXPECT_EQ(got, want) << plan_to_string(*f, p);
   const std::string text = plan_to_string(*f, p);

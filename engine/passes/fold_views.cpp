@@ -168,10 +168,22 @@ bool try_view(Graph& g, int i, std::string* what) {
 }  // namespace
 
 bool is_view_node(const Graph& g, const Node& n) {
-  if ((n.op != OpKind::Reshape && n.op != OpKind::Transpose) || n.inputs.empty() ||
-      n.outputs.empty())
-    return false;
-  return memory_root(g, n.inputs[0]) == memory_root(g, n.outputs[0]);
+  if (n.inputs.empty() || n.outputs.size() != 1) return false;
+  const int root = memory_root(g, n.outputs[0]);
+  switch (n.op) {
+    case OpKind::Reshape:
+    case OpKind::Transpose:
+    case OpKind::Slice:
+    case OpKind::Expand:
+    case OpKind::Gather:  // constant indices (fold_slice_views)
+      return memory_root(g, n.inputs[0]) == root;
+    case OpKind::Concat:  // every input placed in the output's memory (fold_concat_views)
+      for (int t : n.inputs)
+        if (g.tensor(t).view_of < 0 || memory_root(g, t) != root) return false;
+      return true;
+    default:
+      return false;
+  }
 }
 
 int absorb_matmul_transposes(Graph& g, std::vector<std::string>* absorbed) {

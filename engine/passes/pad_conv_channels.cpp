@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include "engine/base/check.hpp"
+#include "engine/passes/graph_edit.hpp"
 #include "engine/passes/passes.hpp"
 
 namespace kiln {
@@ -39,26 +40,6 @@ int64_t padded_channels(const Graph& g, const Node& n) {
   // A 1x1 conv is a memory-bound matmul: the pad's extra pass over x costs more than it saves.
   if (wd.shape[2].value() * wd.shape[3].value() == 1) return 0;
   return c < kHalfAlign ? kHalfAlign : round_up(c, kChannelAlign);
-}
-
-std::string fresh_name(const Graph& g, const std::string& stem) {
-  std::string n = stem;
-  for (int i = 2; g.find(n) >= 0; ++i) n = fmt::format("{}_{}", stem, i);
-  return n;
-}
-
-// Moves the graph's last node to index `at`, keeping producers consistent (the nodes stay in
-// topological order when the moved node's inputs are produced before `at`).
-void move_last_node_to(Graph& g, int at) {
-  std::vector<Node>& nodes = g.mutable_nodes();
-  const int last = static_cast<int>(nodes.size()) - 1;
-  std::rotate(nodes.begin() + at, nodes.begin() + last, nodes.end());
-  for (TensorInfo& t : g.mutable_tensors()) {
-    if (t.producer == last)
-      t.producer = at;
-    else if (t.producer >= at)
-      ++t.producer;
-  }
 }
 
 // Zero filter columns for the row-folded TMA conv (codegen tma_rowfold_supported: a filter row of

@@ -61,14 +61,29 @@ std::string run_fold_movement_views(Graph& g) {
   return listed("views (no copy kernel)", views);
 }
 
+std::string run_fold_concat_views(Graph& g) {
+  std::vector<std::string> eliminated;
+  fold_concat_views(g, &eliminated);
+  return listed("concats eliminated (producers write into the concat buffer)", eliminated);
+}
+
+std::string run_fold_slice_views(Graph& g) {
+  std::vector<std::string> views;
+  fold_slice_views(g, &views);
+  return listed("strided views (no copy kernel)", views);
+}
+
 // Each pass sees the graph the ones above it left: the padding copies the folded weights, and a
-// transpose a matmul absorbs is gone before the views are made.
+// transpose a matmul absorbs is gone before the views are made; a concat's inputs become views
+// before the slices (a slice of a concat input then composes with its place).
 constexpr EnginePass kEnginePasses[] = {
     {has_split, run_lower_splits, true},
     {has_batchnorm_after_contraction, run_fold_batchnorm},
     {has_paddable_conv, run_pad_conv_channels},
     {has_movement, run_absorb_matmul_transposes},
     {has_movement, run_fold_movement_views},
+    {has_concat, run_fold_concat_views},
+    {has_slice_or_expand, run_fold_slice_views},
 };
 
 }  // namespace

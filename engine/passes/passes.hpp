@@ -59,8 +59,35 @@ int absorb_matmul_transposes(Graph& g, std::vector<std::string>* absorbed = null
 // views ("name (reshape)" in `views`).
 int fold_movement_views(Graph& g, std::vector<std::string>* views = nullptr);
 bool has_movement(const Graph& g);
-// The movement node is a view made by fold_movement_views (its input and output share memory).
+// The movement node is a view made by fold_movement_views, fold_concat_views or
+// fold_slice_views (its inputs and output share memory).
 bool is_view_node(const Graph& g, const Node& n);
+
+// Concat elimination: each input of a concat becomes a view of the output at its place along the
+// axis (offset = the place x the output's stride there; the output's strides), so its producer
+// stores straight into the concat buffer (a channels-last channel concat: each conv writes its
+// channels with the pixel stride of all of them) and the concat node costs no kernel. An input
+// is written in place when its producer stores through strides (an elementwise op, a
+// contraction or a pool: strided_views.hpp) and its other readers are elementwise, or when it is itself
+// the output of an earlier concat that becomes a view too (DenseNet's growing features: every
+// producer writes into the last buffer); any other input (a graph input, a constant, a norm's
+// output, a tensor a conv also reads, an input listed twice) is copied in by an
+// `identity` node ("<concat>.in<k>") that writes its place, so the others still need no copy.
+// A concat stays a copy where no input is written in place, the output's strides are not static
+// or an input's place is not 16 bytes aligned. Concats are visited consumers first. Returns the
+// number eliminated
+// ("cat1" or "cat1 (1 of 3 inputs copied in)" in `eliminated`).
+int fold_concat_views(Graph& g, std::vector<std::string>* eliminated = nullptr);
+bool has_concat(const Graph& g);
+
+// A slice with positive steps (a split's slices among them) whose readers are all elementwise
+// becomes a view of its input (offset = its start, strides scaled by its steps), and so do an
+// expand (stride 0 along the broadcast dims) and a gather whose indices are a constant
+// progression in range (a scalar index drops the axis: ViT's x[:, 0]); offsets stay 16 bytes
+// aligned and constants are never viewed. Returns the number of views ("name (slice)" in
+// `views`).
+int fold_slice_views(Graph& g, std::vector<std::string>* views = nullptr);
+bool has_slice_or_expand(const Graph& g);
 
 // Each split node becomes one slice node per output (named "<split>.<k>", writing the split's
 // output k), inserted where the split was: the planner, codegen, the memory plan and the

@@ -26,6 +26,7 @@
 #include "engine/base/check.hpp"
 #include "engine/ir/op_table.hpp"
 #include "engine/passes/passes.hpp"
+#include "engine/passes/strided_views.hpp"
 #include "engine/planner/attention_pattern.hpp"
 #include "engine/planner/group_order.hpp"
 #include "engine/planner/plan.hpp"
@@ -142,9 +143,11 @@ class Planner {
         if (live_[i] && group_of_[i] < 0 && cat(nodes[i]) == OpCategory::Movement) {
           if (is_view_node(g_, nodes[i])) {
             new_group(i, GroupKind::View, -1);
+            const char* how = nodes[i].op == OpKind::Concat
+                                  ? "its inputs were stored in their places"
+                                  : "reads its input's memory in place";
             groups_.back().notes.push_back(
-                fmt::format("view: {} ({}) reads its input's memory in place, no kernel", nm(i),
-                            op_name(nodes[i].op)));
+                fmt::format("view: {} ({}) {}, no kernel", nm(i), op_name(nodes[i].op), how));
           } else {
             // A copy of several inputs (concat) reads each through its own range: no prologue.
             const int gid = new_group(i, GroupKind::Copy, -1);
@@ -290,6 +293,7 @@ class Planner {
 
   // Tentatively adds `node` to `gid`; keeps it when the group graph stays acyclic.
   bool try_add(int gid, int node) {
+    if (!takes_strided_views(gid, node)) return false;
     if (order_->join(node_count() + gid, node, node_count() + gid)) {
       group_of_[node] = gid;
       groups_[gid].nodes.insert(node);
@@ -297,6 +301,20 @@ class Planner {
     }
     cycle_rejects_.insert(node);
     return false;
+  }
+
+  // Strided views (a slice, an expand, a concat input: engine/passes/strided_views.hpp) are
+  // read and written through their strides by pointwise kernels and contraction epilogues: a
+  // node touching one joins no other kind of group (a pool anchor stores its own strided output,
+  // but nothing that touches it fuses into the pool).
+  bool takes_strided_views(int gid, int node) const {
+    const GroupKind k = groups_[gid].kind;
+    if (k == GroupKind::Pointwise || k == GroupKind::Contraction) return true;
+    const Node& n = g_.nodes()[node];
+    for (const std::vector<int>* ts : {&n.inputs, &n.outputs})
+      for (int t : *ts)
+        if (is_strided_view(g_, t)) return false;
+    return true;
   }
 
   // The attention chain starting at matmul `qk`, when the fused kernel takes it, as one group.

@@ -47,9 +47,13 @@ struct TensorInfo {
   TensorDesc desc;
   TensorRole role = TensorRole::Intermediate;
   int producer = -1;  // node index for intermediates
-  // Set by the Engine's view pass (engine/fold_views.cpp): this tensor lives in the memory of
-  // tensor `view_of` (its reshape or transpose, no copy; desc says how it is laid out there).
+  // Set by the Engine's view passes (engine/passes/fold_views.cpp, concat_views.cpp): this
+  // tensor lives in the memory of tensor `view_of` (a reshape, transpose, slice, expand or concat
+  // input: no copy; desc says how it is laid out there), starting `view_offset` elements into it
+  // (a slice's start, a concat input's place; symbolic where a batch dim precedes it). Views are
+  // made by passes only, never read from or written to graph files.
   int view_of = -1;
+  Dim view_offset{0};
   // Constants only: logical row-major data in desc.dtype (made on first use for `init` and `file`
   // constants of a graph file), and where it came from.
   LazyHostTensor data;

@@ -1,0 +1,28 @@
+// Graph edits shared by the passes (engine/passes/graph_edit.hpp).
+#include "engine/passes/graph_edit.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace kiln {
+
+std::string fresh_name(const Graph& g, const std::string& stem) {
+  std::string n = stem;
+  for (int i = 2; g.find(n) >= 0; ++i) n = fmt::format("{}_{}", stem, i);
+  return n;
+}
+
+void move_last_node_to(Graph& g, int at) {
+  std::vector<Node>& nodes = g.mutable_nodes();
+  const int last = static_cast<int>(nodes.size()) - 1;
+  std::rotate(nodes.begin() + at, nodes.begin() + last, nodes.end());
+  for (TensorInfo& t : g.mutable_tensors()) {
+    if (t.producer == last)
+      t.producer = at;
+    else if (t.producer >= at)
+      ++t.producer;
+  }
+}
+
+}  // namespace kiln

@@ -1,0 +1,18 @@
+// Small graph edits the passes share: fresh names, and a node added at the end moved to where
+// the nodes stay in topological order.
+#pragma once
+
+#include <string>
+
+#include "kiln/graph.hpp"
+
+namespace kiln {
+
+// `stem`, or `stem_2`, `stem_3`, ... : the first name no tensor or node of `g` has.
+std::string fresh_name(const Graph& g, const std::string& stem);
+
+// Moves the graph's last node to index `at`, keeping producers consistent (the nodes stay in
+// topological order when the moved node's inputs are produced before `at`).
+void move_last_node_to(Graph& g, int at);
+
+}  // namespace kiln

@@ -1,0 +1,132 @@
+// Slices, expands and gathers of constant indices as views (engine/passes/passes.hpp:
+// fold_slice_views): the input's memory read through other strides, at an offset, with no copy
+// kernel.
+#include <fmt/format.h>
+
+#include "engine/ir/gather_ops.hpp"
+#include "engine/ir/graph_queries.hpp"
+#include "engine/ir/movement_ops.hpp"
+#include "engine/passes/passes.hpp"
+#include "engine/passes/strided_views.hpp"
+
+namespace kiln {
+
+namespace {
+
+// The output of slice or expand node `n` as strides (and an element offset) over the input's
+// memory, if it is one: a slice with positive steps moves its start and scales its strides; an
+// expand reads a broadcast dim (or a new leading one) at stride 0.
+bool view_strides(const Graph& g, const Node& n, const std::vector<int64_t>& in_strides,
+                  std::vector<int64_t>* strides, int64_t* offset) {
+  const TensorDesc& id = g.tensor(n.inputs[0]).desc;
+  const TensorDesc& od = g.tensor(n.outputs[0]).desc;
+  *offset = 0;
+  if (n.op == OpKind::Slice) {
+    std::vector<int64_t> dims(id.rank(), 1);
+    for (int64_t ax : slice_axis_list(n, id.rank(), n.name)) {
+      if (!id.shape[ax].is_static()) return false;
+      dims[ax] = id.shape[ax].value();
+    }
+    const std::vector<SliceAxis> sa = slice_axes(n, dims);
+    *strides = in_strides;
+    for (size_t d = 0; d < sa.size(); ++d) {
+      if (sa[d].step < 1) return false;
+      *offset += sa[d].start * in_strides[d];
+      (*strides)[d] *= sa[d].step;
+    }
+    return true;
+  }
+  const int ro = od.rank(), ri = id.rank();
+  strides->assign(ro, 0);
+  for (int d = 0; d < ro; ++d) {
+    const int s = d - (ro - ri);
+    if (s < 0) continue;
+    const bool broadcast = id.shape[s].is_static() && id.shape[s].value() == 1 &&
+                           !(od.shape[d].is_static() && od.shape[d].value() == 1);
+    (*strides)[d] = broadcast ? 0 : in_strides[s];
+  }
+  return true;
+}
+
+// Constant index tensors up to this many elements are read to see whether they are a
+// progression (ViT's x[:, 0], a constant row selection).
+constexpr int64_t kMaxViewIndices = 4096;
+
+// A gather along `axis` of constant indices start, start + step, ... (step >= 1, every index in
+// range; a scalar index drops the axis) reads the data at an offset and strides: a slice.
+bool gather_strides(const Graph& g, const Node& n, const std::vector<int64_t>& in_strides,
+                    std::vector<int64_t>* strides, int64_t* offset) {
+  const TensorDesc& dd = g.tensor(n.inputs[0]).desc;
+  const TensorInfo& it = g.tensor(n.inputs[1]);
+  if (it.role != TensorRole::Constant || !it.data || it.desc.rank() > 1) return false;
+  const int64_t axis = gather_axis(n, dd.rank());
+  if (!dd.shape[axis].is_static()) return false;
+  const int64_t dim = dd.shape[axis].value();
+  if (it.desc.rank() == 1 &&
+      (!it.desc.shape[0].is_static() || it.desc.shape[0].value() > kMaxViewIndices))
+    return false;
+  std::vector<int64_t> idx = it.data->to_i64();
+  if (idx.empty()) return false;
+  for (int64_t& v : idx) {
+    if (v < -dim || v >= dim) return false;  // the kernel reports it
+    if (v < 0) v += dim;
+  }
+  const int64_t step = idx.size() > 1 ? idx[1] - idx[0] : 1;
+  if (step < 1) return false;
+  for (size_t k = 1; k < idx.size(); ++k)
+    if (idx[k] - idx[k - 1] != step) return false;
+  *offset = idx[0] * in_strides[axis];
+  *strides = in_strides;
+  if (it.desc.rank() == 0)
+    strides->erase(strides->begin() + axis);
+  else
+    (*strides)[axis] *= step;
+  return true;
+}
+
+bool try_view(Graph& g, int i, std::string* what) {
+  const Node& n = g.nodes()[i];
+  if (n.op != OpKind::Slice && n.op != OpKind::Expand && n.op != OpKind::Gather) return false;
+  const int in = n.inputs[0], out = n.outputs[0];
+  const TensorInfo& ti = g.tensor(in);
+  if (ti.desc.dtype != g.tensor(out).desc.dtype) return false;
+  if (!may_become_view(g, out) || !all_readers_strided(g, out)) return false;
+  const int root = memory_root(g, in);
+  // Constants are uploaded one by one for the kernels that read them.
+  if (g.tensor(root).role == TensorRole::Constant) return false;
+  auto in_strides = static_strides(ti.desc);
+  if (!in_strides) return false;
+  std::vector<int64_t> strides;
+  int64_t offset = 0;
+  const bool ok = n.op == OpKind::Gather ? gather_strides(g, n, *in_strides, &strides, &offset)
+                                         : view_strides(g, n, *in_strides, &strides, &offset);
+  if (!ok) return false;
+  // The input's own offset is aligned (a view made by a pass) or 0.
+  if (!offset_aligned(Dim(offset), 1, static_cast<int64_t>(dtype_size(ti.desc.dtype))))
+    return false;
+  const Dim at = ti.view_offset + Dim(offset);
+  *what = fmt::format("{} ({})", n.name, op_name(n.op));
+  make_view(g, out, root, strides, at);
+  return true;
+}
+
+}  // namespace
+
+bool has_slice_or_expand(const Graph& g) {
+  for (const Node& n : g.nodes())
+    if (n.op == OpKind::Slice || n.op == OpKind::Expand || n.op == OpKind::Gather) return true;
+  return false;
+}
+
+int fold_slice_views(Graph& g, std::vector<std::string>* views) {
+  int count = 0;
+  for (int i = 0; i < static_cast<int>(g.nodes().size()); ++i) {
+    std::string what;
+    if (!try_view(g, i, &what)) continue;
+    if (views) views->push_back(what);
+    ++count;
+  }
+  return count;
+}
+
+}  // namespace kiln
