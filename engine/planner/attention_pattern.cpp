@@ -1,4 +1,5 @@
-// Attention chains for the fused kernel (engine/attention_pattern.hpp).
+// Attention chains for the fused kernel (engine/planner/attention_pattern.hpp): the two matmuls
+// and their operands; the steps between the scores and the softmax are in attention_scores.cpp.
 #include "engine/planner/attention_pattern.hpp"
 
 #include "engine/ir/graph_queries.hpp"
@@ -14,28 +15,76 @@ int private_consumer(const Graph& g, int t) {
   return c.size() == 1 ? c[0] : -1;
 }
 
-std::optional<double> scalar_constant(const Graph& g, int t) {
-  const TensorInfo& ti = g.tensor(t);
-  if (ti.role != TensorRole::Constant || !ti.data || shape_numel(ti.desc.shape) != Dim(1))
-    return std::nullopt;
-  return ti.data->to_f64().at(0);
+// Whether stride i of `d` is a multiple of 8 elements (16-byte rows for cp.async): a static
+// stride by its value, a symbolic (row-major) one by the static dims it is the product of.
+bool stride_multiple_of_8(const TensorDesc& d, const std::vector<Dim>& st, size_t i) {
+  if (st[i].is_static()) return st[i].value() % 8 == 0;
+  int64_t f = 1;
+  for (size_t j = i + 1; j < d.shape.size(); ++j)
+    if (d.shape[j].is_static()) f *= d.shape[j].value();
+  return f % 8 == 0;
 }
 
-// Static strides of `t` as [batch..., row, D] with D contiguous; `d_dim` is where D is among the
-// last two dims (rank - 1 or rank - 2), the other of the two is the row dim.
-std::optional<std::vector<int64_t>> operand_strides(const Graph& g, int t, size_t d_dim) {
-  std::optional<std::vector<int64_t>> st = static_strides(g.tensor(t).desc);
+// Strides of `t` as [batch..., row] with D contiguous; `d_dim` is where D is among the last two
+// dims (rank - 1 or rank - 2), the other of the two is the row dim. `batch`: the batch dims of
+// the chain (Q's); a dim of `t` of size 1 where the batch dim is not broadcasts (stride 0) when
+// `may_broadcast`, else every batch dim must equal the chain's.
+std::optional<std::vector<Dim>> operand_strides(const Graph& g, int t, size_t d_dim,
+                                                const Shape& batch, bool may_broadcast) {
+  const TensorDesc& td = g.tensor(t).desc;
+  std::optional<std::vector<Dim>> st = dim_strides(td);
   if (!st) return std::nullopt;
   const size_t r = st->size();
-  if ((*st)[d_dim] != 1) return std::nullopt;
-  std::vector<int64_t> out(st->begin(), st->end() - 2);
-  out.push_back((*st)[d_dim == r - 1 ? r - 2 : r - 1]);
-  for (int64_t s : out)
-    if (s % 8 != 0) return std::nullopt;
+  if (!((*st)[d_dim] == Dim(1))) return std::nullopt;
+  std::vector<Dim> out;
+  for (size_t i = 0; i + 2 < r; ++i) {
+    if (td.shape[i] == batch[i]) {
+      if (!stride_multiple_of_8(td, *st, i)) return std::nullopt;
+      out.push_back((*st)[i]);
+    } else if (may_broadcast && td.shape[i] == Dim(1)) {
+      out.push_back(Dim(0));
+    } else {
+      return std::nullopt;
+    }
+  }
+  const size_t row = d_dim == r - 1 ? r - 2 : r - 1;
+  if (!stride_multiple_of_8(td, *st, row)) return std::nullopt;
+  out.push_back((*st)[row]);
   return out;
 }
 
 }  // namespace
+
+std::vector<int> AttentionChain::nodes() const {
+  std::vector<int> n{qk};
+  for (const ScoreStep& s : steps) n.push_back(s.node);
+  n.push_back(softmax);
+  n.push_back(pv);
+  return n;
+}
+
+bool AttentionChain::kv_broadcast() const {
+  for (size_t i = 0; i + 1 < k_strides.size(); ++i)
+    if ((k_strides[i] == Dim(0)) != (q_strides[i] == Dim(0)) ||
+        (v_strides[i] == Dim(0)) != (q_strides[i] == Dim(0)))
+      return true;
+  return false;
+}
+
+std::optional<std::vector<Dim>> dim_strides(const TensorDesc& d) {
+  const size_t r = d.shape.size();
+  std::vector<Dim> out(r, Dim(1));
+  if (d.layout == Layout::Strided) {
+    for (size_t i = 0; i < r; ++i) out[i] = Dim(d.strides[i]);
+  } else if (d.layout == Layout::NCHW || r < 3) {  // row-major
+    for (size_t i = r; i-- > 1;) out[i - 1] = out[i] * d.shape[i];
+  } else {  // channels-last: only static strides
+    std::optional<std::vector<int64_t>> st = static_strides(d);
+    if (!st) return std::nullopt;
+    for (size_t i = 0; i < r; ++i) out[i] = Dim((*st)[i]);
+  }
+  return out;
+}
 
 std::optional<AttentionChain> match_attention(const Graph& g, int qk) {
   const auto& nodes = g.nodes();
@@ -53,32 +102,23 @@ std::optional<AttentionChain> match_attention(const Graph& g, int qk) {
   const size_t r = qd.shape.size();
   if (r < 3 || g.tensor(c.k).desc.shape.size() != r) return std::nullopt;
   const Dim& d = qd.shape[r - 1];
-  if (!d.is_static() || d.value() % 32 != 0 || d.value() < 32 || d.value() > 128)
-    return std::nullopt;
+  if (!d.is_static() || d.value() % 8 != 0 || d.value() < 8 || d.value() > 256) return std::nullopt;
   c.head_dim = d.value();
+  const Shape batch(qd.shape.begin(), qd.shape.end() - 2);
 
   int t = m1.outputs[0];
-  int next = private_consumer(g, t);
-  if (next < 0) return std::nullopt;
-  if (nodes[next].op == OpKind::Div || nodes[next].op == OpKind::Mul) {
-    const Node& sn = nodes[next];
-    std::optional<double> cv;
-    if (sn.inputs.size() == 2 && sn.inputs[0] == t) cv = scalar_constant(g, sn.inputs[1]);
-    if (!cv && sn.op == OpKind::Mul && sn.inputs.size() == 2 && sn.inputs[1] == t)
-      cv = scalar_constant(g, sn.inputs[0]);
-    if (!cv || *cv == 0.0) return std::nullopt;
-    c.scale = next;
-    c.scale_value = sn.op == OpKind::Div ? 1.0 / *cv : *cv;
-    t = sn.outputs[0];
-    next = private_consumer(g, t);
-    if (next < 0) return std::nullopt;
-  }
-  const Node& sm = nodes[next];
+  const Shape scores = g.tensor(t).desc.shape;
+  if (scores.size() != r) return std::nullopt;
+  for (size_t i = 0; i + 2 < r; ++i)
+    if (!(scores[i] == batch[i])) return std::nullopt;  // K / V broadcast into Q's batch only
+  const int smi = match_score_steps(g, t, scores, c);
+  if (smi < 0) return std::nullopt;
+  const Node& sm = nodes[smi];
   if (sm.op != OpKind::Softmax) return std::nullopt;
   int64_t axis = sm.attr_int("axis");
   if (axis != -1 && axis != static_cast<int64_t>(r) - 1) return std::nullopt;
-  c.softmax = next;
-  next = private_consumer(g, sm.outputs[0]);
+  c.softmax = smi;
+  int next = private_consumer(g, sm.outputs[0]);
   if (next < 0) return std::nullopt;
   const Node& m2 = nodes[next];
   if (m2.op != OpKind::Matmul || m2.inputs.size() != 2 || m2.inputs[0] != sm.outputs[0] ||
@@ -92,8 +132,6 @@ std::optional<AttentionChain> match_attention(const Graph& g, int qk) {
   for (int x : {c.k, c.v, c.o}) {
     const TensorDesc& xd = g.tensor(x).desc;
     if (xd.dtype != dt || xd.shape.size() != r) return std::nullopt;
-    for (size_t i = 0; i + 2 < r; ++i)
-      if (!(xd.shape[i] == qd.shape[i])) return std::nullopt;  // no broadcast batch dims
   }
   const Shape& kd = g.tensor(c.k).desc.shape;
   const Shape& vd = g.tensor(c.v).desc.shape;
@@ -101,12 +139,12 @@ std::optional<AttentionChain> match_attention(const Graph& g, int qk) {
   const Dim& tk = c.k_rows ? kd[r - 2] : kd[r - 1];
   if (!((c.k_rows ? kd[r - 1] : kd[r - 2]) == d) || !((c.v_rows ? vd[r - 1] : vd[r - 2]) == d) ||
       !((c.v_rows ? vd[r - 2] : vd[r - 1]) == tk) || !(od[r - 1] == d) ||
-      !(od[r - 2] == qd.shape[r - 2]))
+      !(od[r - 2] == qd.shape[r - 2]) || !(scores[r - 1] == tk))
     return std::nullopt;
-  auto qs = operand_strides(g, c.q, r - 1);
-  auto ks = operand_strides(g, c.k, c.k_rows ? r - 1 : r - 2);
-  auto vs = operand_strides(g, c.v, c.v_rows ? r - 1 : r - 2);
-  auto os = operand_strides(g, c.o, r - 1);
+  auto qs = operand_strides(g, c.q, r - 1, batch, false);
+  auto ks = operand_strides(g, c.k, c.k_rows ? r - 1 : r - 2, batch, true);
+  auto vs = operand_strides(g, c.v, c.v_rows ? r - 1 : r - 2, batch, true);
+  auto os = operand_strides(g, c.o, r - 1, batch, false);
   if (!qs || !ks || !vs || !os) return std::nullopt;
   c.q_strides = *qs;
   c.k_strides = *ks;
