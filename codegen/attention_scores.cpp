@@ -70,8 +70,13 @@ AttentionScores attention_scores(const Graph& g, const AttentionChain& c, contra
           w.line("s *= {:.9g}f;", st.value);
           break;
         case ScoreStep::Kind::AddMask:
-          if (st.tensor >= 0)
+          if (st.tensor >= 0) {
             w.line("s += {}(&{});", contraction::load_fn(g.tensor(st.tensor).desc.dtype), at);
+            // The add's result is of the scores' dtype: what overflows it is -inf, as in the
+            // graph (a finfo(f32).min mask on f16 scores masks a row fully, not uniformly).
+            w.line("if (s <= {}) s = -KILN_INF;",
+                   dt == DType::F16 ? "-65520.f" : "-3.39617753e38f");
+          }
           break;  // a causal additive mask adds 0 where visible (the kernel masks the rest)
         case ScoreStep::Kind::Where:
           if (st.tensor >= 0)

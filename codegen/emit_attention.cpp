@@ -22,12 +22,10 @@ KernelSpec emit_attention(const EmitContext& cx, const FusionGroup& grp) {
   KILN_ASSERT(cx.opts.sm >= 80, "attention group {}: the fused kernel needs sm_80+", grp.id);
   const AttentionChain& c = *grp.attention;
   const TensorDesc& qd = g.tensor(c.q).desc;
-  const size_t r = qd.shape.size();
+  const size_t r = c.batch.size() + 2;
   const bool bf16 = qd.dtype == DType::BF16;
   const int64_t d = c.head_dim;
-  const Dim tq = qd.shape[r - 2];
-  const Shape& kd = g.tensor(c.k).desc.shape;
-  const Dim tk = c.k_rows ? kd[r - 2] : kd[r - 1];
+  const Dim tq = c.q_len, tk = c.k_len;
   const AttentionLayout lay = choose_attention_layout(d);
 
   contraction::ArgList a;
@@ -35,11 +33,11 @@ KernelSpec emit_attention(const EmitContext& cx, const FusionGroup& grp) {
                     vs = a.tensor(g, c.v, true), os = a.tensor(g, c.o, false);
   const std::string tq_c = a.dim(tq), tk_c = a.dim(tk);
   Dim batch(1);
-  for (size_t i = 0; i + 2 < r; ++i) batch = batch * qd.shape[i];
+  for (const Dim& b : c.batch) batch = batch * b;
   const Dim qtiles = (tq + Dim(lay.query_rows - 1)) / Dim(lay.query_rows);
   const std::string qt_c = a.dim(qtiles);
   std::vector<std::string> bdim(r - 2);  // registered outermost first (the loop reads innermost)
-  for (size_t i = 0; i + 2 < r; ++i) bdim[i] = a.dim(qd.shape[i]);
+  for (size_t i = 0; i + 2 < r; ++i) bdim[i] = a.dim(c.batch[i]);
   const AttentionScores sc = attention_scores(g, c, a);
 
   std::string name = fmt::format("attention_{}_d{}_q{}{}{}", dtype_name(qd.dtype), d,
@@ -86,7 +84,7 @@ KernelSpec emit_attention(const EmitContext& cx, const FusionGroup& grp) {
   // Q, K, V read once, O written once (masks: at most one element a score); both products.
   Dim kv_batch(1);
   for (size_t i = 0; i + 2 < r; ++i)
-    if (!(c.k_strides[i] == Dim(0))) kv_batch = kv_batch * qd.shape[i];
+    if (!(c.k_strides[i] == Dim(0))) kv_batch = kv_batch * c.batch[i];
   k.bytes_moved = batch * tq * Dim(4 * d) + kv_batch * tk * Dim(4 * d);
   k.flops = batch * tq * tk * Dim(4 * d);
   return k;

@@ -104,3 +104,33 @@ inline Graph mask_graph(const MaskCase& c) {
 }
 
 }  // namespace kiln::test
+
+namespace kiln::test {
+
+// Self-attention as the ONNX importer gives it for HF BERT / GPT-2 (eager attention, opset
+// 17/18) with symbolic N and S: projections, head split (reshape + transposes, copies for a
+// symbolic S), q @ k^T, * 1/sqrt(D), + where(keep, 0, finfo.min) of a computed [N, 1, S, S]
+// bool, softmax, @ v, heads merge. `k_direct`: k^T as one transpose [0, 2, 3, 1] (both exporters).
+inline Graph imported_attention(DType dt, int64_t heads, int64_t hd) {
+  const int64_t c = heads * hd;
+  Graph g("imported_attention");
+  Tensor x = g.input("x", dt, {Dim("N"), Dim("S"), Dim(c)});
+  Tensor keep = g.input("keep", DType::Bool, {Dim("N"), Dim(1), Dim("S"), Dim("S")});
+  auto weight = [&](const std::string& n, uint64_t seed) {
+    return g.constant_random(n, TensorDesc{dt, {Dim(c), Dim(c)}, Layout::NCHW, {}}, "normal", 0.0,
+                             1.0 / std::sqrt(static_cast<double>(c)), seed);
+  };
+  auto heads_of = [&](Tensor y, std::vector<int64_t> perm) {
+    return g.transpose(g.reshape(y, {Dim("N"), Dim("S"), Dim(heads), Dim(hd)}), std::move(perm));
+  };
+  Tensor q = heads_of(g.matmul(x, weight("wq", 1)), {0, 2, 1, 3});
+  Tensor kt = heads_of(g.matmul(x, weight("wk", 2)), {0, 2, 3, 1});
+  Tensor v = heads_of(g.matmul(x, weight("wv", 3)), {0, 2, 1, 3});
+  Tensor s = g.mul(g.matmul(q, kt), scalar(g, "scale", dt, 1.0 / std::sqrt(double(hd))));
+  Tensor mask = g.where(keep, scalar(g, "zero", dt, 0.0), scalar(g, "min", dt, -65504.0));
+  Tensor o = g.matmul(g.softmax(g.add(s, mask), -1), v);
+  g.output(g.reshape(g.transpose(o, {0, 2, 1, 3}), {Dim("N"), Dim("S"), Dim(c)}));
+  return g;
+}
+
+}  // namespace kiln::test

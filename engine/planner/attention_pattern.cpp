@@ -15,32 +15,74 @@ int private_consumer(const Graph& g, int t) {
   return c.size() == 1 ? c[0] : -1;
 }
 
-// Whether stride i of `d` is a multiple of 8 elements (16-byte rows for cp.async): a static
-// stride by its value, a symbolic (row-major) one by the static dims it is the product of.
-bool stride_multiple_of_8(const TensorDesc& d, const std::vector<Dim>& st, size_t i) {
-  if (st[i].is_static()) return st[i].value() % 8 == 0;
-  int64_t f = 1;
-  for (size_t j = i + 1; j < d.shape.size(); ++j)
-    if (d.shape[j].is_static()) f *= d.shape[j].value();
-  return f % 8 == 0;
+// Element strides of a tensor with, for each, a static factor it is known to be a multiple of.
+struct Strides {
+  std::vector<Dim> st;
+  std::vector<int64_t> factor;
+};
+
+std::optional<Strides> strides_of(const TensorDesc& d) {
+  std::optional<std::vector<Dim>> st = dim_strides(d);
+  if (!st) return std::nullopt;
+  Strides s{*st, std::vector<int64_t>(st->size(), 1)};
+  for (size_t i = 0; i < st->size(); ++i) {
+    if ((*st)[i].is_static()) {
+      s.factor[i] = (*st)[i].value();
+    } else {  // symbolic strides are row-major: the product of the static dims inside
+      for (size_t j = i + 1; j < d.shape.size(); ++j)
+        if (d.shape[j].is_static()) s.factor[i] *= d.shape[j].value();
+    }
+  }
+  return s;
+}
+
+// The tensor the kernel reads for operand `t` and its strides over t's dims: t itself, or, when
+// t is the result of a private transpose that stayed a copy (the view pass takes static strides
+// only, so head splits of symbolic-length tensors are copies), the transpose's input read
+// through the permuted strides, so that copy never runs. `view` is then the transpose node.
+struct Operand {
+  int read = -1, view = -1;
+  Strides s;
+};
+
+std::optional<Operand> operand_of(const Graph& g, int t) {
+  const TensorInfo& ti = g.tensor(t);
+  if (ti.desc.layout != Layout::Strided && ti.producer >= 0 &&
+      g.nodes()[ti.producer].op == OpKind::Transpose && private_consumer(g, t) >= 0) {
+    const Node& tr = g.nodes()[ti.producer];
+    std::optional<Strides> in = strides_of(g.tensor(tr.inputs[0]).desc);
+    const std::vector<int64_t>& perm = tr.attr_ints("perm");
+    if (in && perm.size() == in->st.size()) {
+      Operand o{tr.inputs[0], ti.producer, Strides{}};
+      for (int64_t p : perm) {
+        o.s.st.push_back(in->st[p]);
+        o.s.factor.push_back(in->factor[p]);
+      }
+      return o;
+    }
+  }
+  std::optional<Strides> s = strides_of(ti.desc);
+  if (!s) return std::nullopt;
+  return Operand{t, -1, *s};
 }
 
 // Strides of `t` as [batch..., row] with D contiguous; `d_dim` is where D is among the last two
 // dims (rank - 1 or rank - 2), the other of the two is the row dim. `batch`: the batch dims of
 // the chain (Q's); a dim of `t` of size 1 where the batch dim is not broadcasts (stride 0) when
-// `may_broadcast`, else every batch dim must equal the chain's.
-std::optional<std::vector<Dim>> operand_strides(const Graph& g, int t, size_t d_dim,
-                                                const Shape& batch, bool may_broadcast) {
+// `may_broadcast`, else every batch dim must equal the chain's. Every stride read is a multiple
+// of 8 elements (16-byte rows for cp.async).
+std::optional<std::vector<Dim>> operand_strides(const Graph& g, const Operand& op, int t,
+                                                size_t d_dim, const Shape& batch,
+                                                bool may_broadcast) {
   const TensorDesc& td = g.tensor(t).desc;
-  std::optional<std::vector<Dim>> st = dim_strides(td);
-  if (!st) return std::nullopt;
-  const size_t r = st->size();
-  if (!((*st)[d_dim] == Dim(1))) return std::nullopt;
+  const Strides& s = op.s;
+  const size_t r = s.st.size();
+  if (!(s.st[d_dim] == Dim(1))) return std::nullopt;
   std::vector<Dim> out;
   for (size_t i = 0; i + 2 < r; ++i) {
     if (td.shape[i] == batch[i]) {
-      if (!stride_multiple_of_8(td, *st, i)) return std::nullopt;
-      out.push_back((*st)[i]);
+      if (s.factor[i] % 8 != 0) return std::nullopt;
+      out.push_back(s.st[i]);
     } else if (may_broadcast && td.shape[i] == Dim(1)) {
       out.push_back(Dim(0));
     } else {
@@ -48,8 +90,8 @@ std::optional<std::vector<Dim>> operand_strides(const Graph& g, int t, size_t d_
     }
   }
   const size_t row = d_dim == r - 1 ? r - 2 : r - 1;
-  if (!stride_multiple_of_8(td, *st, row)) return std::nullopt;
-  out.push_back((*st)[row]);
+  if (s.factor[row] % 8 != 0) return std::nullopt;
+  out.push_back(s.st[row]);
   return out;
 }
 
@@ -57,6 +99,7 @@ std::optional<std::vector<Dim>> operand_strides(const Graph& g, int t, size_t d_
 
 std::vector<int> AttentionChain::nodes() const {
   std::vector<int> n{qk};
+  for (int x : operand_views) n.push_back(x);
   for (const ScoreStep& s : steps) n.push_back(s.node);
   n.push_back(softmax);
   n.push_back(pv);
@@ -141,15 +184,26 @@ std::optional<AttentionChain> match_attention(const Graph& g, int qk) {
       !((c.v_rows ? vd[r - 2] : vd[r - 1]) == tk) || !(od[r - 1] == d) ||
       !(od[r - 2] == qd.shape[r - 2]) || !(scores[r - 1] == tk))
     return std::nullopt;
-  auto qs = operand_strides(g, c.q, r - 1, batch, false);
-  auto ks = operand_strides(g, c.k, c.k_rows ? r - 1 : r - 2, batch, true);
-  auto vs = operand_strides(g, c.v, c.v_rows ? r - 1 : r - 2, batch, true);
-  auto os = operand_strides(g, c.o, r - 1, batch, false);
+  std::optional<Operand> qo = operand_of(g, c.q), ko = operand_of(g, c.k), vo = operand_of(g, c.v),
+                         oo = operand_of(g, c.o);
+  if (!qo || !ko || !vo || !oo || oo->view >= 0) return std::nullopt;  // O: written in place
+  auto qs = operand_strides(g, *qo, c.q, r - 1, batch, false);
+  auto ks = operand_strides(g, *ko, c.k, c.k_rows ? r - 1 : r - 2, batch, true);
+  auto vs = operand_strides(g, *vo, c.v, c.v_rows ? r - 1 : r - 2, batch, true);
+  auto os = operand_strides(g, *oo, c.o, r - 1, batch, false);
   if (!qs || !ks || !vs || !os) return std::nullopt;
   c.q_strides = *qs;
   c.k_strides = *ks;
   c.v_strides = *vs;
   c.o_strides = *os;
+  for (const Operand* x : {&*qo, &*ko, &*vo})
+    if (x->view >= 0) c.operand_views.push_back(x->view);
+  c.batch = batch;
+  c.q_len = qd.shape[r - 2];
+  c.k_len = tk;
+  c.q = qo->read;
+  c.k = ko->read;
+  c.v = vo->read;
   return c;
 }
 

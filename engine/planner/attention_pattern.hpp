@@ -35,12 +35,17 @@ struct ScoreStep {
 
 struct AttentionChain {
   int qk = -1, softmax = -1, pv = -1;  // node indices
-  int q = -1, k = -1, v = -1, o = -1;  // tensor ids
-  std::vector<ScoreStep> steps;        // between qk and softmax, in graph order
-  bool k_rows = true;                  // K is [..., Tk, D] (transpose_b), else [..., D, Tk]
-  bool v_rows = true;                  // V is [..., Tk, D], else [..., D, Tk] (transpose_b)
-  double scale_value = 1.0;            // the Scale step's factor (1 without one)
+  int q = -1, k = -1, v = -1, o = -1;  // tensor ids the kernel reads and writes
+  // Transposes of Q, K or V that stayed copies (symbolic strides): the kernel reads their inputs
+  // through the permuted strides instead, and they join the group.
+  std::vector<int> operand_views;
+  std::vector<ScoreStep> steps;  // between qk and softmax, in graph order
+  bool k_rows = true;            // K is [..., Tk, D] (transpose_b), else [..., D, Tk]
+  bool v_rows = true;            // V is [..., Tk, D], else [..., D, Tk] (transpose_b)
+  double scale_value = 1.0;      // the Scale step's factor (1 without one)
   int64_t head_dim = 0;
+  Shape batch;       // the scores' (and Q's, O's) batch dims
+  Dim q_len, k_len;  // query and key lengths
   // A causal step: key j is visible to query i when j <= i + causal_offset.
   bool causal = false;
   int64_t causal_offset = 0;
