@@ -13,13 +13,20 @@
 namespace kiln {
 namespace {
 
+// A CUDA float literal of `f` (always with a point or an exponent: "2f" does not parse).
+std::string float_literal(float f) {
+  if (std::isinf(f)) return f < 0 ? "-KILN_INF" : "KILN_INF";
+  std::string t = fmt::format("{:.9g}", f);
+  if (t.find_first_of(".e") == std::string::npos) t += ".0";
+  return t + "f";
+}
+
 // `v` rounded to the scores' dtype (the where's result holds it), as a CUDA float literal.
 std::string fill_literal(double v, DType dt) {
   float f = static_cast<float>(v);
   if (dt == DType::F16) f = f16_bits_to_f32(f32_to_f16_bits(f));
   if (dt == DType::BF16) f = bf16_bits_to_f32(f32_to_bf16_bits(f));
-  if (std::isinf(f)) return f < 0 ? "-KILN_INF" : "KILN_INF";
-  return fmt::format("{:.9g}f", f);
+  return float_literal(f);
 }
 
 // The batch offset of a tensor with element strides `st` over [batch..., Sq, Sk].
@@ -59,7 +66,7 @@ AttentionScores attention_scores(const Graph& g, const AttentionChain& c, contra
   }
   w.open("__device__ __forceinline__ float operator()(float s, int row, int key) const {{");
   if (!natural) {
-    w.line("return s * {:.9g}f;", c.scale_value * 1.4426950408889634);
+    w.line("return s * {};", float_literal(static_cast<float>(c.scale_value * 1.4426950408889634)));
   } else {
     for (size_t i = 0; i < c.steps.size(); ++i) {
       const ScoreStep& st = c.steps[i];
@@ -67,7 +74,7 @@ AttentionScores attention_scores(const Graph& g, const AttentionChain& c, contra
           fmt::format("m{}[(long long)row * m{}_rs + (long long)key * m{}_ks]", i, i, i);
       switch (st.kind) {
         case ScoreStep::Kind::Scale:
-          w.line("s *= {:.9g}f;", st.value);
+          w.line("s *= {};", float_literal(static_cast<float>(st.value)));
           break;
         case ScoreStep::Kind::AddMask:
           if (st.tensor >= 0) {

@@ -5,7 +5,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
+#include <fstream>
 #include <memory>
+#include <sstream>
 #include <string>
 
 #include "codegen/kernel_spec.hpp"
@@ -16,6 +19,7 @@
 #include "heuristics/attention_layout.hpp"
 #include "kiln/error.hpp"
 #include "tests/attention_masks.hpp"
+#include "tests/test_paths.hpp"
 
 namespace kiln {
 namespace {
@@ -233,6 +237,55 @@ TEST(AttentionMasks, ImportedSymbolicAttentionReadsHeadSplitsInPlace) {
   }
 }
 
+// The generated part of three attention kernels (the score functor, the layout, the body) is
+// pinned: the imported symbolic form (an f16 mask read with broadcast strides, head splits read
+// in place), causal from a trilu, a bool where over grouped-query heads (UPDATE_GOLDEN=1
+// rewrites the file).
+TEST(AttentionMasks, GoldenSource) {
+  MaskCase causal;
+  causal.name = "causal";
+  causal.mask = MaskKind::WhereTrilu;
+  causal.sq = causal.sk = Dim(100);
+  causal.d = 40;
+  MaskCase gqa;
+  gqa.name = "where_gqa";
+  gqa.dt = DType::BF16;
+  gqa.d = 256;
+  gqa.mask = MaskKind::WhereInput;
+  gqa.q_batch = {Dim("N"), Dim(2), Dim(4)};
+  gqa.kv_batch = {Dim("N"), Dim(2), Dim(1)};
+  gqa.sq = Dim("Sq");
+  gqa.sk = Dim("Sk");
+  gqa.mask_shape = {Dim("N"), Dim(1), Dim(1), Dim(1), Dim("Sk")};
+  gqa.fill = -1e9;
+  std::string text;
+  for (const Graph& g : {test::imported_attention(DType::F16, 2, 32), test::mask_graph(causal),
+                         test::mask_graph(gqa)}) {
+    Planned p = plan_of(g);
+    for (const KernelSpec& k : kernels_of(p, 90)) {
+      if (k.name.rfind("attention_", 0) != 0) continue;
+      const size_t at = k.source.find("struct KcScores");
+      ASSERT_NE(at, std::string::npos) << k.name;
+      text += fmt::format("// ---- {} grid=({}) block={} smem={} args={}\n", k.name,
+                          k.grid[0].str(), k.block[0], k.smem_bytes, k.args.size());
+      text += k.source.substr(at);
+    }
+  }
+  const std::string path =
+      std::string(kiln::testing::source_dir()) + "/tests/golden/attention_masks.cu";
+  const char* update = std::getenv("UPDATE_GOLDEN");
+  if (update && std::string(update) == "1") {
+    std::ofstream(path) << text;
+    GTEST_SKIP() << "rewrote " << path;
+  }
+  std::ifstream in(path);
+  ASSERT_TRUE(in.good()) << "missing " << path << " (run with UPDATE_GOLDEN=1 to create it)";
+  std::stringstream ss;
+  ss << in.rdbuf();
+  EXPECT_EQ(ss.str(), text) << "generated code drifted from " << path
+                            << "; if intended, rerun with UPDATE_GOLDEN=1 and review the diff";
+}
+
 TEST(AttentionLayout, QueryRowsKeyBlocksAndSharedMemory) {
   for (int64_t d = 8; d <= 256; d += 8) {
     AttentionLayout l = choose_attention_layout(d);
@@ -277,6 +330,7 @@ TEST(AttentionMasks, EveryVariantCompiles) {
   c.sk = Dim("Sk");
   c.mask_shape = {Dim("N"), Dim(1), Dim(1), Dim(1), Dim("Sk")};
   c.dt = DType::BF16;
+  c.fill = -1e9;  // an integral literal: "-998244352.0f"
   cases.push_back(c);
   c = MaskCase{};
   c.name = "plain_d256";
