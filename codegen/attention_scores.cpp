@@ -66,8 +66,11 @@ AttentionScores attention_scores(const Graph& g, const AttentionChain& c, contra
   }
   w.open("__device__ __forceinline__ float operator()(float s, int row, int key) const {{");
   if (!natural) {
-    w.line("return s * {};", float_literal(static_cast<float>(c.scale_value * 1.4426950408889634)));
+    w.line("return s * {};",
+           float_literal(static_cast<float>(c.operand_scale * c.scale_value * 1.4426950408889634)));
   } else {
+    if (c.operand_scale != 1.0)
+      w.line("s *= {};", float_literal(static_cast<float>(c.operand_scale)));
     for (size_t i = 0; i < c.steps.size(); ++i) {
       const ScoreStep& st = c.steps[i];
       const std::string at =

@@ -134,3 +134,23 @@ inline Graph imported_attention(DType dt, int64_t heads, int64_t hd) {
 }
 
 }  // namespace kiln::test
+
+namespace kiln::test {
+
+// torch's scaled_dot_product_attention(q, k, v, is_causal=True) as its ONNX export writes it
+// (opset 17): q and k^T each times sqrt(1 / sqrt(D)), + where(eq(trilu(expand(1)), 0), -inf, 0)
+// over [S, S], softmax, @ v; S symbolic.
+inline Graph sdpa_causal(DType dt, int64_t d) {
+  Graph g("sdpa_causal");
+  const std::vector<Dim> shape{Dim("N"), Dim(2), Dim("S"), Dim(d)};
+  Tensor q = g.input("q", dt, shape), k = g.input("k", dt, shape), v = g.input("v", dt, shape);
+  Tensor half = scalar(g, "half_scale", dt, std::sqrt(1.0 / std::sqrt(static_cast<double>(d))));
+  Tensor ones = g.expand(scalar(g, "one", dt, 1.0), {Dim("S"), Dim("S")});
+  Tensor masked = g.add_node1("eq", {g.trilu(ones, false, 0), scalar(g, "zero", dt, 0.0)});
+  Tensor mask = g.where(masked, scalar(g, "ninf", dt, -INFINITY), scalar(g, "zero2", dt, 0.0));
+  Tensor s = g.matmul(g.mul(q, half), g.mul(g.transpose(k, {0, 1, 3, 2}), half));
+  g.output(g.matmul(g.softmax(g.add(s, mask), -1), v));
+  return g;
+}
+
+}  // namespace kiln::test

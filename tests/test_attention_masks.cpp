@@ -286,6 +286,29 @@ TEST(AttentionMasks, GoldenSource) {
                             << "; if intended, rerun with UPDATE_GOLDEN=1 and review the diff";
 }
 
+// torch's SDPA is_causal export: the scalar muls of q and k^T fold into the scores, the
+// computed where(eq(trilu(expand(1)), 0), -inf, 0) is recognised as causal over a symbolic S.
+TEST(AttentionMasks, SdpaCausalExport) {
+  Planned p = plan_of(test::sdpa_causal(DType::F16, 64));
+  ASSERT_NE(p.attention, nullptr) << plan_to_string(*p.g, p.plan);
+  const AttentionChain& ch = *p.attention->attention;
+  EXPECT_TRUE(ch.causal);
+  EXPECT_EQ(ch.causal_offset, 0);
+  EXPECT_NEAR(ch.operand_scale, 0.125, 1e-3);  // two f16 roundings of sqrt(1/8)
+  EXPECT_EQ(ch.operand_views.size(), 3u);      // q's mul, k^T's mul and transpose
+  // The mask's own producers (expand, trilu, eq + where over [S, S]) still run: the group
+  // takes the mask as an input it never reads.
+  EXPECT_EQ(p.groups, 1 + 3) << plan_to_string(*p.g, p.plan);
+  std::vector<KernelSpec> ks = kernels_of(p, 90);
+  bool found = false;
+  for (const KernelSpec& k : ks)
+    if (k.name == "attention_f16_d64_q64_causal") {
+      found = true;
+      EXPECT_FALSE(nvrtc_compile(k.source, k.name, "sm_90a").cubin.empty());
+    }
+  EXPECT_TRUE(found);
+}
+
 TEST(AttentionLayout, QueryRowsKeyBlocksAndSharedMemory) {
   for (int64_t d = 8; d <= 256; d += 8) {
     AttentionLayout l = choose_attention_layout(d);

@@ -2,6 +2,8 @@
 // and their operands; the steps between the scores and the softmax are in attention_scores.cpp.
 #include "engine/planner/attention_pattern.hpp"
 
+#include <cmath>
+
 #include "engine/ir/graph_queries.hpp"
 #include "engine/ir/op_table.hpp"
 
@@ -43,9 +45,18 @@ std::optional<Strides> strides_of(const TensorDesc& d) {
 struct Operand {
   int read = -1, view = -1;
   Strides s;
+  int mul = -1;        // a private mul by a scalar constant on the operand (torch's SDPA export
+  double scale = 1.0;  // scales Q and K by sqrt(1 / sqrt(D)) each), folded into the scores
 };
 
-std::optional<Operand> operand_of(const Graph& g, int t) {
+std::optional<double> scalar_constant(const Graph& g, int t) {
+  const TensorInfo& ti = g.tensor(t);
+  if (ti.role != TensorRole::Constant || !ti.data || shape_numel(ti.desc.shape) != Dim(1))
+    return std::nullopt;
+  return ti.data->to_f64().at(0);
+}
+
+std::optional<Operand> operand_in_place(const Graph& g, int t) {
   const TensorInfo& ti = g.tensor(t);
   if (ti.desc.layout != Layout::Strided && ti.producer >= 0 &&
       g.nodes()[ti.producer].op == OpKind::Transpose && private_consumer(g, t) >= 0) {
@@ -64,6 +75,32 @@ std::optional<Operand> operand_of(const Graph& g, int t) {
   std::optional<Strides> s = strides_of(ti.desc);
   if (!s) return std::nullopt;
   return Operand{t, -1, *s};
+}
+
+// Operand `t` as operand_in_place reads it, after a private mul by a scalar constant when
+// `may_scale` (Q and K: the factor moves to the scores).
+std::optional<Operand> operand_of(const Graph& g, int t, bool may_scale) {
+  int mul = -1;
+  double scale = 1.0;
+  if (const int p = g.tensor(t).producer;
+      may_scale && p >= 0 && g.nodes()[p].op == OpKind::Mul && private_consumer(g, t) >= 0) {
+    const Node& m = g.nodes()[p];
+    for (int i = 0; i < 2 && m.inputs.size() == 2; ++i) {
+      std::optional<double> c = scalar_constant(g, m.inputs[1 - i]);
+      if (mul < 0 && c && std::isfinite(*c) && *c != 0.0 &&
+          g.tensor(m.inputs[i]).desc.dtype == g.tensor(t).desc.dtype &&
+          g.tensor(m.inputs[i]).desc.shape == g.tensor(t).desc.shape) {
+        mul = p;
+        scale = *c;
+        t = m.inputs[i];
+      }
+    }
+  }
+  std::optional<Operand> o = operand_in_place(g, t);
+  if (!o) return std::nullopt;
+  o->mul = mul;
+  o->scale = scale;
+  return o;
 }
 
 // Strides of `t` as [batch..., row] with D contiguous; `d_dim` is where D is among the last two
@@ -184,8 +221,8 @@ std::optional<AttentionChain> match_attention(const Graph& g, int qk) {
       !((c.v_rows ? vd[r - 2] : vd[r - 1]) == tk) || !(od[r - 1] == d) ||
       !(od[r - 2] == qd.shape[r - 2]) || !(scores[r - 1] == tk))
     return std::nullopt;
-  std::optional<Operand> qo = operand_of(g, c.q), ko = operand_of(g, c.k), vo = operand_of(g, c.v),
-                         oo = operand_of(g, c.o);
+  std::optional<Operand> qo = operand_of(g, c.q, true), ko = operand_of(g, c.k, true),
+                         vo = operand_of(g, c.v, false), oo = operand_in_place(g, c.o);
   if (!qo || !ko || !vo || !oo || oo->view >= 0) return std::nullopt;  // O: written in place
   auto qs = operand_strides(g, *qo, c.q, r - 1, batch, false);
   auto ks = operand_strides(g, *ko, c.k, c.k_rows ? r - 1 : r - 2, batch, true);
@@ -196,8 +233,11 @@ std::optional<AttentionChain> match_attention(const Graph& g, int qk) {
   c.k_strides = *ks;
   c.v_strides = *vs;
   c.o_strides = *os;
-  for (const Operand* x : {&*qo, &*ko, &*vo})
+  for (const Operand* x : {&*qo, &*ko, &*vo}) {
+    if (x->mul >= 0) c.operand_views.push_back(x->mul);
     if (x->view >= 0) c.operand_views.push_back(x->view);
+  }
+  c.operand_scale = qo->scale * ko->scale;
   c.batch = batch;
   c.q_len = qd.shape[r - 2];
   c.k_len = tk;

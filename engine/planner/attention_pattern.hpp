@@ -36,9 +36,10 @@ struct ScoreStep {
 struct AttentionChain {
   int qk = -1, softmax = -1, pv = -1;  // node indices
   int q = -1, k = -1, v = -1, o = -1;  // tensor ids the kernel reads and writes
-  // Transposes of Q, K or V that stayed copies (symbolic strides): the kernel reads their inputs
-  // through the permuted strides instead, and they join the group.
+  // Transposes of Q, K or V that stayed copies (symbolic strides), and scalar muls of Q and K:
+  // the kernel reads their inputs (through the permuted strides) instead, and they join the group.
   std::vector<int> operand_views;
+  double operand_scale = 1.0;    // the product of those muls' factors, on the raw scores
   std::vector<ScoreStep> steps;  // between qk and softmax, in graph order
   bool k_rows = true;            // K is [..., Tk, D] (transpose_b), else [..., D, Tk]
   bool v_rows = true;            // V is [..., Tk, D], else [..., D, Tk] (transpose_b)

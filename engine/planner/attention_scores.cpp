@@ -37,7 +37,7 @@ std::optional<std::vector<double>> constant_values(const Graph& g, int t) {
 std::optional<double> uniform_value(const Graph& g, int t) {
   const TensorInfo& ti = g.tensor(t);
   if (ti.producer >= 0 && g.nodes()[ti.producer].op == OpKind::Expand)
-    return uniform_value(g, g.nodes()[ti.producer].inputs[0]);  // a chain of expands at most
+    t = g.nodes()[ti.producer].inputs[0];  // one expand (never a walk of the input's depth)
   std::optional<std::vector<double>> v = constant_values(g, t);
   if (!v || v->empty()) return std::nullopt;
   for (double x : *v)
@@ -63,14 +63,17 @@ std::optional<int64_t> causal_offset(const std::vector<bool>& keep, int64_t rows
   return o;
 }
 
+std::optional<int64_t> causal_condition(const Graph& g, int cond, bool keep_if_true);
+
 // The causal offset of additive mask `m` (0 where kept, at most kMaskedBelow where masked): a
 // constant, or trilu(upper) of a uniform masked value.
 std::optional<int64_t> causal_add_mask(const Graph& g, int m) {
   const TensorInfo& ti = g.tensor(m);
   const Shape& s = ti.desc.shape;
-  if (s.size() < 2 || !s[s.size() - 2].is_static() || !s.back().is_static()) return std::nullopt;
-  const int64_t rows = s[s.size() - 2].value(), cols = s.back().value();
+  if (s.size() < 2) return std::nullopt;
   if (std::optional<std::vector<double>> v = constant_values(g, m)) {
+    if (!s[s.size() - 2].is_static() || !s.back().is_static()) return std::nullopt;
+    const int64_t rows = s[s.size() - 2].value(), cols = s.back().value();
     std::vector<bool> keep(v->size());
     for (size_t i = 0; i < v->size(); ++i) {
       if ((*v)[i] != 0.0 && !((*v)[i] <= kMaskedBelow)) return std::nullopt;
@@ -80,6 +83,13 @@ std::optional<int64_t> causal_add_mask(const Graph& g, int m) {
   }
   if (ti.producer < 0) return std::nullopt;
   const Node& n = g.nodes()[ti.producer];
+  if (n.op == OpKind::Where && n.inputs.size() == 3) {  // where(cond, 0, -inf) or the reverse
+    std::optional<double> a = scalar_constant(g, n.inputs[1]), b = scalar_constant(g, n.inputs[2]);
+    if (!a || !b) return std::nullopt;
+    if (*a == 0.0 && *b <= kMaskedBelow) return causal_condition(g, n.inputs[0], true);
+    if (*b == 0.0 && *a <= kMaskedBelow) return causal_condition(g, n.inputs[0], false);
+    return std::nullopt;
+  }
   if (n.op != OpKind::Trilu || n.inputs.size() != 1 || n.attr_int("upper") == 0)
     return std::nullopt;
   std::optional<double> fill = uniform_value(g, n.inputs[0]);
@@ -90,10 +100,37 @@ std::optional<int64_t> causal_add_mask(const Graph& g, int m) {
 // The causal offset of where-condition `cond` (keeping the scores where it is `keep_if_true`):
 // a constant, or trilu of all-true (lower when kept where true, upper when masked where true).
 std::optional<int64_t> causal_condition(const Graph& g, int cond, bool keep_if_true) {
+  // eq(x, 0) and not(x) invert x's truth, a cast keeps it (torch's is_causal export:
+  // where(eq(trilu(expand(1)), 0), -inf, 0)); a cast to or from bool keeps it; a few of them at
+  // most, walked in a loop.
+  for (int hop = 0; hop < 4; ++hop) {
+    const int p = g.tensor(cond).producer;
+    if (p < 0) break;
+    const Node& n = g.nodes()[p];
+    int next = -1;
+    bool invert = false;
+    const bool bool_cast = n.op == OpKind::Cast && n.inputs.size() == 1 &&
+                           (g.tensor(n.inputs[0]).desc.dtype == DType::Bool ||
+                            g.tensor(n.outputs[0]).desc.dtype == DType::Bool);
+    if ((n.op == OpKind::Not && n.inputs.size() == 1) || bool_cast) {
+      next = n.inputs[0];
+      invert = n.op == OpKind::Not;
+    } else if (n.op == OpKind::Eq && n.inputs.size() == 2) {
+      for (int i : {0, 1})
+        if (std::optional<double> z = scalar_constant(g, n.inputs[i]); z && *z == 0.0) {
+          next = n.inputs[1 - i];
+          invert = true;
+        }
+    }
+    if (next < 0) break;
+    cond = next;
+    keep_if_true = keep_if_true != invert;
+  }
   const TensorInfo& ti = g.tensor(cond);
   const Shape& s = ti.desc.shape;
-  if (s.size() < 2 || !s[s.size() - 2].is_static() || !s.back().is_static()) return std::nullopt;
+  if (s.size() < 2) return std::nullopt;
   if (std::optional<std::vector<double>> v = constant_values(g, cond)) {
+    if (!s[s.size() - 2].is_static() || !s.back().is_static()) return std::nullopt;
     std::vector<bool> keep(v->size());
     for (size_t i = 0; i < v->size(); ++i) keep[i] = ((*v)[i] != 0.0) == keep_if_true;
     return causal_offset(keep, s[s.size() - 2].value(), s.back().value());

@@ -238,6 +238,37 @@ TEST(AttentionMasksGpu, GroupedQuerySymbolicLengthsAndHeadDims) {
     }
 }
 
+// torch's SDPA is_causal export (scaled q and k^T, a computed causal mask: skipped blocks).
+TEST(AttentionMasksGpu, SdpaCausalExport) {
+  KILN_REQUIRE_DEVICE();
+  Engine eng;
+  for (DType dt : {DType::F16, DType::BF16}) {
+    Graph g = test::sdpa_causal(dt, 64);
+    CompiledGraph cg = eng.compile(g);
+    int fused = 0;
+    for (const KernelInfo& k : cg.kernels()) fused += k.name.rfind("attention_", 0) == 0;
+    EXPECT_EQ(fused, 1);
+    for (int64_t s : {5, 150}) {
+      SCOPED_TRACE(fmt::format("{} S={}", dtype_name(dt), s));
+      std::map<std::string, HostTensor> in;
+      for (const char* n : {"q", "k", "v"})
+        in[n] = gputest::random_tensor(dt, {2, 2, s, 64}, 950 + s + n[0], -2.0, 2.0);
+      std::map<std::string, gputest::DeviceData> din, dout;
+      std::map<std::string, std::vector<int64_t>> shapes;
+      for (auto& [n, t] : in) {
+        din[n] = gputest::upload(t);
+        shapes[n] = t.shape;
+      }
+      for (auto& [n, sh] : cg.output_shapes(g.bind(shapes)))
+        dout[n] = gputest::alloc_poisoned(dt, sh);
+      cg.run(gputest::tensors_of(din), gputest::tensors_of(dout));
+      for (auto& [n, want] : run_reference(g, in))
+        EXPECT_TRUE(
+            gputest::all_close(gputest::download(dout.at(n)), want, gputest::default_rtol(dt)));
+    }
+  }
+}
+
 // The imported BERT / GPT-2 form (symbolic S, head splits read in place, a computed mask).
 TEST(AttentionMasksGpu, ImportedSymbolicAttention) {
   KILN_REQUIRE_DEVICE();
