@@ -7,6 +7,10 @@
 //            broadcasts to S),
 //   P = softmax(S, last axis), O = P @ V
 // where the scores and every intermediate up to P are private (one consumer, not graph outputs).
+// Q, K and V are read through their strides (symbolic where the shapes are): views as laid out,
+// and a private transpose that stayed a copy, or a private mul of Q or K by a scalar constant
+// (torch's SDPA export), is taken into the group and read through (the factor moves to the
+// scores). K / V batch dims of size 1 broadcast over Q's (grouped- and multi-query attention).
 // The kernel keeps S and P on chip (flash-attention style), so none of them is ever written.
 // A mask that is recognisably causal (a constant lower-triangular pattern, or trilu of all-true /
 // ones) is not read at all: the kernel computes it from the indices and skips the key blocks a
