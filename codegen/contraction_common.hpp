@@ -100,7 +100,7 @@ class ArgList {
 
 // Element strides of a tensor as code (literals or parameters).
 std::vector<std::string> stride_code(ArgList& a, const TensorDesc& d);
-// The storage type name in generated code: float / unsigned short.
+// The storage type name in generated code: float / unsigned short (unsigned char: bool).
 const char* raw_type(DType t);
 // Load / store helper names: kc_ld_f16, kc_st_bf16 ...
 std::string load_fn(DType t);

@@ -113,6 +113,7 @@ std::vector<std::string> stride_code(ArgList& a, const TensorDesc& d) {
 }
 
 const char* raw_type(DType t) {
+  if (t == DType::Bool) return "unsigned char";  // attention's where masks
   return t == DType::F32 ? "float" : "unsigned short";
 }
 std::string load_fn(DType t) {

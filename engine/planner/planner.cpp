@@ -321,21 +321,25 @@ class Planner {
   void claim_attention(int qk) {
     std::optional<AttentionChain> c = match_attention(g_, qk);
     if (!c) return;
-    for (int n : {c->scale, c->softmax, c->pv})
-      if (n >= 0 && (group_of_[n] >= 0 || !live_[n])) return;
+    const std::vector<int> chain = c->nodes();
+    for (int n : chain)
+      if (n != qk && (group_of_[n] >= 0 || !live_[n])) return;
     int gid = new_group(qk, GroupKind::Attention, qk);
     groups_[gid].attention = c;
-    for (int n : {c->scale, c->softmax, c->pv})
-      if (n >= 0) {
+    for (int n : chain)
+      if (n != qk) {
         groups_[gid].nodes.insert(n);
         group_of_[n] = gid;
       }
     // The chain's intermediates have no reader outside it, so no path leaves it and comes back.
     KILN_ASSERT(acyclic(), "attention group of {} makes the plan cyclic", nm(qk));
     order_->invalidate();
+    std::string chain_text;
+    for (int n : chain) chain_text += (chain_text.empty() ? "" : " -> ") + nm(n);
     groups_[gid].notes.push_back(fmt::format(
-        "attention: {} -> {}{} -> {}: scores and probabilities stay on chip (one kernel)", nm(qk),
-        c->scale >= 0 ? nm(c->scale) + " -> " : std::string(), nm(c->softmax), nm(c->pv)));
+        "attention: {}: scores and probabilities stay on chip (one kernel){}", chain_text,
+        c->causal ? fmt::format(", causal (offset {}): masked key blocks skipped", c->causal_offset)
+                  : std::string()));
   }
 
   // Whether every operand and the result of node i are floating. Integer / bool elementwise

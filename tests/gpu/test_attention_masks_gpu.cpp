@@ -1,0 +1,306 @@
+// The fused attention kernel with masks, causal skipping, grouped-query K / V, symbolic and
+// differing lengths and head dims 8..256, against the CPU reference (f64) on random inputs.
+// Rows whose every key is masked: the reference's softmax gives NaN there (plain math over all
+// -inf); the kernel gives zeros (docs/graph_format.md, "Attention"), checked separately.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "kiln/engine.hpp"
+#include "kiln/reference.hpp"
+#include "tests/attention_masks.hpp"
+#include "tests/gpu/gpu_test_util.hpp"
+
+namespace kiln {
+namespace {
+
+using test::MaskCase;
+using test::MaskKind;
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+std::vector<int64_t> concrete(const std::vector<Dim>& s, const std::map<std::string, int64_t>& b) {
+  std::vector<int64_t> out;
+  for (const Dim& d : s) out.push_back(d.is_static() ? d.value() : b.at(d.str()));
+  return out;
+}
+
+// Mask values: per batch element a kept key length (the first element keeps none when
+// `padded_row`), `pad` past it; masks of other shapes random in [-3, 0] with a few `pad`s.
+HostTensor mask_values(const MaskCase& c, const std::vector<int64_t>& shape, double pad,
+                       bool padded_row, uint64_t seed) {
+  int64_t n = 1;
+  for (int64_t s : shape) n *= s;
+  std::vector<double> v(n);
+  const int64_t cols = shape.back();
+  uint64_t s = seed * 0x9E3779B97F4A7C15ULL + 7;
+  auto rnd = [&] {
+    s ^= s << 13;
+    s ^= s >> 7;
+    s ^= s << 17;
+    return static_cast<double>(s % 100000) / 100000.0;
+  };
+  const bool bool_mask = c.mask == MaskKind::WhereInput;
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t row = i / cols, col = i % cols;
+    bool keep;
+    if (shape.size() >= 3 && shape[shape.size() - 2] == 1) {  // key padding [N, 1, 1, Sk]
+      const int64_t len = (padded_row && row == 0) ? 0 : cols / 2 + (row * 7919) % (cols / 2 + 1);
+      keep = col < len;
+    } else {
+      keep = rnd() > 0.2 && !(padded_row && row % 5 == 1);  // every fifth row fully masked
+    }
+    v[i] = bool_mask ? (keep ? 1.0 : 0.0) : (keep ? -3.0 * rnd() : pad);
+  }
+  return HostTensor::from_f64(bool_mask ? DType::Bool : c.mask_dtype, shape, v);
+}
+
+struct GpuCase {
+  MaskCase c;
+  std::map<std::string, int64_t> bind{{"N", 2}, {"S", 100}, {"Sq", 37}, {"Sk", 150}};
+  double pad = -10000.0;
+  bool padded_row = false;
+  int min_masked_rows = 0;  // rows the reference leaves NaN (all keys masked)
+};
+
+void run_case(Engine& eng, const GpuCase& gc, uint64_t seed) {
+  const MaskCase& c = gc.c;
+  SCOPED_TRACE(fmt::format("{} {} d{}", c.name, dtype_name(c.dt), c.d));
+  Graph g = test::mask_graph(c);
+  CompiledGraph cg = eng.compile(g);
+  int fused = 0;
+  for (const KernelInfo& k : cg.kernels()) fused += k.name.rfind("attention_", 0) == 0;
+  EXPECT_EQ(fused, 1) << "the fused kernel";
+  std::map<std::string, HostTensor> in;
+  in["q"] = gputest::random_tensor(
+      c.dt, concrete(test::concat_dims(c.q_batch, {c.sq, Dim(c.d)}), gc.bind), seed, -2.0, 2.0);
+  in["k"] = gputest::random_tensor(
+      c.dt, concrete(test::concat_dims(c.kv_batch, {c.sk, Dim(c.d)}), gc.bind), seed + 1, -2.0,
+      2.0);
+  in["v"] = gputest::random_tensor(
+      c.dt, concrete(test::concat_dims(c.kv_batch, {c.sk, Dim(c.d)}), gc.bind), seed + 2);
+  if (c.mask == MaskKind::AddInput || c.mask == MaskKind::WhereInput)
+    in[c.mask == MaskKind::AddInput ? "mask" : "cond"] =
+        mask_values(c, concrete(c.mask_shape, gc.bind), gc.pad, gc.padded_row, seed + 3);
+  std::map<std::string, gputest::DeviceData> din, dout;
+  std::map<std::string, std::vector<int64_t>> shapes;
+  for (auto& [n, t] : in) {
+    din[n] = gputest::upload(t);
+    shapes[n] = t.shape;
+  }
+  Bindings b = g.bind(shapes);
+  for (auto& [n, s] : cg.output_shapes(b))
+    dout[n] = gputest::alloc_poisoned(g.tensor(g.find(n)).desc.dtype, s);
+  cg.run(gputest::tensors_of(din), gputest::tensors_of(dout));
+  std::map<std::string, HostTensor> ref = run_reference(g, in);
+  ASSERT_EQ(ref.size(), 1u);
+  const HostTensor& want = ref.begin()->second;
+  const HostTensor got = gputest::download(dout.at(ref.begin()->first));
+  // Fully masked rows (NaN in the reference) must be zeros; the rest match the reference.
+  std::vector<double> w = want.to_f64(), gv = got.to_f64();
+  int masked_rows = 0;
+  std::vector<double> w2 = w, g2 = gv;
+  for (size_t r0 = 0; r0 < w.size(); r0 += c.d) {
+    bool nan_row = false;
+    for (int64_t j = 0; j < c.d; ++j) nan_row |= std::isnan(w[r0 + j]);
+    if (!nan_row) continue;
+    ++masked_rows;
+    for (int64_t j = 0; j < c.d; ++j) {
+      EXPECT_EQ(gv[r0 + j], 0.0) << "fully masked row " << r0 / c.d;
+      w2[r0 + j] = g2[r0 + j] = 0.0;
+    }
+  }
+  EXPECT_GE(masked_rows, gc.min_masked_rows);
+  HostTensor gt = HostTensor::from_f64(DType::F32, got.shape, g2);
+  HostTensor wt = HostTensor::from_f64(DType::F32, want.shape, w2);
+  EXPECT_TRUE(gputest::all_close(gt, wt, gputest::default_rtol(c.dt)));
+}
+
+MaskCase keypad(DType dt, DType mdt, int64_t d = 64) {
+  MaskCase c;
+  c.name = "keypad";
+  c.dt = dt;
+  c.d = d;
+  c.mask = MaskKind::AddInput;
+  c.mask_shape = {Dim("N"), Dim(1), Dim(1), Dim("S")};
+  c.mask_dtype = mdt;
+  return c;
+}
+
+TEST(AttentionMasksGpu, AdditiveMasks) {
+  KILN_REQUIRE_DEVICE();
+  Engine eng;
+  std::vector<GpuCase> cases;
+  GpuCase gc;
+  gc.c = keypad(DType::F16, DType::F32);  // BERT: (1 - mask) * -10000, one sequence all padding
+  gc.padded_row = true;
+  cases.push_back(gc);
+  gc.c = keypad(DType::BF16, DType::BF16);  // where(mask, 0, -inf): NaN rows in the reference
+  gc.pad = -kInf;
+  gc.min_masked_rows = 100;
+  cases.push_back(gc);
+  gc = GpuCase{};
+  gc.c = keypad(DType::F16, DType::F16, 128);  // [S, S]: a causal-shaped additive mask
+  gc.c.name = "square";
+  gc.c.mask_shape = {Dim("S"), Dim("S")};
+  gc.pad = -kInf;
+  gc.padded_row = true;
+  gc.min_masked_rows = 2 * 2 * 20;
+  cases.push_back(gc);
+  gc = GpuCase{};
+  gc.c = keypad(DType::BF16, DType::F32, 80);  // full [N, H, S, S], finfo(f32).min
+  gc.c.name = "full";
+  gc.c.mask_shape = {Dim("N"), Dim(2), Dim("S"), Dim("S")};
+  gc.pad = -3.4028234663852886e38;
+  cases.push_back(gc);
+  gc = GpuCase{};
+  gc.c = keypad(DType::F16, DType::F16);
+  gc.c.name = "add_then_scale";
+  gc.c.add_first = true;
+  cases.push_back(gc);
+  uint64_t seed = 100;
+  for (const GpuCase& c : cases) run_case(eng, c, seed += 10);
+}
+
+TEST(AttentionMasksGpu, CausalAndWhereMasks) {
+  KILN_REQUIRE_DEVICE();
+  Engine eng;
+  struct C {
+    MaskKind kind;
+    int64_t k;
+    double fill;
+    int64_t s;
+  };
+  uint64_t seed = 300;
+  for (DType dt : {DType::F16, DType::BF16})
+    for (C cc : {C{MaskKind::WhereConst, 0, -kInf, 130}, C{MaskKind::WhereTrilu, -1, -kInf, 200},
+                 C{MaskKind::WhereTrilu, 3, -1e9, 64}, C{MaskKind::MaskedFill, 0, -3.4e38, 129},
+                 C{MaskKind::AddCausal, 0, 0.0, 77}, C{MaskKind::WhereConst, 0, -1.0, 50}}) {
+      GpuCase gc;
+      gc.c.name = fmt::format("causal{}_k{}", static_cast<int>(cc.kind), cc.k);
+      gc.c.dt = dt;
+      gc.c.mask = cc.kind;
+      gc.c.causal_k = cc.k;
+      gc.c.fill = cc.fill;
+      gc.c.sq = gc.c.sk = Dim(cc.s);
+      if (cc.k < 0) gc.min_masked_rows = 2 * 2 * static_cast<int>(-cc.k);  // the first rows
+      run_case(eng, gc, seed += 10);
+    }
+  // A general boolean condition, read as a mask, with fully masked rows.
+  GpuCase gc;
+  gc.c.name = "where_input";
+  gc.c.mask = MaskKind::WhereInput;
+  gc.c.mask_shape = {Dim("N"), Dim(1), Dim("S"), Dim("S")};
+  gc.padded_row = true;
+  gc.min_masked_rows = 2 * 2 * 20;
+  run_case(eng, gc, 500);
+}
+
+TEST(AttentionMasksGpu, GroupedQuerySymbolicLengthsAndHeadDims) {
+  KILN_REQUIRE_DEVICE();
+  Engine eng;
+  GpuCase gc;
+  gc.c = keypad(DType::F16, DType::F32);  // GQA: 2 K / V heads for 8 query heads
+  gc.c.name = "gqa";
+  gc.c.q_batch = {Dim("N"), Dim(2), Dim(4)};
+  gc.c.kv_batch = {Dim("N"), Dim(2), Dim(1)};
+  gc.c.mask_shape = {Dim("N"), Dim(1), Dim(1), Dim(1), Dim("S")};
+  run_case(eng, gc, 600);
+  gc.c.kv_batch = {Dim("N"), Dim(1), Dim(1)};  // MQA
+  gc.c.name = "mqa";
+  run_case(eng, gc, 610);
+  gc = GpuCase{};
+  gc.c = keypad(DType::BF16, DType::BF16);  // Sq != Sk, both symbolic
+  gc.c.name = "sq_ne_sk";
+  gc.c.sq = Dim("Sq");
+  gc.c.sk = Dim("Sk");
+  gc.c.mask_shape = {Dim("N"), Dim(1), Dim(1), Dim("Sk")};
+  run_case(eng, gc, 620);
+  gc.bind = {{"N", 3}, {"Sq", 200}, {"Sk", 9}};  // new binding, same kernel
+  run_case(eng, gc, 630);
+  uint64_t seed = 700;
+  for (DType dt : {DType::F16, DType::BF16})
+    for (int64_t d : {8, 40, 64, 80, 96, 128, 160, 256}) {
+      GpuCase hd;
+      hd.c.name = "plain";
+      hd.c.dt = dt;
+      hd.c.d = d;
+      hd.bind["S"] = 70 + d % 50;
+      run_case(eng, hd, seed += 10);
+      hd.c.name = "causal";
+      hd.c.mask = MaskKind::WhereTrilu;
+      hd.c.sq = hd.c.sk = Dim(150);
+      run_case(eng, hd, seed += 10);
+    }
+}
+
+// torch's SDPA is_causal export (scaled q and k^T, a computed causal mask: skipped blocks).
+TEST(AttentionMasksGpu, SdpaCausalExport) {
+  KILN_REQUIRE_DEVICE();
+  Engine eng;
+  for (DType dt : {DType::F16, DType::BF16}) {
+    Graph g = test::sdpa_causal(dt, 64);
+    CompiledGraph cg = eng.compile(g);
+    int fused = 0;
+    for (const KernelInfo& k : cg.kernels()) fused += k.name.rfind("attention_", 0) == 0;
+    EXPECT_EQ(fused, 1);
+    for (int64_t s : {5, 150}) {
+      SCOPED_TRACE(fmt::format("{} S={}", dtype_name(dt), s));
+      std::map<std::string, HostTensor> in;
+      for (const char* n : {"q", "k", "v"})
+        in[n] = gputest::random_tensor(dt, {2, 2, s, 64}, 950 + s + n[0], -2.0, 2.0);
+      std::map<std::string, gputest::DeviceData> din, dout;
+      std::map<std::string, std::vector<int64_t>> shapes;
+      for (auto& [n, t] : in) {
+        din[n] = gputest::upload(t);
+        shapes[n] = t.shape;
+      }
+      for (auto& [n, sh] : cg.output_shapes(g.bind(shapes)))
+        dout[n] = gputest::alloc_poisoned(dt, sh);
+      cg.run(gputest::tensors_of(din), gputest::tensors_of(dout));
+      for (auto& [n, want] : run_reference(g, in))
+        EXPECT_TRUE(
+            gputest::all_close(gputest::download(dout.at(n)), want, gputest::default_rtol(dt)));
+    }
+  }
+}
+
+// The imported BERT / GPT-2 form (symbolic S, head splits read in place, a computed mask).
+TEST(AttentionMasksGpu, ImportedSymbolicAttention) {
+  KILN_REQUIRE_DEVICE();
+  Engine eng;
+  for (DType dt : {DType::F16, DType::BF16}) {
+    Graph g = test::imported_attention(dt, 2, 32);
+    CompiledGraph cg = eng.compile(g);
+    int fused = 0;
+    for (const KernelInfo& k : cg.kernels()) fused += k.name.rfind("attention_", 0) == 0;
+    EXPECT_EQ(fused, 1);
+    for (int64_t s : {9, 130}) {
+      SCOPED_TRACE(fmt::format("{} S={}", dtype_name(dt), s));
+      std::map<std::string, HostTensor> in;
+      in["x"] = gputest::random_tensor(dt, {2, s, 64}, 900 + s, -2.0, 2.0);
+      std::vector<double> keep(2 * s * s);
+      for (int64_t i = 0; i < 2 * s * s; ++i) keep[i] = (i % s) < (i / (s * s) == 0 ? s : s / 2);
+      in["keep"] = HostTensor::from_f64(DType::Bool, {2, 1, s, s}, keep);
+      std::map<std::string, gputest::DeviceData> din, dout;
+      std::map<std::string, std::vector<int64_t>> shapes;
+      for (auto& [n, t] : in) {
+        din[n] = gputest::upload(t);
+        shapes[n] = t.shape;
+      }
+      for (auto& [n, sh] : cg.output_shapes(g.bind(shapes)))
+        dout[n] = gputest::alloc_poisoned(dt, sh);
+      cg.run(gputest::tensors_of(din), gputest::tensors_of(dout));
+      for (auto& [n, want] : run_reference(g, in))
+        EXPECT_TRUE(
+            gputest::all_close(gputest::download(dout.at(n)), want, gputest::default_rtol(dt)));
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kiln

@@ -1,0 +1,383 @@
+// Masked, grouped-query and symbolic-shape attention: what the planner fuses into one Attention
+// group (engine/planner/attention_pattern.hpp), the kernel's layout rule, the kernel names, and
+// every kernel variant compiling with NVRTC for sm_80, sm_90 and sm_90a.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+
+#include "codegen/kernel_spec.hpp"
+#include "codegen/nvrtc.hpp"
+#include "engine/passes/passes.hpp"
+#include "engine/planner/attention_pattern.hpp"
+#include "engine/planner/plan.hpp"
+#include "heuristics/attention_layout.hpp"
+#include "kiln/error.hpp"
+#include "tests/attention_masks.hpp"
+#include "tests/test_paths.hpp"
+
+namespace kiln {
+namespace {
+
+using test::MaskCase;
+using test::MaskKind;
+
+struct Planned {
+  std::shared_ptr<const Graph> g;
+  Plan plan;
+  const FusionGroup* attention = nullptr;
+  int groups = 0;
+};
+
+Planned plan_of(const Graph& src, int sm = 90) {
+  Planned p;
+  p.g = apply_engine_passes(std::make_shared<const Graph>(src), true);
+  PlanOptions po;
+  po.sm = sm;
+  p.plan = plan_fusion(*p.g, po);
+  for (const FusionGroup& grp : p.plan.groups) {
+    ++p.groups;
+    if (grp.kind == GroupKind::Attention) p.attention = &grp;
+  }
+  return p;
+}
+
+std::vector<KernelSpec> kernels_of(const Planned& p, int sm) {
+  CodegenOptions co;
+  co.sm = sm;
+  return generate_kernels(*p.g, p.plan, co);
+}
+
+MaskCase key_padding(DType mdt = DType::F32) {
+  MaskCase c;
+  c.name = "keypad";
+  c.mask = MaskKind::AddInput;
+  c.mask_shape = {Dim("N"), Dim(1), Dim(1), Dim("S")};
+  c.mask_dtype = mdt;
+  return c;
+}
+
+// Every masked form is one Attention group holding the mask step, the only kernel of the graph.
+TEST(AttentionMasks, EveryMaskFormIsOneGroup) {
+  std::vector<MaskCase> cases;
+  cases.push_back(key_padding());
+  MaskCase c = key_padding(DType::F16);
+  c.name = "keypad_f16_add_first";
+  c.add_first = true;
+  cases.push_back(c);
+  c = key_padding(DType::BF16);
+  c.name = "causal_shape";
+  c.mask_shape = {Dim("S"), Dim("S")};
+  cases.push_back(c);
+  c.name = "full";
+  c.mask_shape = {Dim("N"), Dim(2), Dim("S"), Dim("S")};
+  cases.push_back(c);
+  c = MaskCase{};
+  c.name = "where_input";
+  c.mask = MaskKind::WhereInput;
+  c.mask_shape = {Dim("N"), Dim(1), Dim("S"), Dim("S")};
+  c.fill = -3.4028234663852886e38;
+  cases.push_back(c);
+  for (const MaskCase& mc : cases) {
+    SCOPED_TRACE(mc.name);
+    Planned p = plan_of(test::mask_graph(mc));
+    ASSERT_NE(p.attention, nullptr) << plan_to_string(*p.g, p.plan);
+    EXPECT_EQ(p.groups, 1) << plan_to_string(*p.g, p.plan);
+    EXPECT_EQ(p.attention->nodes.size(), 5u);  // matmul, mul, add / where, softmax, matmul
+    const AttentionChain& ch = *p.attention->attention;
+    ASSERT_EQ(ch.steps.size(), 2u);
+    EXPECT_FALSE(ch.causal);
+    const ScoreStep& m = ch.steps[mc.add_first ? 0 : 1];
+    EXPECT_EQ(m.kind,
+              mc.mask == MaskKind::AddInput ? ScoreStep::Kind::AddMask : ScoreStep::Kind::Where);
+    EXPECT_EQ(m.tensor, p.g->find(mc.mask == MaskKind::AddInput ? "mask" : "cond"));
+    ASSERT_EQ(m.strides.size(), 4u);
+    // Broadcast dims read with stride 0; the key stride is 1.
+    EXPECT_EQ(m.strides[3], Dim(1));
+    if (mc.mask_shape.size() == 4 && mc.mask_shape[1] == Dim(1)) EXPECT_EQ(m.strides[1], Dim(0));
+    if (mc.mask_shape.size() == 2) EXPECT_EQ(m.strides[0], Dim(0));
+    if (mc.mask_shape.size() == 4 && mc.mask_shape[2] == Dim(1)) EXPECT_EQ(m.strides[2], Dim(0));
+    std::vector<KernelSpec> ks = kernels_of(p, 90);
+    ASSERT_EQ(ks.size(), 1u);
+    const std::string suffix = mc.mask == MaskKind::AddInput ? "_maskadd" : "_maskbool";
+    EXPECT_EQ(ks[0].name, fmt::format("attention_{}_d64_q64{}", dtype_name(mc.dt), suffix));
+  }
+}
+
+// Causal masks (constant, trilu of all-true, masked_fill's inverted form, an additive triu of
+// -inf) are recognised: the kernel computes them from indices and reads no mask.
+TEST(AttentionMasks, CausalFormsNeedNoMaskTensor) {
+  struct C {
+    MaskKind kind;
+    int64_t k;
+    int64_t offset;
+  };
+  for (C cc : {C{MaskKind::WhereConst, 0, 0}, C{MaskKind::WhereConst, 2, 2},
+               C{MaskKind::WhereTrilu, 0, 0}, C{MaskKind::WhereTrilu, -1, -1},
+               C{MaskKind::MaskedFill, 0, 0}, C{MaskKind::AddCausal, 0, 0}}) {
+    MaskCase c;
+    c.name = fmt::format("causal{}_{}", static_cast<int>(cc.kind), cc.k);
+    c.mask = cc.kind;
+    c.sq = c.sk = Dim(77);
+    c.causal_k = cc.k;
+    SCOPED_TRACE(c.name);
+    Planned p = plan_of(test::mask_graph(c));
+    ASSERT_NE(p.attention, nullptr) << plan_to_string(*p.g, p.plan);
+    const AttentionChain& ch = *p.attention->attention;
+    EXPECT_TRUE(ch.causal);
+    EXPECT_EQ(ch.causal_offset, cc.offset);
+    for (const ScoreStep& s : ch.steps) EXPECT_EQ(s.tensor, -1);
+    std::vector<KernelSpec> ks = kernels_of(p, 80);
+    bool found = false;
+    for (const KernelSpec& k : ks) found |= k.name == "attention_f16_d64_q64_causal_s77x77";
+    EXPECT_TRUE(found);
+  }
+  // A fill that is not a large negative value is a real where: read, never skipped.
+  MaskCase c;
+  c.name = "small_fill";
+  c.mask = MaskKind::WhereConst;
+  c.sq = c.sk = Dim(40);
+  c.fill = -1.0;
+  Planned p = plan_of(test::mask_graph(c));
+  ASSERT_NE(p.attention, nullptr) << plan_to_string(*p.g, p.plan);
+  EXPECT_FALSE(p.attention->attention->causal);
+  EXPECT_GE(p.attention->attention->steps.back().tensor, 0);
+}
+
+// K / V with fewer heads (a broadcast dim of size 1) are read with stride 0; a K batch dim that
+// neither equals Q's nor is 1 is not attention.
+TEST(AttentionMasks, GroupedQueryHeadsBroadcast) {
+  MaskCase c;
+  c.name = "gqa";
+  c.q_batch = {Dim("N"), Dim(2), Dim(4)};
+  c.kv_batch = {Dim("N"), Dim(2), Dim(1)};
+  Planned p = plan_of(test::mask_graph(c));
+  ASSERT_NE(p.attention, nullptr) << plan_to_string(*p.g, p.plan);
+  const AttentionChain& ch = *p.attention->attention;
+  EXPECT_EQ(ch.k_strides[2], Dim(0));
+  EXPECT_EQ(ch.v_strides[2], Dim(0));
+  EXPECT_FALSE(ch.q_strides[2] == Dim(0));
+  EXPECT_TRUE(ch.kv_broadcast());
+  EXPECT_EQ(kernels_of(p, 90).at(0).name, "attention_f16_d64_q64_gqa");
+  c.kv_batch = {Dim("N"), Dim(1), Dim(1)};  // multi-query: one K / V head
+  p = plan_of(test::mask_graph(c));
+  ASSERT_NE(p.attention, nullptr);
+  EXPECT_EQ(p.attention->attention->k_strides[1], Dim(0));
+}
+
+// Symbolic batch and lengths, query and key lengths that differ: strides are symbolic kernel
+// parameters, so the fused kernel is chosen for static and symbolic shapes alike.
+TEST(AttentionMasks, SymbolicLengthsThatDiffer) {
+  MaskCase c = key_padding();
+  c.sq = Dim("Sq");
+  c.sk = Dim("Sk");
+  c.mask_shape = {Dim("N"), Dim(1), Dim(1), Dim("Sk")};
+  Planned p = plan_of(test::mask_graph(c));
+  ASSERT_NE(p.attention, nullptr) << plan_to_string(*p.g, p.plan);
+  const AttentionChain& ch = *p.attention->attention;
+  EXPECT_FALSE(ch.q_strides[0].is_static());  // 2 * Sq * 64
+  EXPECT_EQ(ch.q_strides[2], Dim(64));
+  std::vector<KernelSpec> ks = kernels_of(p, 90);
+  ASSERT_EQ(ks.size(), 1u);
+  EXPECT_EQ(ks[0].name, "attention_f16_d64_q64_maskadd");
+  EXPECT_EQ(ks[0].grid[0].str(), ((Dim("Sq") + Dim(63)) / Dim(64) * Dim("N") * Dim(2)).str());
+}
+
+// Head dims: any multiple of 8 up to 256 is fused; others are the two matmuls.
+TEST(AttentionMasks, HeadDims) {
+  for (int64_t d : {8, 16, 40, 64, 80, 96, 128, 160, 200, 256, 12, 264, 4}) {
+    MaskCase c;
+    c.name = fmt::format("d{}", d);
+    c.d = d;
+    Planned p = plan_of(test::mask_graph(c));
+    EXPECT_EQ(p.attention != nullptr, d % 8 == 0 && d <= 256) << d;
+  }
+  // Not taken: f32, below sm_80, the scores (or the masked scores) also a graph output.
+  MaskCase c = key_padding();
+  c.dt = DType::F32;
+  EXPECT_EQ(plan_of(test::mask_graph(c)).attention, nullptr);
+  EXPECT_EQ(plan_of(test::mask_graph(key_padding()), 75).attention, nullptr);
+  Graph g = test::mask_graph(key_padding());
+  for (const Node& n : g.nodes())
+    if (n.op == OpKind::Add) g.output(Tensor{n.outputs[0]});
+  EXPECT_EQ(plan_of(g).attention, nullptr);
+}
+
+// The imported BERT / GPT-2 form with a symbolic S: the head splits stay transposes (copies,
+// their strides are symbolic); the attention group takes them in and reads their inputs through
+// permuted strides, so the only transpose copied is the heads merge after the kernel.
+TEST(AttentionMasks, ImportedSymbolicAttentionReadsHeadSplitsInPlace) {
+  for (DType dt : {DType::F16, DType::BF16}) {
+    Planned p = plan_of(test::imported_attention(dt, 2, 32));
+    ASSERT_NE(p.attention, nullptr) << plan_to_string(*p.g, p.plan);
+    const AttentionChain& ch = *p.attention->attention;
+    EXPECT_EQ(ch.operand_views.size(), 3u);
+    EXPECT_EQ(p.attention->nodes.size(),
+              3u + 5u);  // 3 transposes, matmul, mul, add, softmax, matmul
+    ASSERT_EQ(ch.steps.size(), 2u);
+    EXPECT_EQ(ch.steps[1].kind, ScoreStep::Kind::AddMask);
+    EXPECT_EQ(ch.steps[1].strides[1], Dim(0));  // one mask for every head
+    EXPECT_EQ(ch.k_rows, false);                // k^T [N, H, D, S] read from [N, S, H, D]
+    EXPECT_EQ(ch.k_strides.back(), Dim(64));    // a key row: H * D elements on
+    int transposes = 0;                         // copy kernels of transposes: the heads merge only
+    for (const FusionGroup& grp : p.plan.groups)
+      for (int n : grp.nodes)
+        transposes += grp.kind == GroupKind::Copy && p.g->nodes()[n].op == OpKind::Transpose;
+    EXPECT_EQ(transposes, 1) << plan_to_string(*p.g, p.plan);
+    for (const KernelSpec& k : kernels_of(p, 80)) {
+      if (k.name.rfind("attention_", 0) != 0) continue;
+      EXPECT_EQ(k.name, fmt::format("attention_{}_d32_q64_maskadd", dtype_name(dt)));
+      EXPECT_FALSE(nvrtc_compile(k.source, k.name, "sm_80").cubin.empty());
+    }
+  }
+}
+
+// The generated part of three attention kernels (the score functor, the layout, the body) is
+// pinned: the imported symbolic form (an f16 mask read with broadcast strides, head splits read
+// in place), causal from a trilu, a bool where over grouped-query heads (UPDATE_GOLDEN=1
+// rewrites the file).
+TEST(AttentionMasks, GoldenSource) {
+  MaskCase causal;
+  causal.name = "causal";
+  causal.mask = MaskKind::WhereTrilu;
+  causal.sq = causal.sk = Dim(100);
+  causal.d = 40;
+  MaskCase gqa;
+  gqa.name = "where_gqa";
+  gqa.dt = DType::BF16;
+  gqa.d = 256;
+  gqa.mask = MaskKind::WhereInput;
+  gqa.q_batch = {Dim("N"), Dim(2), Dim(4)};
+  gqa.kv_batch = {Dim("N"), Dim(2), Dim(1)};
+  gqa.sq = Dim("Sq");
+  gqa.sk = Dim("Sk");
+  gqa.mask_shape = {Dim("N"), Dim(1), Dim(1), Dim(1), Dim("Sk")};
+  gqa.fill = -1e9;
+  std::string text;
+  for (const Graph& g : {test::imported_attention(DType::F16, 2, 32), test::mask_graph(causal),
+                         test::mask_graph(gqa)}) {
+    Planned p = plan_of(g);
+    for (const KernelSpec& k : kernels_of(p, 90)) {
+      if (k.name.rfind("attention_", 0) != 0) continue;
+      const size_t at = k.source.find("struct KcScores");
+      ASSERT_NE(at, std::string::npos) << k.name;
+      text += fmt::format("// ---- {} grid=({}) block={} smem={} args={}\n", k.name,
+                          k.grid[0].str(), k.block[0], k.smem_bytes, k.args.size());
+      text += k.source.substr(at);
+    }
+  }
+  const std::string path =
+      std::string(kiln::testing::source_dir()) + "/tests/golden/attention_masks.cu";
+  const char* update = std::getenv("UPDATE_GOLDEN");
+  if (update && std::string(update) == "1") {
+    std::ofstream(path) << text;
+    GTEST_SKIP() << "rewrote " << path;
+  }
+  std::ifstream in(path);
+  ASSERT_TRUE(in.good()) << "missing " << path << " (run with UPDATE_GOLDEN=1 to create it)";
+  std::stringstream ss;
+  ss << in.rdbuf();
+  EXPECT_EQ(ss.str(), text) << "generated code drifted from " << path
+                            << "; if intended, rerun with UPDATE_GOLDEN=1 and review the diff";
+}
+
+// torch's SDPA is_causal export: the scalar muls of q and k^T fold into the scores, the
+// computed where(eq(trilu(expand(1)), 0), -inf, 0) is recognised as causal over a symbolic S.
+TEST(AttentionMasks, SdpaCausalExport) {
+  Planned p = plan_of(test::sdpa_causal(DType::F16, 64));
+  ASSERT_NE(p.attention, nullptr) << plan_to_string(*p.g, p.plan);
+  const AttentionChain& ch = *p.attention->attention;
+  EXPECT_TRUE(ch.causal);
+  EXPECT_EQ(ch.causal_offset, 0);
+  EXPECT_NEAR(ch.operand_scale, 0.125, 1e-3);  // two f16 roundings of sqrt(1/8)
+  EXPECT_EQ(ch.operand_views.size(), 3u);      // q's mul, k^T's mul and transpose
+  // The mask's own producers (expand, trilu, eq + where over [S, S]) still run: the group
+  // takes the mask as an input it never reads.
+  EXPECT_EQ(p.groups, 1 + 3) << plan_to_string(*p.g, p.plan);
+  std::vector<KernelSpec> ks = kernels_of(p, 90);
+  bool found = false;
+  for (const KernelSpec& k : ks)
+    if (k.name == "attention_f16_d64_q64_causal") {
+      found = true;
+      EXPECT_FALSE(nvrtc_compile(k.source, k.name, "sm_90a").cubin.empty());
+    }
+  EXPECT_TRUE(found);
+}
+
+TEST(AttentionLayout, QueryRowsKeyBlocksAndSharedMemory) {
+  for (int64_t d = 8; d <= 256; d += 8) {
+    AttentionLayout l = choose_attention_layout(d);
+    SCOPED_TRACE(d);
+    EXPECT_EQ(l.padded_dim % 16, 0);
+    EXPECT_GE(l.padded_dim, d);
+    EXPECT_LT(l.padded_dim - d, 16);
+    EXPECT_EQ(l.query_rows, 16 * l.warps);
+    EXPECT_EQ(l.key_rows, l.padded_dim <= 128 ? 64 : 32);
+    EXPECT_EQ(l.q_in_registers, l.padded_dim <= 128);
+    EXPECT_EQ(l.smem_bytes, (l.query_rows + 4 * l.key_rows) * (l.padded_dim + 8) * 2);
+    EXPECT_LE(l.smem_bytes, 163 * 1024);  // sm_80's opt-in limit
+  }
+  EXPECT_EQ(choose_attention_layout(128).smem_bytes, 87040);  // unchanged from the 32..128 kernel
+  EXPECT_EQ(choose_attention_layout(256).smem_bytes, 101376);
+  EXPECT_EQ(choose_attention_layout(40).padded_dim, 48);
+}
+
+// Every variant (dtypes, head dims, masks, causal, GQA, symbolic) compiles with NVRTC for sm_80,
+// sm_90 and sm_90a.
+TEST(AttentionMasks, EveryVariantCompiles) {
+  std::vector<MaskCase> cases;
+  for (int64_t d : {8, 40, 64, 80, 96, 128, 160, 256}) {
+    MaskCase c = key_padding(d == 40 ? DType::F16 : DType::F32);
+    c.name = fmt::format("keypad_d{}", d);
+    c.d = d;
+    c.dt = d % 16 == 0 ? DType::BF16 : DType::F16;
+    cases.push_back(c);
+  }
+  MaskCase c;
+  c.name = "causal";
+  c.mask = MaskKind::WhereTrilu;
+  c.sq = c.sk = Dim(100);
+  cases.push_back(c);
+  c = MaskCase{};
+  c.name = "where_gqa";
+  c.mask = MaskKind::WhereInput;
+  c.mask_shape = {Dim("N"), Dim(1), Dim(1), Dim("Sk")};
+  c.q_batch = {Dim("N"), Dim(2), Dim(4)};
+  c.kv_batch = {Dim("N"), Dim(2), Dim(1)};
+  c.sq = Dim("Sq");
+  c.sk = Dim("Sk");
+  c.mask_shape = {Dim("N"), Dim(1), Dim(1), Dim(1), Dim("Sk")};
+  c.dt = DType::BF16;
+  c.fill = -1e9;  // an integral literal: "-998244352.0f"
+  cases.push_back(c);
+  c = MaskCase{};
+  c.name = "plain_d256";
+  c.d = 256;
+  cases.push_back(c);
+  int compiled = 0;
+  for (const MaskCase& mc : cases) {
+    SCOPED_TRACE(mc.name);
+    Planned p = plan_of(test::mask_graph(mc));
+    ASSERT_NE(p.attention, nullptr) << plan_to_string(*p.g, p.plan);
+    for (const char* arch : {"sm_80", "sm_90", "sm_90a"}) {
+      for (const KernelSpec& k : kernels_of(p, arch[3] == '8' ? 80 : 90)) {
+        if (k.name.rfind("attention_", 0) != 0) continue;
+        try {
+          EXPECT_FALSE(nvrtc_compile(k.source, k.name, arch).cubin.empty()) << k.name;
+          ++compiled;
+        } catch (const Error& e) {
+          ADD_FAILURE() << arch << " " << k.name << ": " << e.what();
+        }
+      }
+    }
+  }
+  EXPECT_EQ(compiled, 3 * static_cast<int>(cases.size()));
+}
+
+}  // namespace
+}  // namespace kiln
