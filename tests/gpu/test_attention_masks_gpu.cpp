@@ -29,6 +29,14 @@ std::vector<int64_t> concrete(const std::vector<Dim>& s, const std::map<std::str
   return out;
 }
 
+// The reference stores the unfused scores in the graph's dtype before its softmax; in bf16 that
+// moves a score of 8 by up to 2^-6, so its probabilities (and the output) are a few bf16 units
+// off the kernel's, which keeps the scores in f32: two units of bf16's 8 bits, as the op harness
+// allows 16-bit types (tests/gpu/test_ops_gpu.cpp).
+double attention_rtol(DType dt) {
+  return dt == DType::BF16 ? 2e-2 : gputest::default_rtol(dt);
+}
+
 // Mask values: per batch element a kept key length (the first element keeps none when
 // `padded_row`), `pad` past it; masks of other shapes random in [-3, 0] with a few `pad`s.
 HostTensor mask_values(const MaskCase& c, const std::vector<int64_t>& shape, double pad,
@@ -96,7 +104,20 @@ void run_case(Engine& eng, const GpuCase& gc, uint64_t seed) {
   for (auto& [n, s] : cg.output_shapes(b))
     dout[n] = gputest::alloc_poisoned(g.tensor(g.find(n)).desc.dtype, s);
   cg.run(gputest::tensors_of(din), gputest::tensors_of(dout));
-  std::map<std::string, HostTensor> ref = run_reference(g, in);
+  // A sequence padded with a finite value (BERT's -10000) at every key is, in exact math, the
+  // unmasked row (softmax is shift-invariant), which the kernel computes; the unfused f16 graph
+  // instead rounds s + pad to f16 (a spacing of 8 at 10000), which leaves noise. The reference
+  // for that sequence therefore gets a zero mask: the kernel must equal the exact result.
+  std::map<std::string, HostTensor> ref_in = in;
+  if (gc.padded_row && std::isfinite(gc.pad) && in.count("mask") && c.mask_shape.size() >= 3 &&
+      c.mask_shape[c.mask_shape.size() - 2] == Dim(1)) {
+    const HostTensor& m = in.at("mask");
+    std::vector<double> mv = m.to_f64();
+    const int64_t cols = m.shape.back();
+    for (int64_t j = 0; j < cols; ++j) mv[j] = 0.0;  // batch element 0: every key padded
+    ref_in["mask"] = HostTensor::from_f64(m.dtype, m.shape, mv);
+  }
+  std::map<std::string, HostTensor> ref = run_reference(g, ref_in);
   ASSERT_EQ(ref.size(), 1u);
   const HostTensor& want = ref.begin()->second;
   const HostTensor got = gputest::download(dout.at(ref.begin()->first));
@@ -117,7 +138,7 @@ void run_case(Engine& eng, const GpuCase& gc, uint64_t seed) {
   EXPECT_GE(masked_rows, gc.min_masked_rows);
   HostTensor gt = HostTensor::from_f64(DType::F32, got.shape, g2);
   HostTensor wt = HostTensor::from_f64(DType::F32, want.shape, w2);
-  EXPECT_TRUE(gputest::all_close(gt, wt, gputest::default_rtol(c.dt)));
+  EXPECT_TRUE(gputest::all_close(gt, wt, attention_rtol(c.dt)));
 }
 
 MaskCase keypad(DType dt, DType mdt, int64_t d = 64) {
@@ -263,8 +284,7 @@ TEST(AttentionMasksGpu, SdpaCausalExport) {
         dout[n] = gputest::alloc_poisoned(dt, sh);
       cg.run(gputest::tensors_of(din), gputest::tensors_of(dout));
       for (auto& [n, want] : run_reference(g, in))
-        EXPECT_TRUE(
-            gputest::all_close(gputest::download(dout.at(n)), want, gputest::default_rtol(dt)));
+        EXPECT_TRUE(gputest::all_close(gputest::download(dout.at(n)), want, attention_rtol(dt)));
     }
   }
 }
@@ -296,8 +316,7 @@ TEST(AttentionMasksGpu, ImportedSymbolicAttention) {
         dout[n] = gputest::alloc_poisoned(dt, sh);
       cg.run(gputest::tensors_of(din), gputest::tensors_of(dout));
       for (auto& [n, want] : run_reference(g, in))
-        EXPECT_TRUE(
-            gputest::all_close(gputest::download(dout.at(n)), want, gputest::default_rtol(dt)));
+        EXPECT_TRUE(gputest::all_close(gputest::download(dout.at(n)), want, attention_rtol(dt)));
     }
   }
 }
