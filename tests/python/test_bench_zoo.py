@@ -134,7 +134,7 @@ def test_table_from_jsonl(jsonl, tmp_path):
     # kiln's one line, less its 'onnx2kiln: error: FILE.onnx: ' prefix, whole: the coverage list
     assert "| ✗ graph input 'input_ids' has element type INT64; kiln graphs compute in f32, f16 or bf16 only |" in bert
     assert "BackendCompilerFailed: x/y" in bert  # a pipe in an error does not break the table
-    assert bert.count("|") == 12  # 11 columns
+    assert bert.count("|") == 13  # 12 columns
     assert "timed out" in by_model["unet_small"][0] and "0.003 ✗" in by_model["unet_small"][0]
     assert "1 of 4 models meet issue 20's acceptance" in text
     assert "NVIDIA H200" in text and "abc1234" in text
