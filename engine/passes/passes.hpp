@@ -68,9 +68,9 @@ bool is_view_node(const Graph& g, const Node& n);
 // stores straight into the concat buffer (a channels-last channel concat: each conv writes its
 // channels with the pixel stride of all of them) and the concat node costs no kernel. An input
 // is written in place when its producer stores through strides (an elementwise op, a
-// contraction or a pool: strided_views.hpp) and its other readers are elementwise, or when it is itself
-// the output of an earlier concat that becomes a view too (DenseNet's growing features: every
-// producer writes into the last buffer); any other input (a graph input, a constant, a norm's
+// contraction or a pool: strided_views.hpp) and its other readers are elementwise, or when it is
+// itself the output of an earlier concat that becomes a view too (DenseNet's growing features:
+// every producer writes into the last buffer); any other input (a graph input, a constant, a norm's
 // output, a tensor a conv also reads, an input listed twice) is copied in by an
 // `identity` node ("<concat>.in<k>") that writes its place, so the others still need no copy.
 // A concat stays a copy where no input is written in place, the output's strides are not static
