@@ -152,6 +152,18 @@ TEST(AttentionVit, ComposedStridesMatchTheReference) {
   }
 }
 
+// When the head split's tensors are read outside the chain (graph outputs here), its copies
+// must exist, so the chain is not taken.
+TEST(AttentionVit, SplitReadElsewhereIsNotTaken) {
+  auto g = apply_engine_passes(
+      std::make_shared<const Graph>(test::vit_attention(DType::F16, kHeads, kD, kTokens, true)),
+      true);
+  PlanOptions po;
+  po.sm = 90;
+  const Plan plan = plan_fusion(*g, po);
+  for (const FusionGroup& grp : plan.groups) EXPECT_NE(grp.kind, GroupKind::Attention);
+}
+
 std::vector<KernelSpec> kernels_of(const Planned& p, int sm) {
   CodegenOptions co;
   co.sm = sm;

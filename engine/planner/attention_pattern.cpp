@@ -50,15 +50,17 @@ std::optional<std::vector<Dim>> operand_strides(const Graph& g, const Operand& o
 
 // Whether every tensor the chain's operand ops make is read by the chain alone (Q, K and V may
 // share ops: torchvision's one QKV transpose), so none of them has to exist; `written` (the
-// result the kernel writes) excepted.
-bool reads_stay_inside(const Graph& g, const AttentionChain& c, int written) {
+// result the kernel writes) excepted, and none is a tensor the kernel reads (q used as v too).
+bool reads_stay_inside(const Graph& g, const AttentionChain& c, int written,
+                       const std::vector<int>& reads) {
   std::vector<int> inside = c.operand_views;
   inside.push_back(c.qk);
   inside.push_back(c.pv);
   for (int n : c.operand_views)
     for (int t : g.nodes()[n].outputs) {
       if (t == written) continue;
-      if (is_graph_output(g, t)) return false;
+      if (is_graph_output(g, t) || std::find(reads.begin(), reads.end(), t) != reads.end())
+        return false;
       for (int r : consumers_of(g, t))
         if (std::find(inside.begin(), inside.end(), r) == inside.end()) return false;
     }
@@ -170,7 +172,7 @@ std::optional<AttentionChain> match_attention(const Graph& g, int qk) {
     for (int n : x->nodes)
       if (std::find(c.operand_views.begin(), c.operand_views.end(), n) == c.operand_views.end())
         c.operand_views.push_back(n);
-  if (!reads_stay_inside(g, c, oo->read)) return std::nullopt;
+  if (!reads_stay_inside(g, c, oo->read, {qo->read, ko->read, vo->read})) return std::nullopt;
   c.operand_scale = qo->scale * ko->scale;
   c.batch = batch;
   c.q_len = qd.shape[r - 2];
