@@ -53,7 +53,9 @@ KernelSpec emit_attention(const EmitContext& cx, const FusionGroup& grp) {
   w.line("extern __shared__ __align__(128) unsigned short kc_smem[];");
   w.line("const long long qt = (long long)blockIdx.x % {};", qt_c);
   w.line("long long bz = (long long)blockIdx.x / {};", qt_c);
-  std::string qo = "0", ko = "0", vo = "0", oo = "0";
+  // Offsets: where Q, K and V start in the tensor they are read from (slices of one projection).
+  auto offset = [&](const Dim& o) { return o == Dim(0) ? std::string("0") : a.dim(o); };
+  std::string qo = offset(c.q_offset), ko = offset(c.k_offset), vo = offset(c.v_offset), oo = "0";
   auto term = [&](size_t i, const Dim& s) {
     return s == Dim(0) ? std::string() : fmt::format(" + b{} * {}", i, a.dim(s));
   };

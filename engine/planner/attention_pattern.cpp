@@ -2,10 +2,12 @@
 // and their operands; the steps between the scores and the softmax are in attention_scores.cpp.
 #include "engine/planner/attention_pattern.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "engine/ir/graph_queries.hpp"
 #include "engine/ir/op_table.hpp"
+#include "engine/planner/attention_operands.hpp"
 
 namespace kiln {
 namespace {
@@ -15,92 +17,6 @@ int private_consumer(const Graph& g, int t) {
   if (is_graph_output(g, t)) return -1;
   std::vector<int> c = consumers_of(g, t);
   return c.size() == 1 ? c[0] : -1;
-}
-
-// Element strides of a tensor with, for each, a static factor it is known to be a multiple of.
-struct Strides {
-  std::vector<Dim> st;
-  std::vector<int64_t> factor;
-};
-
-std::optional<Strides> strides_of(const TensorDesc& d) {
-  std::optional<std::vector<Dim>> st = dim_strides(d);
-  if (!st) return std::nullopt;
-  Strides s{*st, std::vector<int64_t>(st->size(), 1)};
-  for (size_t i = 0; i < st->size(); ++i) {
-    if ((*st)[i].is_static()) {
-      s.factor[i] = (*st)[i].value();
-    } else {  // symbolic strides are row-major: the product of the static dims inside
-      for (size_t j = i + 1; j < d.shape.size(); ++j)
-        if (d.shape[j].is_static()) s.factor[i] *= d.shape[j].value();
-    }
-  }
-  return s;
-}
-
-// The tensor the kernel reads for operand `t` and its strides over t's dims: t itself, or, when
-// t is the result of a private transpose that stayed a copy (the view pass takes static strides
-// only, so head splits of symbolic-length tensors are copies), the transpose's input read
-// through the permuted strides, so that copy never runs. `view` is then the transpose node.
-struct Operand {
-  int read = -1, view = -1;
-  Strides s;
-  int mul = -1;        // a private mul by a scalar constant on the operand (torch's SDPA export
-  double scale = 1.0;  // scales Q and K by sqrt(1 / sqrt(D)) each), folded into the scores
-};
-
-std::optional<double> scalar_constant(const Graph& g, int t) {
-  const TensorInfo& ti = g.tensor(t);
-  if (ti.role != TensorRole::Constant || !ti.data || shape_numel(ti.desc.shape) != Dim(1))
-    return std::nullopt;
-  return ti.data->to_f64().at(0);
-}
-
-std::optional<Operand> operand_in_place(const Graph& g, int t) {
-  const TensorInfo& ti = g.tensor(t);
-  if (ti.desc.layout != Layout::Strided && ti.producer >= 0 &&
-      g.nodes()[ti.producer].op == OpKind::Transpose && private_consumer(g, t) >= 0) {
-    const Node& tr = g.nodes()[ti.producer];
-    std::optional<Strides> in = strides_of(g.tensor(tr.inputs[0]).desc);
-    const std::vector<int64_t>& perm = tr.attr_ints("perm");
-    if (in && perm.size() == in->st.size()) {
-      Operand o{tr.inputs[0], ti.producer, Strides{}};
-      for (int64_t p : perm) {
-        o.s.st.push_back(in->st[p]);
-        o.s.factor.push_back(in->factor[p]);
-      }
-      return o;
-    }
-  }
-  std::optional<Strides> s = strides_of(ti.desc);
-  if (!s) return std::nullopt;
-  return Operand{t, -1, *s};
-}
-
-// Operand `t` as operand_in_place reads it, after a private mul by a scalar constant when
-// `may_scale` (Q and K: the factor moves to the scores).
-std::optional<Operand> operand_of(const Graph& g, int t, bool may_scale) {
-  int mul = -1;
-  double scale = 1.0;
-  if (const int p = g.tensor(t).producer;
-      may_scale && p >= 0 && g.nodes()[p].op == OpKind::Mul && private_consumer(g, t) >= 0) {
-    const Node& m = g.nodes()[p];
-    for (int i = 0; i < 2 && m.inputs.size() == 2; ++i) {
-      std::optional<double> c = scalar_constant(g, m.inputs[1 - i]);
-      if (mul < 0 && c && std::isfinite(*c) && *c != 0.0 &&
-          g.tensor(m.inputs[i]).desc.dtype == g.tensor(t).desc.dtype &&
-          g.tensor(m.inputs[i]).desc.shape == g.tensor(t).desc.shape) {
-        mul = p;
-        scale = *c;
-        t = m.inputs[i];
-      }
-    }
-  }
-  std::optional<Operand> o = operand_in_place(g, t);
-  if (!o) return std::nullopt;
-  o->mul = mul;
-  o->scale = scale;
-  return o;
 }
 
 // Strides of `t` as [batch..., row] with D contiguous; `d_dim` is where D is among the last two
@@ -130,6 +46,25 @@ std::optional<std::vector<Dim>> operand_strides(const Graph& g, const Operand& o
   if (s.factor[row] % 8 != 0) return std::nullopt;
   out.push_back(s.st[row]);
   return out;
+}
+
+// Whether every tensor the chain's operand ops make is read by the chain alone (Q, K and V may
+// share ops: torchvision's one QKV transpose), so none of them has to exist; `written` (the
+// result the kernel writes) excepted, and none is a tensor the kernel reads (q used as v too).
+bool reads_stay_inside(const Graph& g, const AttentionChain& c, int written,
+                       const std::vector<int>& reads) {
+  std::vector<int> inside = c.operand_views;
+  inside.push_back(c.qk);
+  inside.push_back(c.pv);
+  for (int n : c.operand_views)
+    for (int t : g.nodes()[n].outputs) {
+      if (t == written) continue;
+      if (is_graph_output(g, t) || std::find(reads.begin(), reads.end(), t) != reads.end())
+        return false;
+      for (int r : consumers_of(g, t))
+        if (std::find(inside.begin(), inside.end(), r) == inside.end()) return false;
+    }
+  return true;
 }
 
 }  // namespace
@@ -221,9 +156,9 @@ std::optional<AttentionChain> match_attention(const Graph& g, int qk) {
       !((c.v_rows ? vd[r - 2] : vd[r - 1]) == tk) || !(od[r - 1] == d) ||
       !(od[r - 2] == qd.shape[r - 2]) || !(scores[r - 1] == tk))
     return std::nullopt;
-  std::optional<Operand> qo = operand_of(g, c.q, true), ko = operand_of(g, c.k, true),
-                         vo = operand_of(g, c.v, false), oo = operand_in_place(g, c.o);
-  if (!qo || !ko || !vo || !oo || oo->view >= 0) return std::nullopt;  // O: written in place
+  std::optional<Operand> qo = read_operand(g, c.q, true), ko = read_operand(g, c.k, true),
+                         vo = read_operand(g, c.v, false), oo = write_result(g, c.o);
+  if (!qo || !ko || !vo || !oo) return std::nullopt;
   auto qs = operand_strides(g, *qo, c.q, r - 1, batch, false);
   auto ks = operand_strides(g, *ko, c.k, c.k_rows ? r - 1 : r - 2, batch, true);
   auto vs = operand_strides(g, *vo, c.v, c.v_rows ? r - 1 : r - 2, batch, true);
@@ -233,10 +168,11 @@ std::optional<AttentionChain> match_attention(const Graph& g, int qk) {
   c.k_strides = *ks;
   c.v_strides = *vs;
   c.o_strides = *os;
-  for (const Operand* x : {&*qo, &*ko, &*vo}) {
-    if (x->mul >= 0) c.operand_views.push_back(x->mul);
-    if (x->view >= 0) c.operand_views.push_back(x->view);
-  }
+  for (const Operand* x : {&*qo, &*ko, &*vo, &*oo})
+    for (int n : x->nodes)
+      if (std::find(c.operand_views.begin(), c.operand_views.end(), n) == c.operand_views.end())
+        c.operand_views.push_back(n);
+  if (!reads_stay_inside(g, c, oo->read, {qo->read, ko->read, vo->read})) return std::nullopt;
   c.operand_scale = qo->scale * ko->scale;
   c.batch = batch;
   c.q_len = qd.shape[r - 2];
@@ -244,6 +180,10 @@ std::optional<AttentionChain> match_attention(const Graph& g, int qk) {
   c.q = qo->read;
   c.k = ko->read;
   c.v = vo->read;
+  c.o = oo->read;
+  c.q_offset = qo->offset;
+  c.k_offset = ko->offset;
+  c.v_offset = vo->offset;
   return c;
 }
 

@@ -7,14 +7,17 @@
 //            broadcasts to S),
 //   P = softmax(S, last axis), O = P @ V
 // where the scores and every intermediate up to P are private (one consumer, not graph outputs).
-// Q, K and V are read through their strides (symbolic where the shapes are): views as laid out,
-// and a private transpose that stayed a copy, or a private mul of Q or K by a scalar constant
-// (torch's SDPA export), is taken into the group and read through (the factor moves to the
-// scores). K / V batch dims of size 1 broadcast over Q's (grouped- and multi-query attention).
-// The kernel keeps S and P on chip (flash-attention style), so none of them is ever written.
-// A mask that is recognisably causal (a constant lower-triangular pattern, or trilu of all-true /
-// ones) is not read at all: the kernel computes it from the indices and skips the key blocks a
-// query block cannot see. Rows whose every key is masked give zeros (docs/graph_format.md).
+// Q, K and V are read through their strides (symbolic where the shapes are) and an offset: views
+// as laid out, and private chains of reshapes, transposes and slices down to the last that stayed
+// a copy (torchvision's head split of its QKV projection), and a private mul of Q or K by a
+// scalar constant (torch's SDPA export), are taken into the group and read through (the factor
+// moves to the scores; attention_operands.hpp). O is written through the reshapes and
+// transposes after it (the head merge) likewise. K / V batch dims of size 1 broadcast over Q's
+// (grouped- and multi-query attention). The kernel keeps S and P on chip (flash-attention style),
+// so none of them is ever written. A mask that is recognisably causal (a constant lower-triangular
+// pattern, or trilu of all-true / ones) is not read at all: the kernel computes it from the indices
+// and skips the key blocks a query block cannot see. Rows whose every key is masked give zeros
+// (docs/graph_format.md).
 #pragma once
 
 #include <cstdint>
@@ -40,9 +43,11 @@ struct ScoreStep {
 struct AttentionChain {
   int qk = -1, softmax = -1, pv = -1;  // node indices
   int q = -1, k = -1, v = -1, o = -1;  // tensor ids the kernel reads and writes
-  // Transposes of Q, K or V that stayed copies (symbolic strides), and scalar muls of Q and K:
-  // the kernel reads their inputs (through the permuted strides) instead, and they join the group.
+  // Movement ops of Q, K and V down to the last that stayed a copy, scalar muls of Q and K, and
+  // the movement ops after O up to the last copy: the kernel reads their inputs (writes that
+  // copy's result) through the composed strides instead, and they join the group.
   std::vector<int> operand_views;
+  Dim q_offset{0}, k_offset{0}, v_offset{0};  // elements into q, k, v (multiples of 8)
   double operand_scale = 1.0;    // the product of those muls' factors, on the raw scores
   std::vector<ScoreStep> steps;  // between qk and softmax, in graph order
   bool k_rows = true;            // K is [..., Tk, D] (transpose_b), else [..., D, Tk]
