@@ -496,9 +496,27 @@ TEST(AttentionMasks, WgmmaVariantsCompile) {
     EXPECT_EQ(k->block[0], 384);
     EXPECT_EQ(k->smem_bytes, choose_attention_wgmma_layout(mc.d).smem_bytes);
     EXPECT_NE(k->source.find("__launch_bounds__(KA::THREADS, 1)"), std::string::npos);
-    int maps = 0;
-    for (const KernelArg& a : k->args) maps += a.kind == KernelArg::Kind::TensorMap;
-    EXPECT_EQ(maps, 3);
+    // Maps of Q, K, V in that order: {D, rows, the batch dims the operand does not broadcast},
+    // boxes of 64 head columns x 128 rows, 128-byte swizzle.
+    int kv_dims = 0;
+    for (const Dim& b : mc.kv_batch) kv_dims += !(b == Dim(1));
+    const std::vector<size_t> ranks = {2 + mc.q_batch.size(), 2 + size_t(kv_dims),
+                                       2 + size_t(kv_dims)};
+    size_t maps = 0;
+    for (const KernelArg& a : k->args) {
+      if (a.kind != KernelArg::Kind::TensorMap) continue;
+      ASSERT_LT(maps, 3u);
+      EXPECT_EQ(a.map_dims.size(), ranks[maps]) << "map " << maps;
+      EXPECT_EQ(a.map_strides.size() + 1, a.map_dims.size());
+      EXPECT_EQ(a.map_dims[0], Dim(mc.d));
+      EXPECT_EQ(a.map_dims[1], maps == 0 ? mc.sq : mc.sk);
+      ASSERT_GE(a.map_box.size(), 2u);
+      EXPECT_EQ(a.map_box[0], 64);
+      EXPECT_EQ(a.map_box[1], 128);
+      EXPECT_EQ(a.map_swizzle, 128);
+      ++maps;
+    }
+    EXPECT_EQ(maps, 3u);
     try {
       EXPECT_FALSE(nvrtc_compile(k->source, k->name, "sm_90a").cubin.empty()) << k->name;
       ++compiled;
