@@ -1,6 +1,8 @@
 // Per-group-kind kernel emitters, dispatched by generate_kernels (codegen/generate.cpp).
 #pragma once
 
+#include <optional>
+
 #include "codegen/kernel_spec.hpp"
 
 namespace kiln {
@@ -23,6 +25,9 @@ KernelSpec emit_copy(const EmitContext& cx, const FusionGroup& g);
 KernelSpec emit_contraction(const EmitContext& cx, const FusionGroup& g);
 // q @ k^T -> softmax -> @ v in one kernel (codegen/emit_attention.cpp).
 KernelSpec emit_attention(const EmitContext& cx, const FusionGroup& g);
+// The sm_90a wgmma kernel of an attention group where heuristics/attention_layout.hpp's rule
+// picks it, else nothing (codegen/emit_attention_wgmma.cpp; emit_attention asks it first).
+std::optional<KernelSpec> emit_attention_wgmma(const EmitContext& cx, const FusionGroup& g);
 // cumsum along one axis, a CTA per row (codegen/emit_scan.cpp).
 KernelSpec emit_scan(const EmitContext& cx, const FusionGroup& g);
 

@@ -20,6 +20,7 @@ KernelSpec emit_attention(const EmitContext& cx, const FusionGroup& grp) {
   const Graph& g = cx.graph;
   KILN_ASSERT(grp.attention.has_value(), "attention group {} carries no chain", grp.id);
   KILN_ASSERT(cx.opts.sm >= 80, "attention group {}: the fused kernel needs sm_80+", grp.id);
+  if (std::optional<KernelSpec> wg = emit_attention_wgmma(cx, grp)) return *wg;
   const AttentionChain& c = *grp.attention;
   const TensorDesc& qd = g.tensor(c.q).desc;
   const size_t r = c.batch.size() + 2;

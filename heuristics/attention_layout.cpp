@@ -21,4 +21,32 @@ AttentionLayout choose_attention_layout(int64_t head_dim) {
   return l;
 }
 
+bool attention_wgmma_head_dim(int64_t head_dim) {
+  return head_dim == 64 || head_dim == 128;
+}
+
+AttentionWgmmaLayout choose_attention_wgmma_layout(int64_t head_dim) {
+  KILN_ASSERT(attention_wgmma_head_dim(head_dim), "no wgmma attention layout for head dim {}",
+              head_dim);
+  AttentionWgmmaLayout l;
+  l.head_dim = head_dim;
+  l.consumers = 2;
+  l.query_rows = 64 * l.consumers;
+  l.key_rows = 128;
+  l.stages = head_dim <= 64 ? 3 : 2;
+  l.threads = 128 * (l.consumers + 1);
+  const int d = static_cast<int>(head_dim);
+  l.smem_bytes =
+      (l.query_rows * d + 2 * l.stages * l.key_rows * d) * 2 + 1024 + 8 * (3 * l.stages + 1);
+  return l;
+}
+
+AttentionKernel choose_attention_kernel(int sm, bool arch_specific, int64_t head_dim,
+                                        bool rows_16b_aligned, int kv_map_rank, int force) {
+  if (force == 2) return AttentionKernel::MmaSync;
+  const bool ok = sm == 90 && arch_specific && attention_wgmma_head_dim(head_dim) &&
+                  rows_16b_aligned && kv_map_rank >= 2 && kv_map_rank <= 5;
+  return ok ? AttentionKernel::Wgmma : AttentionKernel::MmaSync;
+}
+
 }  // namespace kiln

@@ -33,6 +33,7 @@ constexpr OverrideKey kOverrideKeys[] = {
     {"contraction.tmastore", &ScheduleOverrides::contraction_tmastore, 1, 2},
     {"contraction.rowfold", &ScheduleOverrides::contraction_rowfold, 1, 2},
     {"attention.fused", &ScheduleOverrides::attention_fused, 1, 2},
+    {"attention.wgmma", &ScheduleOverrides::attention_wgmma, 1, 2},
 };
 // channelnorm.algo by name (index = value).
 constexpr const char* kChannelNormAlgos[] = {"rule", "split", "cluster", "pergroup"};
@@ -55,7 +56,8 @@ const char* schedule_override_keys() {
          "channelnorm.onewave (1 on, 2 off), "
          "contraction.im2col (1 on: the rule, 2 off), contraction.prefetch (1 on: the rule, 2 "
          "off), contraction.tmastore (1 on: the rule, 2 off), contraction.rowfold (1 on: the rule, "
-         "2 off), attention.fused (1 on: the rule, 2 off), window.vec (1 on: the rule, 2 off)";
+         "2 off), attention.fused (1 on: the rule, 2 off), attention.wgmma (1 on: the rule, 2 off: "
+         "the mma.sync kernel), window.vec (1 on: the rule, 2 off)";
 }
 
 ScheduleOverrides env_schedule_overrides() {

@@ -37,6 +37,7 @@ struct ScheduleOverrides {
   int contraction_im2col = 0;    // convs by im2col-mode TMA: 1 on (the rule), 2 off (pixel blocks)
   int contraction_rowfold = 0;   // row-folded TMA convs (the stem): 1 on (the rule), 2 off
   int attention_fused = 0;       // attention chains as one kernel: 1 on (the rule), 2 off
+  int attention_wgmma = 0;       // the sm_90a wgmma attention kernel: 1 on (the rule), 2 mma.sync
   bool empty() const;
 };
 // Parses "family.key=value,..." (the keys above); throws kiln::Error(User) naming a bad item and

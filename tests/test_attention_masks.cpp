@@ -17,6 +17,7 @@
 #include "engine/planner/attention_pattern.hpp"
 #include "engine/planner/plan.hpp"
 #include "heuristics/attention_layout.hpp"
+#include "heuristics/schedule.hpp"
 #include "kiln/error.hpp"
 #include "tests/attention_masks.hpp"
 #include "tests/test_paths.hpp"
@@ -51,6 +52,26 @@ std::vector<KernelSpec> kernels_of(const Planned& p, int sm) {
   CodegenOptions co;
   co.sm = sm;
   return generate_kernels(*p.g, p.plan, co);
+}
+
+// What the Engine builds on an H200 (sm_90a kernels allowed), under `schedule`.
+std::vector<KernelSpec> hopper_kernels_of(const Planned& p, const std::string& schedule = "") {
+  CodegenOptions co;
+  co.sm = 90;
+  co.arch_specific = true;
+  co.schedule = parse_schedule_overrides(schedule);
+  return generate_kernels(*p.g, p.plan, co);
+}
+
+// The one fused attention kernel of a plan's kernels.
+const KernelSpec* attention_kernel(const std::vector<KernelSpec>& ks) {
+  const KernelSpec* found = nullptr;
+  for (const KernelSpec& k : ks)
+    if (k.name.rfind("attention_", 0) == 0) {
+      EXPECT_EQ(found, nullptr) << "two attention kernels: " << k.name;
+      found = &k;
+    }
+  return found;
 }
 
 MaskCase key_padding(DType mdt = DType::F32) {
@@ -378,6 +399,181 @@ TEST(AttentionMasks, EveryVariantCompiles) {
     }
   }
   EXPECT_EQ(compiled, 3 * static_cast<int>(cases.size()));
+}
+
+}  // namespace
+}  // namespace kiln
+
+namespace kiln {
+namespace {
+
+TEST(AttentionLayout, WgmmaRule) {
+  using K = AttentionKernel;
+  EXPECT_EQ(choose_attention_kernel(90, true, 64, true, 4, 0), K::Wgmma);
+  EXPECT_EQ(choose_attention_kernel(90, true, 128, true, 2, 0), K::Wgmma);
+  EXPECT_EQ(choose_attention_kernel(90, true, 128, true, 5, 1), K::Wgmma);
+  EXPECT_EQ(choose_attention_kernel(90, true, 128, true, 4, 2), K::MmaSync);   // forced
+  EXPECT_EQ(choose_attention_kernel(90, false, 128, true, 4, 0), K::MmaSync);  // plain sm_90
+  EXPECT_EQ(choose_attention_kernel(80, true, 64, true, 4, 0), K::MmaSync);
+  EXPECT_EQ(choose_attention_kernel(89, true, 64, true, 4, 0), K::MmaSync);
+  EXPECT_EQ(choose_attention_kernel(90, true, 128, false, 4, 0), K::MmaSync);  // unaligned rows
+  EXPECT_EQ(choose_attention_kernel(90, true, 128, true, 6, 0), K::MmaSync);   // TMA: 5 dims
+  for (int64_t d = 8; d <= 256; d += 8) {
+    SCOPED_TRACE(d);
+    EXPECT_EQ(choose_attention_kernel(90, true, d, true, 4, 0) == K::Wgmma, d == 64 || d == 128);
+    EXPECT_EQ(attention_wgmma_head_dim(d), d == 64 || d == 128);
+  }
+  for (int64_t d : {64, 128}) {
+    const AttentionWgmmaLayout l = choose_attention_wgmma_layout(d);
+    SCOPED_TRACE(d);
+    EXPECT_EQ(l.query_rows, 64 * l.consumers);
+    EXPECT_EQ(l.threads, 128 * (l.consumers + 1));
+    EXPECT_EQ(l.key_rows % 64, 0);
+    EXPECT_GE(l.stages, 2);
+    EXPECT_EQ(l.smem_bytes,
+              (l.query_rows + 2 * l.stages * l.key_rows) * d * 2 + 1024 + 8 * (3 * l.stages + 1));
+    EXPECT_LE(l.smem_bytes, 227 * 1024);  // sm_90's opt-in limit
+  }
+  EXPECT_EQ(choose_attention_wgmma_layout(64).smem_bytes, 115792);
+  EXPECT_EQ(choose_attention_wgmma_layout(128).smem_bytes, 164920);
+}
+
+std::vector<MaskCase> wgmma_cases() {
+  std::vector<MaskCase> cases;
+  for (DType dt : {DType::F16, DType::BF16})
+    for (int64_t d : {64, 128}) {
+      MaskCase c;
+      c.dt = dt;
+      c.d = d;
+      c.name = fmt::format("plain_{}_d{}", dtype_name(dt), d);
+      cases.push_back(c);
+      c.name = fmt::format("causal_{}_d{}", dtype_name(dt), d);
+      c.mask = MaskKind::WhereTrilu;
+      c.sq = c.sk = Dim(300);
+      cases.push_back(c);
+      MaskCase k = key_padding(dt == DType::F16 ? DType::F16 : DType::F32);
+      k.dt = dt;
+      k.d = d;
+      k.name = fmt::format("keypad_{}_d{}", dtype_name(dt), d);
+      cases.push_back(k);
+    }
+  MaskCase c;
+  c.name = "where_gqa_sq_sk";
+  c.d = 128;
+  c.dt = DType::BF16;
+  c.mask = MaskKind::WhereInput;
+  c.q_batch = {Dim("N"), Dim(2), Dim(4)};
+  c.kv_batch = {Dim("N"), Dim(2), Dim(1)};
+  c.sq = Dim("Sq");
+  c.sk = Dim("Sk");
+  c.mask_shape = {Dim("N"), Dim(1), Dim(1), Dim(1), Dim("Sk")};
+  c.fill = -1e9;
+  cases.push_back(c);
+  c = MaskCase{};
+  c.name = "mqa_causal_const";
+  c.mask = MaskKind::MaskedFill;
+  c.q_batch = {Dim("N"), Dim(4)};
+  c.kv_batch = {Dim("N"), Dim(1)};
+  c.sq = c.sk = Dim(77);
+  cases.push_back(c);
+  return cases;
+}
+
+// Head dims 64 and 128 on sm_90a take the wgmma kernel (a 384-thread CTA of 128 query rows,
+// launch bounds with one block, TMA maps of Q, K, V), which compiles for sm_90a in every variant;
+// attention.wgmma=2 and sm_90 without arch-specific kernels give the mma.sync kernel, and so do
+// other head dims.
+TEST(AttentionMasks, WgmmaVariantsCompile) {
+  int compiled = 0;
+  for (const MaskCase& mc : wgmma_cases()) {
+    SCOPED_TRACE(mc.name);
+    Planned p = plan_of(test::mask_graph(mc));
+    ASSERT_NE(p.attention, nullptr) << plan_to_string(*p.g, p.plan);
+    std::vector<KernelSpec> ks = hopper_kernels_of(p);
+    const KernelSpec* k = attention_kernel(ks);
+    ASSERT_NE(k, nullptr);
+    EXPECT_NE(k->name.find("_wg128x128"), std::string::npos) << k->name;
+    EXPECT_EQ(k->arch, "sm_90a");
+    EXPECT_EQ(k->block[0], 384);
+    EXPECT_EQ(k->smem_bytes, choose_attention_wgmma_layout(mc.d).smem_bytes);
+    EXPECT_NE(k->source.find("__launch_bounds__(KA::THREADS, 1)"), std::string::npos);
+    // Maps of Q, K, V in that order: {D, rows, the batch dims the operand does not broadcast},
+    // boxes of 64 head columns x 128 rows, 128-byte swizzle.
+    int kv_dims = 0;
+    for (const Dim& b : mc.kv_batch) kv_dims += !(b == Dim(1));
+    const std::vector<size_t> ranks = {2 + mc.q_batch.size(), 2 + size_t(kv_dims),
+                                       2 + size_t(kv_dims)};
+    size_t maps = 0;
+    for (const KernelArg& a : k->args) {
+      if (a.kind != KernelArg::Kind::TensorMap) continue;
+      ASSERT_LT(maps, 3u);
+      EXPECT_EQ(a.map_dims.size(), ranks[maps]) << "map " << maps;
+      EXPECT_EQ(a.map_strides.size() + 1, a.map_dims.size());
+      EXPECT_EQ(a.map_dims[0], Dim(mc.d));
+      EXPECT_EQ(a.map_dims[1], maps == 0 ? mc.sq : mc.sk);
+      ASSERT_GE(a.map_box.size(), 2u);
+      EXPECT_EQ(a.map_box[0], 64);
+      EXPECT_EQ(a.map_box[1], 128);
+      EXPECT_EQ(a.map_swizzle, 128);
+      ++maps;
+    }
+    EXPECT_EQ(maps, 3u);
+    try {
+      EXPECT_FALSE(nvrtc_compile(k->source, k->name, "sm_90a").cubin.empty()) << k->name;
+      ++compiled;
+    } catch (const Error& e) {
+      ADD_FAILURE() << k->name << ": " << e.what();
+    }
+    std::vector<KernelSpec> forced = hopper_kernels_of(p, "attention.wgmma=2");
+    const KernelSpec* m = attention_kernel(forced);
+    ASSERT_NE(m, nullptr);
+    EXPECT_EQ(m->name.find("_wg"), std::string::npos) << m->name;
+    EXPECT_TRUE(m->arch.empty());
+    std::vector<KernelSpec> sm90 = kernels_of(p, 90);
+    const KernelSpec* plain = attention_kernel(sm90);
+    ASSERT_NE(plain, nullptr);
+    EXPECT_EQ(plain->name, m->name);
+  }
+  EXPECT_EQ(compiled, static_cast<int>(wgmma_cases().size()));
+  MaskCase d80;
+  d80.d = 80;
+  Planned p = plan_of(test::mask_graph(d80));
+  std::vector<KernelSpec> ks = hopper_kernels_of(p);
+  const KernelSpec* k = attention_kernel(ks);
+  ASSERT_NE(k, nullptr);
+  EXPECT_EQ(k->name.find("_wg"), std::string::npos) << k->name;
+}
+
+// The generated part of two wgmma attention kernels is pinned (UPDATE_GOLDEN=1 rewrites it):
+// causal f16 at D 64 over a static length, a bool where over grouped-query heads at D 128 with
+// symbolic lengths that differ.
+TEST(AttentionMasks, WgmmaGoldenSource) {
+  std::vector<MaskCase> cases = wgmma_cases();
+  std::string text;
+  for (const MaskCase& mc : {cases[1], cases[cases.size() - 2]}) {
+    Planned p = plan_of(test::mask_graph(mc));
+    std::vector<KernelSpec> ks = hopper_kernels_of(p);
+    const KernelSpec* k = attention_kernel(ks);
+    ASSERT_NE(k, nullptr);
+    const size_t at = k->source.find("struct KcScores");
+    ASSERT_NE(at, std::string::npos) << k->name;
+    text += fmt::format("// ---- {} grid=({}) block={} smem={} args={}\n", k->name,
+                        k->grid[0].str(), k->block[0], k->smem_bytes, k->args.size());
+    text += k->source.substr(at);
+  }
+  const std::string path =
+      std::string(kiln::testing::source_dir()) + "/tests/golden/attention_wgmma.cu";
+  const char* update = std::getenv("UPDATE_GOLDEN");
+  if (update && std::string(update) == "1") {
+    std::ofstream(path) << text;
+    GTEST_SKIP() << "rewrote " << path;
+  }
+  std::ifstream in(path);
+  ASSERT_TRUE(in.good()) << "missing " << path << " (run with UPDATE_GOLDEN=1 to create it)";
+  std::stringstream ss;
+  ss << in.rdbuf();
+  EXPECT_EQ(ss.str(), text) << "generated code drifted from " << path
+                            << "; if intended, rerun with UPDATE_GOLDEN=1 and review the diff";
 }
 
 }  // namespace

@@ -95,6 +95,10 @@ void emit_wgmma_tma(TcKernel& k);
 // `void kc_wgmma4_n<N>(desc_a[4], desc_b[4], acc)`: the four wgmma.mma_async m64nNk16 of a
 // 64-wide k tile in one asm statement (wgmma_instruction.cpp).
 std::string wgmma_instruction(int n, bool bf16, bool b_kmajor);
+// `kc_wgmma_rs4_n<N>`: four k16 steps of m64nNk16 with A from registers (a[4][4]: the four steps'
+// fragments, the mma.sync m16n8k16 A layout per warp) and B an N-major shared-memory operand
+// (trans-b), accumulating (scale-d = 1): the attention kernel's O += P V.
+std::string wgmma_rs_instruction(int n, bool bf16);
 
 // The im2col bounding box's upper corner along one spatial dim (support.cpp).
 int64_t im2col_upper(int64_t in, int64_t out, int64_t stride, int64_t pad);

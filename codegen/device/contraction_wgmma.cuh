@@ -212,6 +212,26 @@ __device__ __forceinline__ void kc_tma_load_2d(unsigned dst, const KcTmaDesc* ma
       : "memory");
 }
 
+// Boxes of 3-D and 5-D maps (innermost coordinate first): attention operands over their batch
+// dims (kiln_attention_wgmma.cuh).
+__device__ __forceinline__ void kc_tma_load_3d(unsigned dst, const KcTmaDesc* map, int c0, int c1,
+                                               int c2, unsigned bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, "
+      "{%2, %3, %4}], [%5];\n" ::"r"(dst),
+      "l"(reinterpret_cast<unsigned long long>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(bar)
+      : "memory");
+}
+__device__ __forceinline__ void kc_tma_load_5d(unsigned dst, const KcTmaDesc* map, int c0, int c1,
+                                               int c2, int c3, int c4, unsigned bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.5d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, "
+      "{%2, %3, %4, %5, %6}], [%7];\n" ::"r"(dst),
+      "l"(reinterpret_cast<unsigned long long>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(c4),
+      "r"(bar)
+      : "memory");
+}
+
 // Box at (c0 = innermost, c1, c2, c3) of a 4-D `map` (an NHWC activation: channel, column, row,
 // image); coordinates may be negative or past the end: those elements read as zero.
 __device__ __forceinline__ void kc_tma_load_4d(unsigned dst, const KcTmaDesc* map, int c0, int c1,

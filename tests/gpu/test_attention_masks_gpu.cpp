@@ -1,5 +1,6 @@
-// The fused attention kernel with masks, causal skipping, grouped-query K / V, symbolic and
-// differing lengths and head dims 8..256, against the CPU reference (f64) on random inputs.
+// The fused attention kernels (mma.sync, and on sm_90 the wgmma one the rule picks) with masks,
+// causal skipping, grouped-query K / V, symbolic and differing lengths and head dims 8..256,
+// against the CPU reference (f64) on random inputs.
 // Rows whose every key is masked: the reference's softmax gives NaN there (plain math over all
 // -inf); the kernel gives zeros (docs/graph_format.md, "Attention"), checked separately.
 #include <fmt/format.h>
@@ -13,6 +14,7 @@
 
 #include "kiln/engine.hpp"
 #include "kiln/reference.hpp"
+#include "runtime/cuda_driver.hpp"
 #include "tests/attention_masks.hpp"
 #include "tests/gpu/gpu_test_util.hpp"
 
@@ -75,13 +77,19 @@ struct GpuCase {
   int min_masked_rows = 0;  // rows the reference leaves NaN (all keys masked)
 };
 
-void run_case(Engine& eng, const GpuCase& gc, uint64_t seed) {
+// `wgmma`: 1 when the fused kernel must be the sm_90a wgmma one (its name has "_wg"), 0 when it
+// must be the mma.sync one, -1 either.
+void run_case(Engine& eng, const GpuCase& gc, uint64_t seed, int wgmma = -1) {
   const MaskCase& c = gc.c;
   SCOPED_TRACE(fmt::format("{} {} d{}", c.name, dtype_name(c.dt), c.d));
   Graph g = test::mask_graph(c);
   CompiledGraph cg = eng.compile(g);
   int fused = 0;
-  for (const KernelInfo& k : cg.kernels()) fused += k.name.rfind("attention_", 0) == 0;
+  for (const KernelInfo& k : cg.kernels()) {
+    if (k.name.rfind("attention_", 0) != 0) continue;
+    ++fused;
+    if (wgmma >= 0) EXPECT_EQ(k.name.find("_wg") != std::string::npos, wgmma == 1) << k.name;
+  }
   EXPECT_EQ(fused, 1) << "the fused kernel";
   std::map<std::string, HostTensor> in;
   in["q"] = gputest::random_tensor(
@@ -257,6 +265,80 @@ TEST(AttentionMasksGpu, GroupedQuerySymbolicLengthsAndHeadDims) {
       hd.c.sq = hd.c.sk = Dim(150);
       run_case(eng, hd, seed += 10);
     }
+}
+
+// The sm_90a wgmma kernel (the rule on an H200: head dims 64 and 128) and the mma.sync kernel
+// forced by the schedule key attention.wgmma=2, on the same cases: plain and causal (several key
+// tiles, the stage ring wrapping, lengths not multiples of the 128-row tiles), a causal diagonal
+// below zero (fully masked first rows), key padding with a sequence all padding, a bool mask,
+// grouped-query K / V and symbolic query and key lengths that differ, rebound.
+TEST(AttentionMasksGpu, WgmmaAndMmaSyncKernels) {
+  KILN_REQUIRE_DEVICE();
+  if (cuda::query_device_info().sm != 90) GTEST_SKIP() << "the wgmma kernel needs sm_90a";
+  for (int wg : {1, 0}) {
+    EngineOptions eo;
+    if (!wg) eo.schedule = "attention.wgmma=2";
+    Engine eng(eo);
+    SCOPED_TRACE(wg ? "wgmma" : "mma.sync forced");
+    uint64_t seed = 2000;
+    for (DType dt : {DType::F16, DType::BF16})
+      for (int64_t d : {64, 128}) {
+        GpuCase gc;
+        gc.c.name = "plain";
+        gc.c.dt = dt;
+        gc.c.d = d;
+        gc.bind["S"] = 700;  // 6 key tiles: the 2- and 3-stage rings wrap
+        run_case(eng, gc, seed += 10, wg);
+        gc.bind["S"] = 1;
+        run_case(eng, gc, seed += 10, wg);
+        gc.c.name = "causal";
+        gc.c.mask = MaskKind::WhereTrilu;
+        gc.c.sq = gc.c.sk = Dim(555);
+        run_case(eng, gc, seed += 10, wg);
+        gc.c.name = "causal_below";
+        gc.c.causal_k = -3;
+        gc.c.sq = gc.c.sk = Dim(260);
+        gc.min_masked_rows = 2 * 2 * 3;
+        run_case(eng, gc, seed += 10, wg);
+        GpuCase kp;
+        kp.c = keypad(dt, DType::F32, d);  // BERT's -10000 padding, one sequence all padding
+        kp.padded_row = true;
+        kp.bind["S"] = 300;
+        run_case(eng, kp, seed += 10, wg);
+        kp.c = keypad(dt, dt, d);  // -inf padding: rows of zeros
+        kp.pad = -kInf;
+        kp.min_masked_rows = 300;
+        run_case(eng, kp, seed += 10, wg);
+        GpuCase wi;
+        wi.c.name = "where_input";
+        wi.c.dt = dt;
+        wi.c.d = d;
+        wi.c.mask = MaskKind::WhereInput;
+        wi.c.mask_shape = {Dim("N"), Dim(1), Dim("S"), Dim("S")};
+        wi.padded_row = true;
+        wi.bind["S"] = 200;
+        wi.min_masked_rows = 2 * 2 * 40;
+        run_case(eng, wi, seed += 10, wg);
+        GpuCase gq;
+        gq.c = keypad(dt, DType::F32, d);
+        gq.c.name = "gqa";
+        gq.c.q_batch = {Dim("N"), Dim(2), Dim(4)};
+        gq.c.kv_batch = {Dim("N"), Dim(2), Dim(1)};
+        gq.c.mask_shape = {Dim("N"), Dim(1), Dim(1), Dim(1), Dim("S")};
+        gq.bind["S"] = 333;
+        run_case(eng, gq, seed += 10, wg);
+        GpuCase sq;
+        sq.c.name = "sq_ne_sk";
+        sq.c.dt = dt;
+        sq.c.d = d;
+        sq.c.sq = Dim("Sq");
+        sq.c.sk = Dim("Sk");
+        sq.bind = {{"N", 2}, {"Sq", 37}, {"Sk", 450}};
+        run_case(eng, sq, seed += 10, wg);
+        sq.bind = {{"N", 3}, {"Sq", 300}, {"Sk", 9}};  // rebound: the same kernel
+        run_case(eng, sq, seed += 10, wg);
+      }
+  }
 }
 
 // torch's SDPA is_causal export (scaled q and k^T, a computed causal mask: skipped blocks).

@@ -1,0 +1,269 @@
+// kiln fused attention for sm_90a: O = softmax(scores(Q K^T)) V for one batch element and a block
+// of BQ = 128 query rows, on wgmma. Needs contraction_mma.cuh (kc_smem_u32, packing) and
+// contraction_wgmma.cuh (wgmma fences and descriptors, mbarriers, TMA loads) before it, and the
+// generated MMA: MMA::s(da, db, acc) issues S's four k16 wgmma of one 64-column slab (both
+// operands in shared memory, K K-major), MMA::o(a, db, acc) O's four k16 wgmma of 64 keys (P
+// from registers, V N-major); codegen/contraction/wgmma_instruction.cpp writes the asm.
+//
+// Roles (one if / else, so setmaxnreg takes effect): warpgroups 0 and 1 are consumers, 64 query
+// rows each; warpgroup 2 is the producer, whose first thread loads the Q block once and then
+// K and V tiles of BK keys by TMA into a STAGES-deep ring, each tile completing its own mbarrier
+// (full_k, full_v), each stage released by the consumers' warps (empty). Per key tile a consumer
+// computes S = Q K^T (D / 16 wgmma k steps), the logits through the score functor, the online
+// softmax in exp2 on the accumulator fragments (the m64 accumulator of a warp is the mma.sync
+// m16n8 layout, so the rows and keys are those of kiln_attention.cuh), converts P to 16-bit in
+// registers, where it is already the A fragment of the next product, and runs O += P V (BK / 16
+// k steps, A from registers). Masked positions and padding keys are -inf before the max; rows
+// with no visible key keep the max at -inf and end as zeros, never NaN.
+//
+// Shared tiles: 128-byte swizzled slabs of 64 head columns, as TMA boxes of {64, rows} land them:
+// Q is D / 64 slabs of [BQ][64], each K and V tile D / 64 slabs of [BK][64]. K is the K-major B
+// of S (descriptor as KcWgmma's K-major B); V is the N-major B of O (slab stride BK * 128 bytes
+// as LBO, as KcWgmma's N-major B). Rows past the tensor's end arrive as zeros (TMA bounds).
+// The causal score functor also bounds the key tiles: tiles past the block's last visible key
+// are neither loaded nor computed.
+#pragma once
+
+// A box at (col, row, batch coordinates innermost first) of an R-dimensional map.
+template <int R>
+__device__ __forceinline__ void kc_attn_box(unsigned dst, const KcTmaDesc* m, int col, int row,
+                                            const int (&b)[3], unsigned bar) {
+  static_assert(R >= 2 && R <= 5, "attention maps have 2 to 5 dims");
+  if constexpr (R == 2) kc_tma_load_2d(dst, m, col, row, bar);
+  if constexpr (R == 3) kc_tma_load_3d(dst, m, col, row, b[0], bar);
+  if constexpr (R == 4) kc_tma_load_4d(dst, m, col, row, b[0], b[1], bar);
+  if constexpr (R == 5) kc_tma_load_5d(dst, m, col, row, b[0], b[1], b[2], bar);
+}
+
+template <int D, bool BF16, int BK, int STAGES, int QR, int KR, int VR, class Score, class MMA>
+struct KcAttentionWg {
+  static_assert(D == 64 || D == 128, "wgmma attention: head dim 64 or 128");
+  static_assert(BK % 64 == 0 && BK <= 256, "key tile: whole 64-key wgmma groups");
+  static constexpr int CONSUMERS = 2, BQ = 64 * CONSUMERS, THREADS = 128 * (CONSUMERS + 1);
+  static constexpr int SLABS = D / 64;
+  static constexpr int Q_ELEMS = BQ * D, KV_ELEMS = BK * D;
+  static constexpr int TILES_BYTES = (Q_ELEMS + 2 * STAGES * KV_ELEMS) * 2;
+  static constexpr int SMEM_BYTES = TILES_BYTES + 1024 + 8 * (3 * STAGES + 1);
+  static constexpr int PRODUCER_REGS = 24, CONSUMER_REGS = 240;
+
+  __device__ static __forceinline__ unsigned pack(float lo, float hi) {
+    return BF16 ? kc_pack_bf16(lo, hi) : kc_pack_f16(lo, hi);
+  }
+  template <int N>
+  __device__ static __forceinline__ void fence(float (&a)[1][N][4]) {
+#pragma unroll
+    for (int i = 0; i < N; ++i)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) kc_reg_fence(a[0][i][e]);
+  }
+
+  // Barrier addresses: full_k[s], full_v[s], empty[s], then the Q barrier.
+  __device__ static __forceinline__ unsigned full_k(unsigned bars, int s) {
+    return bars + 8 * s;
+  }
+  __device__ static __forceinline__ unsigned full_v(unsigned bars, int s) {
+    return bars + 8 * (STAGES + s);
+  }
+  __device__ static __forceinline__ unsigned empty(unsigned bars, int s) {
+    return bars + 8 * (2 * STAGES + s);
+  }
+
+  // The producer's thread: Q once, then every key tile's K and V as their stages free up.
+  __device__ static __forceinline__ void produce(unsigned base, unsigned bars, const KcTmaDesc* qm,
+                                                 const KcTmaDesc* km, const KcTmaDesc* vm,
+                                                 const int (&qb)[3], const int (&kb)[3],
+                                                 const int (&vb)[3], int q0, int nkb) {
+    const unsigned qbar = bars + 8 * 3 * STAGES;
+    kc_mbar_arrive_expect_tx(qbar, Q_ELEMS * 2);
+#pragma unroll
+    for (int j = 0; j < SLABS; ++j) kc_attn_box<QR>(base + j * BQ * 128, qm, j * 64, q0, qb, qbar);
+    for (int t = 0; t < nkb; ++t) {
+      const int s = t % STAGES;
+      if (t >= STAGES) kc_mbar_wait(empty(bars, s), ((t / STAGES) - 1) & 1);
+      const unsigned sk = base + Q_ELEMS * 2 + s * 2 * KV_ELEMS * 2, sv = sk + KV_ELEMS * 2;
+      kc_mbar_arrive_expect_tx(full_k(bars, s), KV_ELEMS * 2);
+#pragma unroll
+      for (int j = 0; j < SLABS; ++j)
+        kc_attn_box<KR>(sk + j * BK * 128, km, j * 64, t * BK, kb, full_k(bars, s));
+      kc_mbar_arrive_expect_tx(full_v(bars, s), KV_ELEMS * 2);
+#pragma unroll
+      for (int j = 0; j < SLABS; ++j)
+        kc_attn_box<VR>(sv + j * BK * 128, vm, j * 64, t * BK, vb, full_v(bars, s));
+    }
+  }
+
+  // Logits of key tile kb in place (masked: -inf), the new row maxima, the factors a0 / a1 that
+  // rescale what came before, and the exponentials (in place) with this thread's row sums
+  // added to l0 / l1 (the quad's sum is taken at the end).
+  __device__ static __forceinline__ void softmax_tile(float (&s)[1][BK / 8][4], const Score& sc,
+                                                      int kb, int row0, int tq, int tk, float& m0,
+                                                      float& m1, float& l0, float& l1, float& a0,
+                                                      float& a1) {
+    constexpr float E = Score::NATURAL ? 1.4426950408889634f : 1.f;  // to the log2 domain
+    const int lane = threadIdx.x & 31;
+    float mx0 = -KILN_INF, mx1 = -KILN_INF;
+#pragma unroll
+    for (int nt = 0; nt < BK / 8; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int key = kb * BK + nt * 8 + (lane & 3) * 2 + (e & 1);
+        const int row = row0 + (e >> 1) * 8;
+        const bool seen = key < tk && row < tq && (!Score::CAUSAL || key <= row + sc.coff);
+        const float x = seen ? sc(s[0][nt][e], row, key) : -KILN_INF;
+        s[0][nt][e] = x;
+        if (e < 2)
+          mx0 = fmaxf(mx0, x);
+        else
+          mx1 = fmaxf(mx1, x);
+      }
+#pragma unroll
+    for (int off = 1; off < 4; off <<= 1) {
+      mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, off));
+      mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, off));
+    }
+    const float n0 = fmaxf(m0, mx0), n1 = fmaxf(m1, mx1);
+    // A row with no visible key so far keeps its max at -inf: subtract 0 instead.
+    const float z0 = n0 == -KILN_INF ? 0.f : n0 * E, z1 = n1 == -KILN_INF ? 0.f : n1 * E;
+    a0 = exp2f(m0 * E - z0);
+    a1 = exp2f(m1 * E - z1);
+    m0 = n0;
+    m1 = n1;
+    float r0 = 0.f, r1 = 0.f;
+#pragma unroll
+    for (int nt = 0; nt < BK / 8; ++nt) {
+      s[0][nt][0] = exp2f(fmaf(s[0][nt][0], E, -z0));
+      s[0][nt][1] = exp2f(fmaf(s[0][nt][1], E, -z0));
+      s[0][nt][2] = exp2f(fmaf(s[0][nt][2], E, -z1));
+      s[0][nt][3] = exp2f(fmaf(s[0][nt][3], E, -z1));
+      r0 += s[0][nt][0] + s[0][nt][1];
+      r1 += s[0][nt][2] + s[0][nt][3];
+    }
+    l0 = l0 * a0 + r0;
+    l1 = l1 * a1 + r1;
+  }
+
+  // One consumer warpgroup `wg`: its 64 rows over every key tile, then the output rows.
+  __device__ static __forceinline__ void consume(unsigned base, unsigned bars, int wg,
+                                                 unsigned short* o, long long o_rs, int tq, int tk,
+                                                 int q0, int nkb, const Score& sc) {
+    const int warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
+    const int row0 = q0 + wg * 64 + warp * 16 + (lane >> 2);
+    const unsigned sq = base + wg * 64 * 128;
+    float oacc[1][D / 8][4];
+#pragma unroll
+    for (int i = 0; i < D / 8; ++i)
+      oacc[0][i][0] = oacc[0][i][1] = oacc[0][i][2] = oacc[0][i][3] = 0.f;
+    float m0 = -KILN_INF, m1 = -KILN_INF, l0 = 0.f, l1 = 0.f;  // rows lane/4 and lane/4 + 8
+    kc_mbar_wait(bars + 8 * 3 * STAGES, 0);                    // the Q block
+    for (int t = 0; t < nkb; ++t) {
+      const int s = t % STAGES;
+      const unsigned ph = (t / STAGES) & 1;
+      const unsigned sk = base + Q_ELEMS * 2 + s * 2 * KV_ELEMS * 2, sv = sk + KV_ELEMS * 2;
+      float sacc[1][BK / 8][4];
+#pragma unroll
+      for (int i = 0; i < BK / 8; ++i)
+        sacc[0][i][0] = sacc[0][i][1] = sacc[0][i][2] = sacc[0][i][3] = 0.f;
+      kc_mbar_wait(full_k(bars, s), ph);
+      fence(sacc);
+      kc_wg_fence();
+#pragma unroll
+      for (int j = 0; j < SLABS; ++j) {  // S += Q[:, 64 j ..] K[:, 64 j ..]^T
+        unsigned long long da[4], db[4];
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk) {
+          da[kk] = kc_wg_desc(sq + j * BQ * 128 + kk * 32, 16, 1024);
+          db[kk] = kc_wg_desc(sk + j * BK * 128 + kk * 32, 16, 1024);
+        }
+        MMA::s(da, db, sacc);
+      }
+      kc_wg_commit();
+      kc_wg_wait<0>();
+      fence(sacc);
+      float a0, a1;
+      softmax_tile(sacc, sc, t, row0, tq, tk, m0, m1, l0, l1, a0, a1);
+#pragma unroll
+      for (int dt = 0; dt < D / 8; ++dt) {
+        oacc[0][dt][0] *= a0;
+        oacc[0][dt][1] *= a0;
+        oacc[0][dt][2] *= a1;
+        oacc[0][dt][3] *= a1;
+      }
+      unsigned pa[BK / 64][4][4];  // P as the A fragments of the 16-key steps
+#pragma unroll
+      for (int j = 0; j < BK / 16; ++j) {
+        pa[j / 4][j % 4][0] = pack(sacc[0][2 * j][0], sacc[0][2 * j][1]);
+        pa[j / 4][j % 4][1] = pack(sacc[0][2 * j][2], sacc[0][2 * j][3]);
+        pa[j / 4][j % 4][2] = pack(sacc[0][2 * j + 1][0], sacc[0][2 * j + 1][1]);
+        pa[j / 4][j % 4][3] = pack(sacc[0][2 * j + 1][2], sacc[0][2 * j + 1][3]);
+      }
+      kc_mbar_wait(full_v(bars, s), ph);
+      fence(oacc);
+      kc_wg_fence();
+#pragma unroll
+      for (int c = 0; c < BK / 64; ++c) {  // O += P[:, 64 c ..] V[64 c .., :]
+        unsigned long long db[4];
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk)
+          db[kk] = kc_wg_desc(sv + (c * 4 + kk) * 2048, BK * 128, 1024);
+        MMA::o(pa[c], db, oacc);
+      }
+      kc_wg_commit();
+      kc_wg_wait<0>();
+      fence(oacc);
+      if (lane == 0) kc_mbar_arrive(empty(bars, s));  // this warp is done with the stage
+    }
+#pragma unroll
+    for (int off = 1; off < 4; off <<= 1) {
+      l0 += __shfl_xor_sync(0xffffffffu, l0, off);
+      l1 += __shfl_xor_sync(0xffffffffu, l1, off);
+    }
+    // l is 0 exactly when the row saw no key (a fully masked row): its output is zeros.
+    const float i0 = l0 > 0.f ? 1.f / l0 : 0.f, i1 = l1 > 0.f ? 1.f / l1 : 0.f;
+    const int row1 = row0 + 8;
+#pragma unroll
+    for (int dt = 0; dt < D / 8; ++dt) {
+      const int d = dt * 8 + (lane & 3) * 2;
+      if (row0 < tq)
+        *reinterpret_cast<unsigned*>(o + (long long)row0 * o_rs + d) =
+            pack(oacc[0][dt][0] * i0, oacc[0][dt][1] * i0);
+      if (row1 < tq)
+        *reinterpret_cast<unsigned*>(o + (long long)row1 * o_rs + d) =
+            pack(oacc[0][dt][2] * i1, oacc[0][dt][3] * i1);
+    }
+  }
+
+  // qm, km, vm: TMA maps of Q, K, V ({D, rows, batch dims that do not broadcast}); qb, kb, vb:
+  // this CTA's coordinates on those batch dims; o: this batch element's output rows.
+  __device__ static __forceinline__ void run(unsigned short* smem, const KcTmaDesc* qm,
+                                             const KcTmaDesc* km, const KcTmaDesc* vm,
+                                             const int (&qb)[3], const int (&kb)[3],
+                                             const int (&vb)[3], unsigned short* o, long long o_rs,
+                                             int tq, int tk, int q0, const Score& sc) {
+    const unsigned raw = kc_smem_u32(smem);
+    const unsigned base = (raw + 1023u) & ~1023u;  // the swizzle pattern repeats every 1024 bytes
+    const unsigned bars = base + TILES_BYTES;
+    int nkb = (tk + BK - 1) / BK;
+    if (Score::CAUSAL) {  // key tiles past the block's last visible key are never loaded
+      const int last = min(q0 + BQ, tq) - 1 + sc.coff;
+      nkb = last < 0 ? 0 : min(nkb, last / BK + 1);
+    }
+    if (threadIdx.x == 0) {
+      for (int s = 0; s < STAGES; ++s) {
+        kc_mbar_init(full_k(bars, s), 1);
+        kc_mbar_init(full_v(bars, s), 1);
+        kc_mbar_init(empty(bars, s), CONSUMERS * 4);
+      }
+      kc_mbar_init(bars + 8 * 3 * STAGES, 1);
+      kc_fence_proxy_async();  // the initialized barriers, visible to the TMA unit
+    }
+    __syncthreads();
+    const int wg = threadIdx.x >> 7;
+    if (wg == CONSUMERS) {
+      asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(PRODUCER_REGS));
+      if (threadIdx.x == CONSUMERS * 128) produce(base, bars, qm, km, vm, qb, kb, vb, q0, nkb);
+    } else {
+      asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(CONSUMER_REGS));
+      consume(base, bars, wg, o, o_rs, tq, tk, q0, nkb, sc);
+    }
+  }
+};
