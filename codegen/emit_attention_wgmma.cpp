@@ -64,6 +64,10 @@ std::optional<KernelSpec> emit_attention_wgmma(const EmitContext& cx, const Fusi
   if (choose_attention_kernel(cx.opts.sm, cx.opts.arch_specific, c.head_dim, true, rank,
                               cx.opts.schedule.attention_wgmma) != AttentionKernel::Wgmma)
     return std::nullopt;
+  // The tensor maps start at their tensor's pointer: operands read at an offset into their root
+  // (ViT's q, k, v thirds of one projection) stay on the mma.sync kernel, which adds it.
+  if (!(c.q_offset == Dim(0)) || !(c.k_offset == Dim(0)) || !(c.v_offset == Dim(0)))
+    return std::nullopt;
   const TensorDesc& qd = g.tensor(c.q).desc;
   const size_t r = c.batch.size() + 2;
   const bool bf16 = qd.dtype == DType::BF16;
