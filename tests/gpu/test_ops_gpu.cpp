@@ -446,9 +446,7 @@ void add_gather_cases(std::vector<Case>& cases) {
     }
 }
 
-std::vector<Case> make_cases() {
-  std::vector<Case> cases;
-  append_int_bool_cases(&cases);
+void add_pointwise_cases(std::vector<Case>& cases) {
   // ---- every pointwise op: one graph per dtype x layout x size, every op a separate output
   // (the planner fuses the siblings horizontally: one kernel), plus one unfused run.
   const std::vector<std::vector<int64_t>> pw_shapes = {{2, 3, 5, 7}, {1, 3, 1, 4097}, {1, 1, 1, 1}};
@@ -493,6 +491,9 @@ std::vector<Case> make_cases() {
           };
           cases.push_back(c);
         }
+}
+
+void add_batchnorm_cases(std::vector<Case>& cases) {
   // ---- batchnorm (unfolded) in a chain, symbolic batch
   for (DType dt : kDtypes)
     for (Layout l : {Layout::NCHW, Layout::NHWC}) {
@@ -509,6 +510,9 @@ std::vector<Case> make_cases() {
       };
       cases.push_back(c);
     }
+}
+
+void add_rownorm_cases(std::vector<Case>& cases) {
   // ---- row norms: layernorm/rmsnorm/softmax with add prologue, gelu epilogue, extra output
   for (DType dt : kDtypes)
     for (int64_t len : {1, 7, 96, 1000, 4096, 4097, 70000}) {
@@ -560,6 +564,9 @@ std::vector<Case> make_cases() {
     };
     cases.push_back(d);
   }
+}
+
+void add_channelnorm_cases(std::vector<Case>& cases) {
   // ---- channel norms
   for (DType dt : kDtypes)
     for (Layout l : {Layout::NCHW, Layout::NHWC}) {
@@ -653,6 +660,9 @@ std::vector<Case> make_cases() {
     c.build = norm_silu_nhwc(DType::F16, 320, 32, 64, 64, 16);
     cases.push_back(c);
   }
+}
+
+void add_split_channelnorm_cases(std::vector<Case>& cases) {
   // ---- the split channel-norm path (the rule for NHWC, static C and image where the sm_90
   // cluster path does not apply; each case runs under the rules, split, split without L2
   // policies and under channelnorm.algo=cluster: cluster or per-group): several
@@ -719,6 +729,9 @@ std::vector<Case> make_cases() {
       cases.push_back(cluster);
     }
   }
+}
+
+void add_reduction_cases(std::vector<Case>& cases) {
   // ---- reductions
   const std::vector<std::vector<int64_t>> axes_list = {{}, {0}, {1}, {3}, {2, 3}, {1, 2, 3}};
   for (DType dt : kDtypes)
@@ -758,6 +771,9 @@ std::vector<Case> make_cases() {
           };
           cases.push_back(c);
         }
+}
+
+void add_split_reduction_cases(std::vector<Case>& cases) {
   // ---- outer reductions split over CTAs (column tiles, a workspace and self-resetting counters:
   // three runs): a squeeze-excite pool of a large NHWC map (few outputs, long ranges) with its
   // prologue's result also an output, a symbolic batch, a partial tile of 32 outputs (C = 40), and
@@ -785,6 +801,9 @@ std::vector<Case> make_cases() {
     };
     cases.push_back(c);
   }
+}
+
+void add_window_cases(std::vector<Case>& cases) {
   // ---- windows
   for (DType dt : kDtypes)
     for (Layout l : {Layout::NCHW, Layout::NHWC}) {
@@ -827,6 +846,9 @@ std::vector<Case> make_cases() {
       };
       cases.push_back(c);
     }
+}
+
+void add_layout_movement_cases(std::vector<Case>& cases) {
   // ---- movement
   for (DType dt : kDtypes) {
     Case c;
@@ -843,6 +865,9 @@ std::vector<Case> make_cases() {
     };
     cases.push_back(c);
   }
+}
+
+void add_pad_cases(std::vector<Case>& cases) {
   // ---- pad: NHWC channels 3 -> 8 (one 16-byte vector per pixel), every dim with a fill value,
   // a scalar-path NCHW pad, and prologues (a cast from f32, an elementwise op) computed in the copy
   for (DType dt : kDtypes)
@@ -865,6 +890,9 @@ std::vector<Case> make_cases() {
       };
       cases.push_back(c);
     }
+}
+
+void add_fusion_pattern_cases(std::vector<Case>& cases) {
   // ---- fusion patterns: a transformer-ish residual chain with multi-output groups
   for (DType dt : kDtypes) {
     Case c;
@@ -884,6 +912,9 @@ std::vector<Case> make_cases() {
     };
     cases.push_back(c);
   }
+}
+
+void add_movement_op_cases(std::vector<Case>& cases) {
   // ---- concat, split, slice, expand, tile, depth/space, pad modes, trilu
   // (tests/movement_graphs.hpp)
   for (DType dt : {DType::F32, DType::F16})
@@ -896,6 +927,9 @@ std::vector<Case> make_cases() {
         c.build = mg.build;
         cases.push_back(c);
       }
+}
+
+void add_resize_cases(std::vector<Case>& cases) {
   // ---- resize: nearest (gather copy) and linear in every mode, NCHW and NHWC
   // (tests/resize_graphs.hpp)
   for (DType dt : {DType::F32, DType::F16})
@@ -908,6 +942,24 @@ std::vector<Case> make_cases() {
         c.build = mg.build;
         cases.push_back(c);
       }
+}
+
+std::vector<Case> make_cases() {
+  std::vector<Case> cases;
+  append_int_bool_cases(&cases);
+  add_pointwise_cases(cases);
+  add_batchnorm_cases(cases);
+  add_rownorm_cases(cases);
+  add_channelnorm_cases(cases);
+  add_split_channelnorm_cases(cases);
+  add_reduction_cases(cases);
+  add_split_reduction_cases(cases);
+  add_window_cases(cases);
+  add_layout_movement_cases(cases);
+  add_pad_cases(cases);
+  add_fusion_pattern_cases(cases);
+  add_movement_op_cases(cases);
+  add_resize_cases(cases);
   add_new_float_op_cases(cases);
   add_conv_transpose_cases(cases);
   add_arg_reduce_range_cases(cases);
