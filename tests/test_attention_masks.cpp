@@ -20,6 +20,7 @@
 #include "heuristics/schedule.hpp"
 #include "kiln/error.hpp"
 #include "tests/attention_masks.hpp"
+#include "tests/golden_file.hpp"
 #include "tests/test_paths.hpp"
 
 namespace kiln {
@@ -293,19 +294,7 @@ TEST(AttentionMasks, GoldenSource) {
       text += k.source.substr(at);
     }
   }
-  const std::string path =
-      std::string(kiln::testing::source_dir()) + "/tests/golden/attention_masks.cu";
-  const char* update = std::getenv("UPDATE_GOLDEN");
-  if (update && std::string(update) == "1") {
-    std::ofstream(path) << text;
-    GTEST_SKIP() << "rewrote " << path;
-  }
-  std::ifstream in(path);
-  ASSERT_TRUE(in.good()) << "missing " << path << " (run with UPDATE_GOLDEN=1 to create it)";
-  std::stringstream ss;
-  ss << in.rdbuf();
-  EXPECT_EQ(ss.str(), text) << "generated code drifted from " << path
-                            << "; if intended, rerun with UPDATE_GOLDEN=1 and review the diff";
+  test::expect_golden("attention_masks.cu", text);
 }
 
 // torch's SDPA is_causal export: the scalar muls of q and k^T fold into the scores, the
@@ -561,19 +550,7 @@ TEST(AttentionMasks, WgmmaGoldenSource) {
                         k->grid[0].str(), k->block[0], k->smem_bytes, k->args.size());
     text += k->source.substr(at);
   }
-  const std::string path =
-      std::string(kiln::testing::source_dir()) + "/tests/golden/attention_wgmma.cu";
-  const char* update = std::getenv("UPDATE_GOLDEN");
-  if (update && std::string(update) == "1") {
-    std::ofstream(path) << text;
-    GTEST_SKIP() << "rewrote " << path;
-  }
-  std::ifstream in(path);
-  ASSERT_TRUE(in.good()) << "missing " << path << " (run with UPDATE_GOLDEN=1 to create it)";
-  std::stringstream ss;
-  ss << in.rdbuf();
-  EXPECT_EQ(ss.str(), text) << "generated code drifted from " << path
-                            << "; if intended, rerun with UPDATE_GOLDEN=1 and review the diff";
+  test::expect_golden("attention_wgmma.cu", text);
 }
 
 }  // namespace

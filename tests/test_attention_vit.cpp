@@ -23,6 +23,7 @@
 #include "kiln/error.hpp"
 #include "kiln/reference.hpp"
 #include "tests/attention_vit.hpp"
+#include "tests/golden_file.hpp"
 #include "tests/random_input.hpp"
 #include "tests/test_paths.hpp"
 
@@ -201,19 +202,7 @@ TEST(AttentionVit, GoldenSource) {
                         k.block[0], k.smem_bytes, k.args.size());
     text += k.source.substr(at);
   }
-  const std::string path =
-      std::string(kiln::testing::source_dir()) + "/tests/golden/attention_vit.cu";
-  const char* update = std::getenv("UPDATE_GOLDEN");
-  if (update && std::string(update) == "1") {
-    std::ofstream(path) << text;
-    GTEST_SKIP() << "rewrote " << path;
-  }
-  std::ifstream in(path);
-  ASSERT_TRUE(in.good()) << "missing " << path << " (run with UPDATE_GOLDEN=1 to create it)";
-  std::stringstream ss;
-  ss << in.rdbuf();
-  EXPECT_EQ(ss.str(), text) << "generated code drifted from " << path
-                            << "; if intended, rerun with UPDATE_GOLDEN=1 and review the diff";
+  test::expect_golden("attention_vit.cu", text);
 }
 
 }  // namespace

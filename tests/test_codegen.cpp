@@ -19,6 +19,7 @@
 #include "heuristics/schedule.hpp"
 #include "kiln/error.hpp"
 #include "kiln/graph.hpp"
+#include "tests/golden_file.hpp"
 #include "tests/pool_graphs.hpp"
 #include "tests/test_paths.hpp"
 
@@ -715,19 +716,7 @@ TEST(Codegen, GoldenSource) {
                         k.block[0], k.args.size());
     text += k.source.substr(prelude.size());
   }
-  std::string path =
-      std::string(kiln::testing::source_dir()) + "/tests/golden/codegen_bias_gelu_layernorm.cu";
-  const char* update = std::getenv("UPDATE_GOLDEN");
-  if (update && std::string(update) == "1") {
-    std::ofstream(path) << text;
-    GTEST_SKIP() << "rewrote " << path;
-  }
-  std::ifstream in(path);
-  ASSERT_TRUE(in.good()) << "missing " << path << " (run with UPDATE_GOLDEN=1 to create it)";
-  std::stringstream ss;
-  ss << in.rdbuf();
-  EXPECT_EQ(ss.str(), text) << "generated code drifted from " << path
-                            << "; if intended, rerun with UPDATE_GOLDEN=1 and review the diff";
+  test::expect_golden("codegen_bias_gelu_layernorm.cu", text);
   for (const KernelSpec& k : ks) EXPECT_NO_THROW(nvrtc_compile(k.source, k.name, "sm_80"));
 }
 
