@@ -50,8 +50,9 @@ AttentionScores attention_scores(const Graph& g, const AttentionChain& c, contra
   for (const ScoreStep& st : c.steps) natural |= st.tensor >= 0;
   w.open("struct KcScores {{");
   w.line("static constexpr bool CAUSAL = {};", c.causal ? "true" : "false");
+  w.line("static constexpr bool WINDOW = {};", c.window ? "true" : "false");
   w.line("static constexpr bool NATURAL = {};", natural ? "true" : "false");
-  w.line("int coff;");
+  w.line("int coff, wlo;");
   std::vector<std::string> members, loads;
   for (size_t i = 0; i < c.steps.size(); ++i) {
     const ScoreStep& st = c.steps[i];
@@ -104,8 +105,10 @@ AttentionScores attention_scores(const Graph& g, const AttentionChain& c, contra
     if (st.tensor < 0) continue;
     out.name_suffix += st.kind == ScoreStep::Kind::AddMask ? "_maskadd" : "_maskbool";
   }
+  if (c.window) out.name_suffix = "_window" + out.name_suffix;
   if (c.causal) out.name_suffix = "_causal" + out.name_suffix;
-  out.body.insert(out.body.begin(), fmt::format("KcScores sc; sc.coff = {};", c.causal_offset));
+  out.body.insert(out.body.begin(), fmt::format("KcScores sc; sc.coff = {}; sc.wlo = {};",
+                                                c.causal_offset, c.window_offset));
   return out;
 }
 

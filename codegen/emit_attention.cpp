@@ -78,6 +78,7 @@ KernelSpec emit_attention(const EmitContext& cx, const FusionGroup& grp) {
   k.name = k.entry = name;
   const std::string device = contraction::device_preamble() +
                              contraction::device_text("contraction_mma.cuh") + "\n" +
+                             contraction::device_text("kiln_attention_mask.cuh") + "\n" +
                              contraction::device_text("kiln_attention.cuh") + "\n" + dev.str();
   k.source = assemble_kernel(device, {name, "KA::THREADS", 0, 0, a.params()}, w.str());
   k.args = a.args();

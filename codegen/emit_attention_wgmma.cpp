@@ -135,6 +135,7 @@ std::optional<KernelSpec> emit_attention_wgmma(const EmitContext& cx, const Fusi
   const std::string device =
       contraction::device_preamble() + contraction::device_text("contraction_mma.cuh") + "\n" +
       contraction::device_text("contraction_wgmma.cuh") + "\n" +
+      contraction::device_text("kiln_attention_mask.cuh") + "\n" +
       contraction::device_text("kiln_attention_wgmma.cuh") + "\n" + dev.str();
   // Launch bounds (THREADS, 1): the register cap setmaxnreg needs to take effect.
   k.source = assemble_kernel(device, {name, "KA::THREADS", 1, 0, a.params()}, w.str());

@@ -23,6 +23,10 @@ enum class MaskKind {
   WhereTrilu,  // where(trilu(expand(true)), S, fill): causal, computed
   MaskedFill,  // where(triu(ones, 1) constant bool, fill, S): causal (torch masked_fill)
   WhereInput,  // where(cond, S, fill), cond a bool input of `mask_shape`
+  // Sliding windows: keys j with window_k <= j - i <= causal_k kept.
+  WindowConst,  // where(band constant bool, S, fill)
+  WindowTrilu,  // where(and(trilu(all, lower, causal_k), trilu(all, upper, window_k)), S, fill)
+  WindowAdd,    // + (triu(full(-inf), causal_k + 1) + tril(full(-inf), window_k - 1))
 };
 
 struct MaskCase {
@@ -37,7 +41,8 @@ struct MaskCase {
   DType mask_dtype = DType::F32;
   bool add_first = false;  // the mask before the scale
   double fill = -std::numeric_limits<double>::infinity();
-  int64_t causal_k = 0;  // the trilu diagonal of the causal forms
+  int64_t causal_k = 0;    // the trilu diagonal of the causal forms
+  int64_t window_k = -15;  // the window's lower diagonal (a 16-key window with causal_k 0)
 };
 
 inline std::vector<Dim> concat_dims(std::vector<Dim> a, std::vector<Dim> b) {
@@ -46,13 +51,14 @@ inline std::vector<Dim> concat_dims(std::vector<Dim> a, std::vector<Dim> b) {
 }
 
 // The [Sq, Sk] lower-triangular pattern (j <= i + k) as a constant of `dt`: 1 / 0 for a bool,
-// 0 / -inf above the diagonal for a float when `additive`.
-inline Tensor causal_constant(Graph& g, const MaskCase& c, DType dt, bool additive, bool invert) {
+// 0 / -inf above the diagonal for a float when `additive`; with `window` also j >= i + window_k.
+inline Tensor causal_constant(Graph& g, const MaskCase& c, DType dt, bool additive, bool invert,
+                              bool window = false) {
   const int64_t rows = c.sq.value(), cols = c.sk.value();
   std::vector<double> v(rows * cols);
   for (int64_t i = 0; i < rows; ++i)
     for (int64_t j = 0; j < cols; ++j) {
-      const bool keep = j <= i + c.causal_k;
+      const bool keep = j <= i + c.causal_k && (!window || j >= i + c.window_k);
       v[i * cols + j] = additive ? (keep ? 0.0 : -INFINITY) : static_cast<double>(keep != invert);
     }
   return g.constant("causal", TensorDesc{dt, {Dim(rows), Dim(cols)}, Layout::NCHW, {}},
@@ -85,6 +91,21 @@ inline Tensor apply_mask(Graph& g, const MaskCase& c, Tensor s) {
                      s);
     case MaskKind::WhereInput:
       return g.where(g.input("cond", DType::Bool, c.mask_shape), s, scalar(g, "fill", dt, c.fill));
+    case MaskKind::WindowConst:
+      return g.where(causal_constant(g, c, DType::Bool, false, false, true), s,
+                     scalar(g, "fill", dt, c.fill));
+    case MaskKind::WindowTrilu: {
+      Tensor all = g.expand(scalar(g, "yes", DType::Bool, 1.0), {c.sq, c.sk});
+      Tensor band = g.add_node1(
+          "and", {g.trilu(all, false, c.causal_k), g.trilu(all, true, c.window_k)}, {}, "band");
+      return g.where(band, s, scalar(g, "fill", dt, c.fill));
+    }
+    case MaskKind::WindowAdd: {
+      Tensor ninf = g.expand(scalar(g, "ninf", dt, -INFINITY), {c.sq, c.sk});
+      Tensor above = g.trilu(ninf, true, c.causal_k + 1);
+      Tensor below = g.trilu(ninf, false, c.window_k - 1);
+      return g.add(s, g.add(above, below));
+    }
   }
   return s;
 }

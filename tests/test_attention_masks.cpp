@@ -171,6 +171,61 @@ TEST(AttentionMasks, CausalFormsNeedNoMaskTensor) {
   EXPECT_GE(p.attention->attention->steps.back().tensor, 0);
 }
 
+// Sliding windows (a band of the diagonal: window_k <= j - i <= causal_k) as a constant bool,
+// an `and` of two trilus of all-true, and a sum of two additive trilus of -inf; a band without
+// an upper edge is a window alone. The kernel computes them from indices and reads no mask.
+TEST(AttentionMasks, SlidingWindowFormsNeedNoMaskTensor) {
+  struct C {
+    MaskKind kind;
+    int64_t causal_k, window_k;
+    bool causal;
+  };
+  for (C cc : {C{MaskKind::WindowConst, 0, -15, true}, C{MaskKind::WindowConst, 2, -3, true},
+               C{MaskKind::WindowConst, 1000, -7, false}, C{MaskKind::WindowTrilu, 0, -31, true},
+               C{MaskKind::WindowTrilu, -1, -8, true}, C{MaskKind::WindowAdd, 0, -20, true}}) {
+    MaskCase c;
+    c.name = fmt::format("window{}_{}_{}", static_cast<int>(cc.kind), cc.causal_k, cc.window_k);
+    c.mask = cc.kind;
+    c.sq = c.sk = Dim(77);
+    c.causal_k = cc.causal_k;
+    c.window_k = cc.window_k;
+    SCOPED_TRACE(c.name);
+    Planned p = plan_of(test::mask_graph(c));
+    ASSERT_NE(p.attention, nullptr) << plan_to_string(*p.g, p.plan);
+    EXPECT_EQ(p.groups, 1) << plan_to_string(*p.g, p.plan);
+    const AttentionChain& ch = *p.attention->attention;
+    EXPECT_EQ(ch.causal, cc.causal);
+    if (cc.causal) {
+      EXPECT_EQ(ch.causal_offset, cc.causal_k);
+    }
+    EXPECT_TRUE(ch.window);
+    EXPECT_EQ(ch.window_offset, cc.window_k);
+    for (const ScoreStep& s : ch.steps) EXPECT_EQ(s.tensor, -1);
+    const std::string want =
+        fmt::format("attention_f16_d64_q64{}_window_s77x77", cc.causal ? "_causal" : "");
+    bool found = false;
+    for (const KernelSpec& k : kernels_of(p, 80)) found |= k.name == want;
+    EXPECT_TRUE(found) << want;
+  }
+  // Not a band: kept where either trilu keeps (an `or` of kept conditions) is read as a mask.
+  Graph g("not_a_band");
+  MaskCase c;
+  c.sq = c.sk = Dim(40);
+  Tensor q = g.input("q", DType::F16, {Dim(2), Dim(40), Dim(64)});
+  Tensor k = g.input("k", DType::F16, {Dim(2), Dim(40), Dim(64)});
+  Tensor v = g.input("v", DType::F16, {Dim(2), Dim(40), Dim(64)});
+  Tensor all = g.expand(test::scalar(g, "yes", DType::Bool, 1.0), {Dim(40), Dim(40)});
+  Tensor either = g.add_node1("or", {g.trilu(all, false, -5), g.trilu(all, true, 5)});
+  Tensor sc = g.add_node1("matmul", {q, k}, {{"transpose_b", int64_t{1}}});
+  sc = g.where(either, sc, test::scalar(g, "fill", DType::F16, -INFINITY));
+  g.output(g.add_node1("matmul", {g.softmax(sc, -1), v}));
+  Planned pl = plan_of(g);
+  ASSERT_NE(pl.attention, nullptr) << plan_to_string(*pl.g, pl.plan);
+  EXPECT_FALSE(pl.attention->attention->causal);
+  EXPECT_FALSE(pl.attention->attention->window);
+  EXPECT_GE(pl.attention->attention->steps.back().tensor, 0);
+}
+
 // K / V with fewer heads (a broadcast dim of size 1) are read with stride 0; a K batch dim that
 // neither equals Q's nor is 1 is not attention.
 TEST(AttentionMasks, GroupedQueryHeadsBroadcast) {
@@ -307,9 +362,10 @@ TEST(AttentionMasks, SdpaCausalExport) {
   EXPECT_EQ(ch.causal_offset, 0);
   EXPECT_NEAR(ch.operand_scale, 0.125, 1e-3);  // two f16 roundings of sqrt(1/8)
   EXPECT_EQ(ch.operand_views.size(), 3u);      // q's mul, k^T's mul and transpose
-  // The mask's own producers (expand, trilu, eq + where over [S, S]) still run: the group
-  // takes the mask as an input it never reads.
-  EXPECT_EQ(p.groups, 1 + 3) << plan_to_string(*p.g, p.plan);
+  // The mask's own producers (expand, trilu, eq + where over [S, S]) join the group: nothing
+  // computes the mask the kernel never reads.
+  EXPECT_EQ(p.groups, 1) << plan_to_string(*p.g, p.plan);
+  EXPECT_EQ(ch.band_nodes.size(), 4u);
   std::vector<KernelSpec> ks = kernels_of(p, 90);
   bool found = false;
   for (const KernelSpec& k : ks)
@@ -369,6 +425,13 @@ TEST(AttentionMasks, EveryVariantCompiles) {
   c = MaskCase{};
   c.name = "plain_d256";
   c.d = 256;
+  cases.push_back(c);
+  c = MaskCase{};
+  c.name = "window_d128";
+  c.mask = MaskKind::WindowTrilu;
+  c.d = 128;
+  c.sq = c.sk = Dim(300);
+  c.window_k = -63;
   cases.push_back(c);
   int compiled = 0;
   for (const MaskCase& mc : cases) {
@@ -447,6 +510,12 @@ std::vector<MaskCase> wgmma_cases() {
       cases.push_back(k);
     }
   MaskCase c;
+  c.name = "window_add_d64";  // the golden takes cases[1] and the one before last
+  c.mask = MaskKind::WindowAdd;
+  c.sq = c.sk = Dim(600);
+  c.window_k = -255;
+  cases.push_back(c);
+  c = MaskCase{};
   c.name = "where_gqa_sq_sk";
   c.d = 128;
   c.dt = DType::BF16;

@@ -1,7 +1,8 @@
 // kiln fused attention (sm_80+): O = softmax(scores(Q K^T)) V for one batch element and a block
 // of BQ = 16 WARPS query rows, without the scores ever leaving the SM (the flash-attention
 // scheme: key blocks of BK stream through shared memory, a running row max and row sum rescale
-// the output). Needs contraction_mma.cuh (cp.async, ldmatrix, mma.sync m16n8k16) before it.
+// the output). Needs contraction_mma.cuh (cp.async, ldmatrix, mma.sync m16n8k16) and
+// kiln_attention_mask.cuh before it.
 //
 // Each warp owns 16 query rows. Per key block: S = Q K^T by mma (Q fragments in registers when
 // QREG, else re-read from shared memory; K rows are the B operand as stored: [key][d]); the S
@@ -10,11 +11,8 @@
 // padded to DP (a multiple of 16) with zeros in shared memory, so any D that is a multiple of 8
 // takes the same mma path. Shared rows are padded by 8 more elements: conflict-free ldmatrix.
 //
-// Score (generated per kernel) turns a raw score into the logit the softmax sees:
-//   float operator()(float s, int row, int key) const  (row < tq, key < tk, causally visible)
-//   static constexpr bool CAUSAL: keys past row + coff are masked and their blocks skipped;
-//   static constexpr bool NATURAL: logits in the natural-log domain (else already times log2 e);
-//   int coff: the causal offset.
+// Score is the generated score functor of kiln_attention_mask.cuh (which comes before this
+// file): the logits, the causal and sliding-window bands, the key blocks skipped.
 // Rows with no visible key keep the row max at -inf: their exponentials and the final 1 / l are
 // guarded, so they come out as zeros, never NaN.
 #pragma once
@@ -51,33 +49,6 @@ struct KcAttention {
     return BF16 ? kc_pack_bf16(lo, hi) : kc_pack_f16(lo, hi);
   }
 
-  // The row maxima of this block's logits, reduced over the quad that shares the rows.
-  __device__ static __forceinline__ void logits(float (&s)[BK / 8][4], const Score& sc, int kb,
-                                                int row0, int tq, int tk, float& mx0,
-                                                float& mx1) {
-    const int lane = threadIdx.x & 31;
-    mx0 = mx1 = -KILN_INF;
-#pragma unroll
-    for (int nt = 0; nt < BK / 8; ++nt)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int key = kb * BK + nt * 8 + (lane & 3) * 2 + (e & 1);
-        const int row = row0 + (e >> 1) * 8;
-        const bool seen = key < tk && row < tq && (!Score::CAUSAL || key <= row + sc.coff);
-        const float x = seen ? sc(s[nt][e], row, key) : -KILN_INF;
-        s[nt][e] = x;
-        if (e < 2)
-          mx0 = fmaxf(mx0, x);
-        else
-          mx1 = fmaxf(mx1, x);
-      }
-#pragma unroll
-    for (int off = 1; off < 4; off <<= 1) {
-      mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, off));
-      mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, off));
-    }
-  }
-
   // q, k, v, o: this batch element's matrices; q0 the first query of the block.
   __device__ static __forceinline__ void run(unsigned short* smem, const unsigned short* q,
                                              long long q_rs, const unsigned short* k,
@@ -88,17 +59,14 @@ struct KcAttention {
     unsigned short* sq = smem;
     unsigned short* sk = smem + BQ * LD;  // stage s: K at sk + 2 s KTILE, V after it
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    int nkb = (tk + BK - 1) / BK;
-    if (Score::CAUSAL) {  // key blocks past the block's last visible key are never loaded
-      const int last = min(q0 + BQ, tq) - 1 + sc.coff;
-      nkb = last < 0 ? 0 : min(nkb, last / BK + 1);
-    }
+    int kb0, nkb;  // the key blocks [kb0, nkb) this query block sees
+    kc_attn_key_blocks<BQ, BK>(sc, q0, tq, tk, kb0, nkb);
     const int row0 = q0 + warp * 16 + (lane >> 2);
 
     load_tile<BQ>(sq, q, q_rs, q0, tq);
-    if (nkb > 0) {
-      load_tile<BK>(sk, k, k_rs, 0, tk);
-      load_tile<BK>(sk + KTILE, v, v_rs, 0, tk);
+    if (nkb > kb0) {
+      load_tile<BK>(sk, k, k_rs, kb0 * BK, tk);
+      load_tile<BK>(sk + KTILE, v, v_rs, kb0 * BK, tk);
     }
     kc_cp_async_commit();
 
@@ -108,8 +76,8 @@ struct KcAttention {
     for (int i = 0; i < DP / 8; ++i) oacc[i][0] = oacc[i][1] = oacc[i][2] = oacc[i][3] = 0.f;
     float m0 = -KILN_INF, m1 = -KILN_INF, l0 = 0.f, l1 = 0.f;  // rows lane/4 and lane/4 + 8
 
-    for (int kb = 0; kb < nkb; ++kb) {
-      const int st = kb & 1;
+    for (int kb = kb0; kb < nkb; ++kb) {
+      const int st = (kb - kb0) & 1;
       if (kb + 1 < nkb) {  // the next block streams in while this one is used
         unsigned short* nk = sk + 2 * (st ^ 1) * KTILE;
         load_tile<BK>(nk, k, k_rs, (kb + 1) * BK, tk);
@@ -120,7 +88,7 @@ struct KcAttention {
         kc_cp_async_wait<0>();
       }
       __syncthreads();
-      if (QREG && kb == 0) {
+      if (QREG && kb == kb0) {
 #pragma unroll
         for (int kk = 0; kk < DP / 16; ++kk)
           kc_ldmatrix_x4(qa[QREG ? kk : 0], kc_smem_u32(sq + (warp * 16 + (lane & 15)) * LD +
@@ -152,7 +120,7 @@ struct KcAttention {
         }
       }
       float mx0, mx1;
-      logits(s, sc, kb, row0, tq, tk, mx0, mx1);
+      kc_attn_logits<BK>(s, sc, kb, row0, tq, tk, mx0, mx1);
       const float n0 = fmaxf(m0, mx0), n1 = fmaxf(m1, mx1);
       // A row with no visible key so far keeps its max at -inf: subtract 0 instead.
       const float z0 = n0 == -KILN_INF ? 0.f : n0, z1 = n1 == -KILN_INF ? 0.f : n1;
@@ -196,7 +164,7 @@ struct KcAttention {
       }
       __syncthreads();  // the stage is refilled by the next iteration's loads
     }
-    if (nkb == 0) kc_cp_async_wait<0>();  // the Q load, issued but never waited for
+    if (nkb <= kb0) kc_cp_async_wait<0>();  // the Q load, issued but never waited for
 #pragma unroll
     for (int off = 1; off < 4; off <<= 1) {
       l0 += __shfl_xor_sync(0xffffffffu, l0, off);

@@ -1,6 +1,7 @@
 // kiln fused attention for sm_90a: O = softmax(scores(Q K^T)) V for one batch element and a block
-// of BQ = 128 query rows, on wgmma. Needs contraction_mma.cuh (kc_smem_u32, packing) and
-// contraction_wgmma.cuh (wgmma fences and descriptors, mbarriers, TMA loads) before it, and the
+// of BQ = 128 query rows, on wgmma. Needs contraction_mma.cuh (kc_smem_u32, packing),
+// contraction_wgmma.cuh (wgmma fences and descriptors, mbarriers, TMA loads) and
+// kiln_attention_mask.cuh (the score functor's bands and the masked logits) before it, and the
 // generated MMA: MMA::s(da, db, acc) issues S's four k16 wgmma of one 64-column slab (both
 // operands in shared memory, K K-major), MMA::o(a, db, acc) O's four k16 wgmma of 64 keys (P
 // from registers, V N-major); codegen/contraction/wgmma_instruction.cpp writes the asm.
@@ -20,8 +21,8 @@
 // Q is D / 64 slabs of [BQ][64], each K and V tile D / 64 slabs of [BK][64]. K is the K-major B
 // of S (descriptor as KcWgmma's K-major B); V is the N-major B of O (slab stride BK * 128 bytes
 // as LBO, as KcWgmma's N-major B). Rows past the tensor's end arrive as zeros (TMA bounds).
-// The causal score functor also bounds the key tiles: tiles past the block's last visible key
-// are neither loaded nor computed.
+// The score functor's causal and sliding-window bands also bound the key tiles: tiles outside
+// the block's visible keys are neither loaded nor computed.
 #pragma once
 
 // A box at (col, row, batch coordinates innermost first) of an R-dimensional map.
@@ -72,23 +73,23 @@ struct KcAttentionWg {
   __device__ static __forceinline__ void produce(unsigned base, unsigned bars, const KcTmaDesc* qm,
                                                  const KcTmaDesc* km, const KcTmaDesc* vm,
                                                  const int (&qb)[3], const int (&kb)[3],
-                                                 const int (&vb)[3], int q0, int nkb) {
+                                                 const int (&vb)[3], int q0, int kb0, int nkb) {
     const unsigned qbar = bars + 8 * 3 * STAGES;
     kc_mbar_arrive_expect_tx(qbar, Q_ELEMS * 2);
 #pragma unroll
     for (int j = 0; j < SLABS; ++j) kc_attn_box<QR>(base + j * BQ * 128, qm, j * 64, q0, qb, qbar);
-    for (int t = 0; t < nkb; ++t) {
+    for (int t = 0; t < nkb - kb0; ++t) {  // stage counter t, key tile kb0 + t
       const int s = t % STAGES;
       if (t >= STAGES) kc_mbar_wait(empty(bars, s), ((t / STAGES) - 1) & 1);
       const unsigned sk = base + Q_ELEMS * 2 + s * 2 * KV_ELEMS * 2, sv = sk + KV_ELEMS * 2;
       kc_mbar_arrive_expect_tx(full_k(bars, s), KV_ELEMS * 2);
 #pragma unroll
       for (int j = 0; j < SLABS; ++j)
-        kc_attn_box<KR>(sk + j * BK * 128, km, j * 64, t * BK, kb, full_k(bars, s));
+        kc_attn_box<KR>(sk + j * BK * 128, km, j * 64, (kb0 + t) * BK, kb, full_k(bars, s));
       kc_mbar_arrive_expect_tx(full_v(bars, s), KV_ELEMS * 2);
 #pragma unroll
       for (int j = 0; j < SLABS; ++j)
-        kc_attn_box<VR>(sv + j * BK * 128, vm, j * 64, t * BK, vb, full_v(bars, s));
+        kc_attn_box<VR>(sv + j * BK * 128, vm, j * 64, (kb0 + t) * BK, vb, full_v(bars, s));
     }
   }
 
@@ -100,27 +101,8 @@ struct KcAttentionWg {
                                                       float& m1, float& l0, float& l1, float& a0,
                                                       float& a1) {
     constexpr float E = Score::NATURAL ? 1.4426950408889634f : 1.f;  // to the log2 domain
-    const int lane = threadIdx.x & 31;
-    float mx0 = -KILN_INF, mx1 = -KILN_INF;
-#pragma unroll
-    for (int nt = 0; nt < BK / 8; ++nt)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int key = kb * BK + nt * 8 + (lane & 3) * 2 + (e & 1);
-        const int row = row0 + (e >> 1) * 8;
-        const bool seen = key < tk && row < tq && (!Score::CAUSAL || key <= row + sc.coff);
-        const float x = seen ? sc(s[0][nt][e], row, key) : -KILN_INF;
-        s[0][nt][e] = x;
-        if (e < 2)
-          mx0 = fmaxf(mx0, x);
-        else
-          mx1 = fmaxf(mx1, x);
-      }
-#pragma unroll
-    for (int off = 1; off < 4; off <<= 1) {
-      mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, off));
-      mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, off));
-    }
+    float mx0, mx1;
+    kc_attn_logits<BK>(s[0], sc, kb, row0, tq, tk, mx0, mx1);
     const float n0 = fmaxf(m0, mx0), n1 = fmaxf(m1, mx1);
     // A row with no visible key so far keeps its max at -inf: subtract 0 instead.
     const float z0 = n0 == -KILN_INF ? 0.f : n0 * E, z1 = n1 == -KILN_INF ? 0.f : n1 * E;
@@ -145,7 +127,7 @@ struct KcAttentionWg {
   // One consumer warpgroup `wg`: its 64 rows over every key tile, then the output rows.
   __device__ static __forceinline__ void consume(unsigned base, unsigned bars, int wg,
                                                  unsigned short* o, long long o_rs, int tq, int tk,
-                                                 int q0, int nkb, const Score& sc) {
+                                                 int q0, int kb0, int nkb, const Score& sc) {
     const int warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
     const int row0 = q0 + wg * 64 + warp * 16 + (lane >> 2);
     const unsigned sq = base + wg * 64 * 128;
@@ -155,7 +137,7 @@ struct KcAttentionWg {
       oacc[0][i][0] = oacc[0][i][1] = oacc[0][i][2] = oacc[0][i][3] = 0.f;
     float m0 = -KILN_INF, m1 = -KILN_INF, l0 = 0.f, l1 = 0.f;  // rows lane/4 and lane/4 + 8
     kc_mbar_wait(bars + 8 * 3 * STAGES, 0);                    // the Q block
-    for (int t = 0; t < nkb; ++t) {
+    for (int t = 0; t < nkb - kb0; ++t) {                      // stage counter t, key tile kb0 + t
       const int s = t % STAGES;
       const unsigned ph = (t / STAGES) & 1;
       const unsigned sk = base + Q_ELEMS * 2 + s * 2 * KV_ELEMS * 2, sv = sk + KV_ELEMS * 2;
@@ -180,7 +162,7 @@ struct KcAttentionWg {
       kc_wg_wait<0>();
       fence(sacc);
       float a0, a1;
-      softmax_tile(sacc, sc, t, row0, tq, tk, m0, m1, l0, l1, a0, a1);
+      softmax_tile(sacc, sc, kb0 + t, row0, tq, tk, m0, m1, l0, l1, a0, a1);
 #pragma unroll
       for (int dt = 0; dt < D / 8; ++dt) {
         oacc[0][dt][0] *= a0;
@@ -242,11 +224,8 @@ struct KcAttentionWg {
     const unsigned raw = kc_smem_u32(smem);
     const unsigned base = (raw + 1023u) & ~1023u;  // the swizzle pattern repeats every 1024 bytes
     const unsigned bars = base + TILES_BYTES;
-    int nkb = (tk + BK - 1) / BK;
-    if (Score::CAUSAL) {  // key tiles past the block's last visible key are never loaded
-      const int last = min(q0 + BQ, tq) - 1 + sc.coff;
-      nkb = last < 0 ? 0 : min(nkb, last / BK + 1);
-    }
+    int kb0, nkb;  // the key tiles [kb0, nkb) this query block sees
+    kc_attn_key_blocks<BQ, BK>(sc, q0, tq, tk, kb0, nkb);
     if (threadIdx.x == 0) {
       for (int s = 0; s < STAGES; ++s) {
         kc_mbar_init(full_k(bars, s), 1);
@@ -260,10 +239,10 @@ struct KcAttentionWg {
     const int wg = threadIdx.x >> 7;
     if (wg == CONSUMERS) {
       asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(PRODUCER_REGS));
-      if (threadIdx.x == CONSUMERS * 128) produce(base, bars, qm, km, vm, qb, kb, vb, q0, nkb);
+      if (threadIdx.x == CONSUMERS * 128) produce(base, bars, qm, km, vm, qb, kb, vb, q0, kb0, nkb);
     } else {
       asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(CONSUMER_REGS));
-      consume(base, bars, wg, o, o_rs, tq, tk, q0, nkb, sc);
+      consume(base, bars, wg, o, o_rs, tq, tk, q0, kb0, nkb, sc);
     }
   }
 };

@@ -72,6 +72,7 @@ bool reads_stay_inside(const Graph& g, const AttentionChain& c, int written,
 std::vector<int> AttentionChain::nodes() const {
   std::vector<int> n{qk};
   for (int x : operand_views) n.push_back(x);
+  for (int x : band_nodes) n.push_back(x);
   for (const ScoreStep& s : steps) n.push_back(s.node);
   n.push_back(softmax);
   n.push_back(pv);

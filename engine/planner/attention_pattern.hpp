@@ -14,9 +14,11 @@
 // moves to the scores; attention_operands.hpp). O is written through the reshapes and
 // transposes after it (the head merge) likewise. K / V batch dims of size 1 broadcast over Q's
 // (grouped- and multi-query attention). The kernel keeps S and P on chip (flash-attention style),
-// so none of them is ever written. A mask that is recognisably causal (a constant lower-triangular
-// pattern, or trilu of all-true / ones) is not read at all: the kernel computes it from the indices
-// and skips the key blocks a query block cannot see. Rows whose every key is masked give zeros
+// so none of them is ever written. A mask that is recognisably a band of the diagonal — causal,
+// a sliding window, or both (a constant band pattern; trilu of all-true / ones, or of a uniform
+// large negative fill; `and` of such conditions, `or` of such masked conditions, the sum of such
+// additive masks) — is not read at all: the kernel computes it from the indices and skips the
+// key blocks a query block cannot see. Rows whose every key is masked give zeros
 // (docs/graph_format.md).
 #pragma once
 
@@ -59,6 +61,13 @@ struct AttentionChain {
   // A causal step: key j is visible to query i when j <= i + causal_offset.
   bool causal = false;
   int64_t causal_offset = 0;
+  // A sliding window (a band mask's lower edge): key j is visible to query i when
+  // j >= i + window_offset. With `causal`, a window of causal_offset - window_offset + 1 keys.
+  bool window = false;
+  int64_t window_offset = 0;
+  // The nodes that compute a band mask (causal / window) for the chain alone: the kernel never
+  // reads their result, so they join the group and run nowhere.
+  std::vector<int> band_nodes;
   // Element strides: batch dims (Q's; 0 where K / V broadcast a dim: grouped-query attention),
   // then the row (query / key) stride; D is contiguous. Symbolic where the shape is.
   std::vector<Dim> q_strides, k_strides, v_strides, o_strides;

@@ -1,6 +1,10 @@
 // The steps between an attention chain's scores and its softmax (attention_pattern.hpp): a
-// scale, an additive mask, a where, each at most once, in any order; masks that are causal.
+// scale, an additive mask, a where, each at most once, in any order; masks that are bands of
+// the diagonal (causal, sliding windows).
+#include <algorithm>
 #include <cmath>
+#include <optional>
+#include <set>
 
 #include "engine/ir/graph_queries.hpp"
 #include "engine/ir/op_table.hpp"
@@ -45,32 +49,69 @@ std::optional<double> uniform_value(const Graph& g, int t) {
   return v->front();
 }
 
-// The offset o when, in every [rows, cols] slice of `keep`, element (i, j) is kept exactly when
-// j <= i + o (a causal mask; o may be negative: the first rows see no key).
-std::optional<int64_t> causal_offset(const std::vector<bool>& keep, int64_t rows, int64_t cols) {
-  if (rows < 2 || cols < 2 || keep.empty() || keep.size() % (rows * cols) != 0) return std::nullopt;
-  std::optional<int64_t> o;  // from the first row that does not keep every key
-  for (int64_t i = 0; i < rows && !o; ++i) {
-    int64_t kept = 0;
-    while (kept < cols && keep[i * cols + kept]) ++kept;
-    if (kept < cols) o = kept - 1 - i;
-  }
-  if (!o) return std::nullopt;  // nothing masked: not a mask at all
-  for (size_t s = 0; s < keep.size(); s += rows * cols)
-    for (int64_t i = 0; i < rows; ++i)
-      for (int64_t j = 0; j < cols; ++j)
-        if (keep[s + i * cols + j] != (j <= i + *o)) return std::nullopt;
-  return o;
+// A band of the diagonal: key j is kept for query i when lo <= j - i (when lo is set) and
+// j - i <= hi (when hi is set). Causal masks set hi, sliding windows lo as well.
+struct Band {
+  std::optional<int64_t> lo, hi;
+};
+
+// Keys kept by both bands.
+Band intersect(const Band& a, const Band& b) {
+  Band r = a;
+  if (b.lo) r.lo = r.lo ? std::max(*r.lo, *b.lo) : *b.lo;
+  if (b.hi) r.hi = r.hi ? std::min(*r.hi, *b.hi) : *b.hi;
+  return r;
 }
 
-std::optional<int64_t> causal_condition(const Graph& g, int cond, bool keep_if_true);
+// The band of `keep` when every [rows, cols] slice of it is one (and it masks something).
+std::optional<Band> band_of(const std::vector<bool>& keep, int64_t rows, int64_t cols) {
+  if (rows < 2 || cols < 2 || keep.empty() || keep.size() % (rows * cols) != 0) return std::nullopt;
+  // The edges from the first slice's rows whose kept keys stop before the last key (hi) or
+  // start after the first (lo); rows that keep nothing give no edge.
+  Band b;
+  for (int64_t i = 0; i < rows; ++i) {
+    int64_t first = 0;
+    while (first < cols && !keep[i * cols + first]) ++first;
+    if (first == cols) continue;
+    int64_t last = first;
+    while (last + 1 < cols && keep[i * cols + last + 1]) ++last;
+    if (last + 1 < cols && !b.hi) b.hi = last - i;
+    if (first > 0) b.lo = first - i;  // the last such row: the others may be clipped by hi
+  }
+  if (!b.lo && !b.hi) return std::nullopt;  // nothing masked (or everything): not a band
+  for (size_t s = 0; s < keep.size(); s += rows * cols)
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < cols; ++j) {
+        const bool in = (!b.lo || j - i >= *b.lo) && (!b.hi || j - i <= *b.hi);
+        if (keep[s + i * cols + j] != in) return std::nullopt;
+      }
+  return b;
+}
 
-// The causal offset of additive mask `m` (0 where kept, at most kMaskedBelow where masked): a
-// constant, or trilu(upper) of a uniform masked value.
-std::optional<int64_t> causal_add_mask(const Graph& g, int m) {
+// The band a trilu of a uniform value keeps: kept where the trilu keeps its input (`kept_inside`,
+// a condition kept where true), or masked there (a mask).
+Band trilu_band(const Node& n, bool kept_inside) {
+  const bool upper = n.attr_int("upper") != 0;
+  const int64_t k = n.attr_int("k");
+  Band b;
+  if (upper == kept_inside)
+    b.lo = upper ? k : k + 1;  // kept where j - i >= k, or masked where j - i <= k
+  else
+    b.hi = upper ? k - 1 : k;  // masked where j - i >= k, or kept where j - i <= k
+  return b;
+}
+
+// Bands nest through and / or / add of two operands at most this deep (hostile graphs).
+constexpr int kBandDepth = 4;
+
+std::optional<Band> condition_band(const Graph& g, int cond, bool keep_if_true, int depth);
+
+// The band of additive mask `m` (0 where kept, at most kMaskedBelow where masked): a constant,
+// where(cond, 0, fill) or the reverse, trilu of a uniform masked value, or the sum of two.
+std::optional<Band> add_mask_band(const Graph& g, int m, int depth) {
   const TensorInfo& ti = g.tensor(m);
   const Shape& s = ti.desc.shape;
-  if (s.size() < 2) return std::nullopt;
+  if (s.size() < 2 || depth > kBandDepth) return std::nullopt;
   if (std::optional<std::vector<double>> v = constant_values(g, m)) {
     if (!s[s.size() - 2].is_static() || !s.back().is_static()) return std::nullopt;
     const int64_t rows = s[s.size() - 2].value(), cols = s.back().value();
@@ -79,27 +120,33 @@ std::optional<int64_t> causal_add_mask(const Graph& g, int m) {
       if ((*v)[i] != 0.0 && !((*v)[i] <= kMaskedBelow)) return std::nullopt;
       keep[i] = (*v)[i] == 0.0;
     }
-    return causal_offset(keep, rows, cols);
+    return band_of(keep, rows, cols);
   }
   if (ti.producer < 0) return std::nullopt;
   const Node& n = g.nodes()[ti.producer];
   if (n.op == OpKind::Where && n.inputs.size() == 3) {  // where(cond, 0, -inf) or the reverse
     std::optional<double> a = scalar_constant(g, n.inputs[1]), b = scalar_constant(g, n.inputs[2]);
     if (!a || !b) return std::nullopt;
-    if (*a == 0.0 && *b <= kMaskedBelow) return causal_condition(g, n.inputs[0], true);
-    if (*b == 0.0 && *a <= kMaskedBelow) return causal_condition(g, n.inputs[0], false);
+    if (*a == 0.0 && *b <= kMaskedBelow) return condition_band(g, n.inputs[0], true, depth + 1);
+    if (*b == 0.0 && *a <= kMaskedBelow) return condition_band(g, n.inputs[0], false, depth + 1);
     return std::nullopt;
   }
-  if (n.op != OpKind::Trilu || n.inputs.size() != 1 || n.attr_int("upper") == 0)
-    return std::nullopt;
+  if (n.op == OpKind::Add && n.inputs.size() == 2) {  // masked where either is
+    std::optional<Band> a = add_mask_band(g, n.inputs[0], depth + 1);
+    std::optional<Band> b = a ? add_mask_band(g, n.inputs[1], depth + 1) : std::nullopt;
+    if (!b) return std::nullopt;
+    return intersect(*a, *b);
+  }
+  if (n.op != OpKind::Trilu || n.inputs.size() != 1) return std::nullopt;
   std::optional<double> fill = uniform_value(g, n.inputs[0]);
   if (!fill || !(*fill <= kMaskedBelow)) return std::nullopt;
-  return n.attr_int("k") - 1;  // masked where j - i >= k
+  return trilu_band(n, false);
 }
 
-// The causal offset of where-condition `cond` (keeping the scores where it is `keep_if_true`):
-// a constant, or trilu of all-true (lower when kept where true, upper when masked where true).
-std::optional<int64_t> causal_condition(const Graph& g, int cond, bool keep_if_true) {
+// The band of where-condition `cond` (keeping the scores where it is `keep_if_true`): a
+// constant, trilu of all-true, `and` of two kept conditions, `or` of two masked ones.
+std::optional<Band> condition_band(const Graph& g, int cond, bool keep_if_true, int depth) {
+  if (depth > kBandDepth) return std::nullopt;
   // eq(x, 0) and not(x) invert x's truth, a cast keeps it (torch's is_causal export:
   // where(eq(trilu(expand(1)), 0), -inf, 0)); a cast to or from bool keeps it; a few of them at
   // most, walked in a loop.
@@ -133,18 +180,50 @@ std::optional<int64_t> causal_condition(const Graph& g, int cond, bool keep_if_t
     if (!s[s.size() - 2].is_static() || !s.back().is_static()) return std::nullopt;
     std::vector<bool> keep(v->size());
     for (size_t i = 0; i < v->size(); ++i) keep[i] = ((*v)[i] != 0.0) == keep_if_true;
-    return causal_offset(keep, s[s.size() - 2].value(), s.back().value());
+    return band_of(keep, s[s.size() - 2].value(), s.back().value());
   }
   if (ti.producer < 0) return std::nullopt;
   const Node& n = g.nodes()[ti.producer];
+  // Kept where both are true, or masked where either is: the intersection of two bands.
+  if (n.inputs.size() == 2 &&
+      ((n.op == OpKind::And && keep_if_true) || (n.op == OpKind::Or && !keep_if_true))) {
+    std::optional<Band> a = condition_band(g, n.inputs[0], keep_if_true, depth + 1);
+    std::optional<Band> b =
+        a ? condition_band(g, n.inputs[1], keep_if_true, depth + 1) : std::nullopt;
+    if (!b) return std::nullopt;
+    return intersect(*a, *b);
+  }
   if (n.op != OpKind::Trilu || n.inputs.size() != 1) return std::nullopt;
   std::optional<double> all = uniform_value(g, n.inputs[0]);
   if (!all || *all == 0.0) return std::nullopt;
-  const bool upper = n.attr_int("upper") != 0;
-  const int64_t k = n.attr_int("k");
-  if (!upper && keep_if_true) return k;      // kept where j - i <= k
-  if (upper && !keep_if_true) return k - 1;  // masked where j - i >= k
-  return std::nullopt;
+  return trilu_band(n, keep_if_true);
+}
+
+// Nodes computing tensor `mask` only for step node `step` (at most kBandNodes of them, found by
+// walking its producers): every output private to `step` or to another such node.
+constexpr size_t kBandNodes = 64;
+
+std::vector<int> private_producers(const Graph& g, int mask, int step) {
+  std::set<int> reach;
+  std::vector<int> stack{mask};
+  while (!stack.empty() && reach.size() < kBandNodes) {
+    const int p = g.tensor(stack.back()).producer;
+    stack.pop_back();
+    if (p < 0 || !reach.insert(p).second) continue;
+    for (int t : g.nodes()[p].inputs) stack.push_back(t);
+  }
+  // Consumers come after their producers (node order is topological): decide from the last.
+  std::set<int> own{step};
+  for (auto it = reach.rbegin(); it != reach.rend(); ++it) {
+    bool mine = true;
+    for (int t : g.nodes()[*it].outputs) {
+      if (is_graph_output(g, t)) mine = false;
+      for (int c : consumers_of(g, t)) mine &= own.count(c) > 0;
+    }
+    if (mine) own.insert(*it);
+  }
+  own.erase(step);
+  return {own.begin(), own.end()};
 }
 
 bool has_step(const AttentionChain& c, ScoreStep::Kind k) {
@@ -220,13 +299,17 @@ int match_score_steps(const Graph& g, int& t, const Shape& scores, AttentionChai
     std::optional<ScoreStep> st = score_step(g, n, ni, t, scores);
     if (!st || has_step(c, st->kind)) return -1;
     if (st->kind == ScoreStep::Kind::Scale) c.scale_value = st->value;
-    std::optional<int64_t> off;
-    if (!c.causal && st->kind == ScoreStep::Kind::AddMask) off = causal_add_mask(g, st->tensor);
-    if (!c.causal && st->kind == ScoreStep::Kind::Where && st->value <= kMaskedBelow)
-      off = causal_condition(g, st->tensor, st->keep_if_true);
-    if (off) {
-      c.causal = true;
-      c.causal_offset = *off;
+    std::optional<Band> band;
+    const bool banded = c.causal || c.window;  // one band a chain
+    if (!banded && st->kind == ScoreStep::Kind::AddMask) band = add_mask_band(g, st->tensor, 0);
+    if (!banded && st->kind == ScoreStep::Kind::Where && st->value <= kMaskedBelow)
+      band = condition_band(g, st->tensor, st->keep_if_true, 0);
+    if (band) {
+      c.causal = band->hi.has_value();
+      c.causal_offset = band->hi.value_or(0);
+      c.window = band->lo.has_value();
+      c.window_offset = band->lo.value_or(0);
+      c.band_nodes = private_producers(g, st->tensor, ni);
       st->tensor = -1;  // computed from the indices, never read
       st->strides.clear();
     }

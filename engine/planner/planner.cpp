@@ -336,10 +336,12 @@ class Planner {
     order_->invalidate();
     std::string chain_text;
     for (int n : chain) chain_text += (chain_text.empty() ? "" : " -> ") + nm(n);
+    std::string band;
+    if (c->causal) band += fmt::format(", causal (offset {})", c->causal_offset);
+    if (c->window) band += fmt::format(", sliding window (keys from offset {})", c->window_offset);
+    if (!band.empty()) band += ": masked key blocks skipped";
     groups_[gid].notes.push_back(fmt::format(
-        "attention: {}: scores and probabilities stay on chip (one kernel){}", chain_text,
-        c->causal ? fmt::format(", causal (offset {}): masked key blocks skipped", c->causal_offset)
-                  : std::string()));
+        "attention: {}: scores and probabilities stay on chip (one kernel){}", chain_text, band));
   }
 
   // Whether every operand and the result of node i are floating. Integer / bool elementwise
@@ -664,9 +666,19 @@ class Planner {
     const TensorDesc& d0 =
         g_.tensor(nodes[fg.anchor >= 0 ? fg.anchor : fg.nodes[0]].outputs[0]).desc;
     std::string stem = fmt::format("{}_{}", group_kind_name(fg.kind), dtype_name(d0.dtype));
+    // An attention group is named by its chain (scores, steps, softmax, product): the operands'
+    // reshape / transpose chains and a band mask's computation joined it as addressing.
+    std::vector<int> named = fg.nodes;
+    if (fg.attention) {
+      const AttentionChain& c = *fg.attention;
+      named = {c.qk};
+      for (const ScoreStep& s : c.steps) named.push_back(s.node);
+      named.push_back(c.softmax);
+      named.push_back(c.pv);
+    }
     std::string prev;
     int count = 0;
-    for (int n : fg.nodes) {
+    for (int n : named) {
       std::string op = op_name(nodes[n].op);
       if (op == prev) continue;
       if (++count > 6) {

@@ -1,8 +1,9 @@
 // ---- attention_f16_d32_q64_maskadd grid=(2*((S+63)/64)*N) block=128 smem=25600 args=10
 struct KcScores {
   static constexpr bool CAUSAL = false;
+  static constexpr bool WINDOW = false;
   static constexpr bool NATURAL = true;
-  int coff;
+  int coff, wlo;
   const unsigned short* m1; long long m1_rs, m1_ks;
   __device__ __forceinline__ float operator()(float s, int row, int key) const {
     s *= 0.176757812f;
@@ -19,15 +20,16 @@ extern "C" __global__ void __launch_bounds__(KA::THREADS) attention_f16_d32_q64_
   long long bz = (long long)blockIdx.x / s1;
   const long long b1 = bz % 2LL; bz /= 2LL;
   const long long b0 = bz % s2; bz /= s2;
-  KcScores sc; sc.coff = 0;
+  KcScores sc; sc.coff = 0; sc.wlo = 0;
   sc.m1 = t_4 + (0 + b0 * s3); sc.m1_rs = s0; sc.m1_ks = 1LL;
   KA::run(kc_smem, t_0 + (0 + b1 * 32LL + b0 * s4), 64LL, t_1 + (0 + b1 * 32LL + b0 * s4), 64LL, t_2 + (0 + b1 * 32LL + b0 * s4), 64LL, t_3 + (0 + b1 * 32LL + b0 * s4), 64LL, (int)s0, (int)s0, (int)(qt * 64), sc);
 }
 // ---- attention_f16_d40_q64_causal_s100x100 grid=(4*N) block=128 smem=35840 args=5
 struct KcScores {
   static constexpr bool CAUSAL = true;
+  static constexpr bool WINDOW = false;
   static constexpr bool NATURAL = false;
-  int coff;
+  int coff, wlo;
   __device__ __forceinline__ float operator()(float s, int row, int key) const {
     return s * 0.228062749f;
   }
@@ -40,14 +42,15 @@ extern "C" __global__ void __launch_bounds__(KA::THREADS) attention_f16_d40_q64_
   long long bz = (long long)blockIdx.x / 2LL;
   const long long b1 = bz % 2LL; bz /= 2LL;
   const long long b0 = bz % s0; bz /= s0;
-  KcScores sc; sc.coff = 0;
+  KcScores sc; sc.coff = 0; sc.wlo = 0;
   KA::run(kc_smem, t_0 + (0 + b1 * 4000LL + b0 * 8000LL), 40LL, t_1 + (0 + b1 * 4000LL + b0 * 8000LL), 40LL, t_2 + (0 + b1 * 4000LL + b0 * 8000LL), 40LL, t_3 + (0 + b1 * 4000LL + b0 * 8000LL), 40LL, (int)100LL, (int)100LL, (int)(qt * 64), sc);
 }
 // ---- attention_bf16_d256_q64_maskbool_gqa grid=(8*((Sq+63)/64)*N) block=128 smem=101376 args=14
 struct KcScores {
   static constexpr bool CAUSAL = false;
+  static constexpr bool WINDOW = false;
   static constexpr bool NATURAL = true;
-  int coff;
+  int coff, wlo;
   const unsigned char* m1; long long m1_rs, m1_ks;
   __device__ __forceinline__ float operator()(float s, int row, int key) const {
     s *= 0.0625f;
@@ -64,7 +67,7 @@ extern "C" __global__ void __launch_bounds__(KA::THREADS) attention_bf16_d256_q6
   const long long b2 = bz % 4LL; bz /= 4LL;
   const long long b1 = bz % 2LL; bz /= 2LL;
   const long long b0 = bz % s3; bz /= s3;
-  KcScores sc; sc.coff = 0;
+  KcScores sc; sc.coff = 0; sc.wlo = 0;
   sc.m1 = t_4 + (0 + b0 * s1); sc.m1_rs = 0LL; sc.m1_ks = 1LL;
   KA::run(kc_smem, t_0 + (0 + b2 * s4 + b1 * s5 + b0 * s7), 256LL, t_1 + (0 + b1 * s6 + b0 * s8), 256LL, t_2 + (0 + b1 * s6 + b0 * s8), 256LL, t_3 + (0 + b2 * s4 + b1 * s5 + b0 * s7), 256LL, (int)s0, (int)s1, (int)(qt * 64), sc);
 }

@@ -22,7 +22,7 @@ group 3 [view] view_f16_reshape
   outputs: reshape_3 f16[1, 5, N, 3, 128]
   why:     view: reshape_3 (reshape) reads its input's memory in place, no kernel
   why:     reshape_2 -> reshape_3: reshape_2 is a view (no kernel), read in place (group 2)
-group 4 [attention] attention_f16_transpose_reshape_slice_reshape_transpose_reshape_etc
+group 4 [attention] attention_f16_matmul_softmax_matmul
   nodes:   transpose_4 (transpose), reshape_5 (reshape), slice_6 (slice), reshape_7 (reshape), reshape_8 (reshape), transpose_9 (transpose), reshape_10 (reshape), slice_11 (slice), reshape_12 (reshape), reshape_13 (reshape), transpose_14 (transpose), reshape_15 (reshape), slice_16 (slice), reshape_17 (reshape), reshape_18 (reshape), transpose_19 (transpose), reshape_20 (reshape), reshape_21 (reshape), transpose_22 (transpose), reshape_23 (reshape), mul_24 (mul), mul_25 (mul), *matmul_26 (matmul), softmax_27 (softmax), matmul_28 (matmul), transpose_29 (transpose)
   inputs:  reshape_3 f16[1, 5, N, 3, 128], c f16[1]
   outputs: transpose_29 f16[5, N, 2, 64]
@@ -44,8 +44,9 @@ group 6 [contraction] contraction_f16_matmul
 // ---- attention_f16_d64_q64_s5x5 grid=(2*N) block=128 smem=46080 args=5
 struct KcScores {
   static constexpr bool CAUSAL = false;
+  static constexpr bool WINDOW = false;
   static constexpr bool NATURAL = false;
-  int coff;
+  int coff, wlo;
   __device__ __forceinline__ float operator()(float s, int row, int key) const {
     return s * 0.180298358f;
   }
@@ -58,6 +59,6 @@ extern "C" __global__ void __launch_bounds__(KA::THREADS) attention_f16_d64_q64_
   long long bz = (long long)blockIdx.x / 1LL;
   const long long b1 = bz % 2LL; bz /= 2LL;
   const long long b0 = bz % s0; bz /= s0;
-  KcScores sc; sc.coff = 0;
+  KcScores sc; sc.coff = 0; sc.wlo = 0;
   KA::run(kc_smem, t_0 + (0 + b1 * 64LL + b0 * 384LL), s2, t_0 + (128LL + b1 * 64LL + b0 * 384LL), s2, t_0 + (256LL + b1 * 64LL + b0 * 384LL), s2, t_1 + (0 + b1 * 64LL + b0 * 128LL), s1, (int)5LL, (int)5LL, (int)(qt * 64), sc);
 }

@@ -1,8 +1,9 @@
 // ---- attention_f16_d64_wg128x128_causal_s300x300 grid=(6*N) block=384 smem=115792 args=8
 struct KcScores {
   static constexpr bool CAUSAL = true;
+  static constexpr bool WINDOW = false;
   static constexpr bool NATURAL = false;
-  int coff;
+  int coff, wlo;
   __device__ __forceinline__ float operator()(float s, int row, int key) const {
     return s * 0.180336878f;
   }
@@ -19,15 +20,16 @@ extern "C" __global__ void __launch_bounds__(KA::THREADS, 1) attention_f16_d64_w
   long long bz = (long long)blockIdx.x / 3LL;
   const long long b1 = bz % 2LL; bz /= 2LL;
   const long long b0 = bz % s0; bz /= s0;
-  KcScores sc; sc.coff = 0;
+  KcScores sc; sc.coff = 0; sc.wlo = 0;
   const int kc_qb[3] = {(int)b1, (int)b0, 0}, kc_kb[3] = {(int)b1, (int)b0, 0}, kc_vb[3] = {(int)b1, (int)b0, 0};
   KA::run(kc_smem, &kc_tmap1, &kc_tmap3, &kc_tmap5, kc_qb, kc_kb, kc_vb, t_3 + (0 + b1 * 19200LL + b0 * 38400LL), 64LL, (int)300LL, (int)300LL, (int)(qt * 128), sc);
 }
 // ---- attention_bf16_d128_wg128x128_maskbool_gqa grid=(8*((Sq+127)/128)*N) block=384 smem=164920 args=15
 struct KcScores {
   static constexpr bool CAUSAL = false;
+  static constexpr bool WINDOW = false;
   static constexpr bool NATURAL = true;
-  int coff;
+  int coff, wlo;
   const unsigned char* m1; long long m1_rs, m1_ks;
   __device__ __forceinline__ float operator()(float s, int row, int key) const {
     s *= 0.0883789062f;
@@ -48,7 +50,7 @@ extern "C" __global__ void __launch_bounds__(KA::THREADS, 1) attention_bf16_d128
   const long long b2 = bz % 4LL; bz /= 4LL;
   const long long b1 = bz % 2LL; bz /= 2LL;
   const long long b0 = bz % s3; bz /= s3;
-  KcScores sc; sc.coff = 0;
+  KcScores sc; sc.coff = 0; sc.wlo = 0;
   sc.m1 = t_4 + (0 + b0 * s1); sc.m1_rs = 0LL; sc.m1_ks = 1LL;
   const int kc_qb[3] = {(int)b2, (int)b1, (int)b0}, kc_kb[3] = {(int)b1, (int)b0, 0}, kc_vb[3] = {(int)b1, (int)b0, 0};
   KA::run(kc_smem, &kc_tmap1, &kc_tmap3, &kc_tmap5, kc_qb, kc_kb, kc_vb, t_3 + (0 + b2 * s4 + b1 * s5 + b0 * s6), 128LL, (int)s0, (int)s1, (int)(qt * 128), sc);

@@ -341,6 +341,48 @@ TEST(AttentionMasksGpu, WgmmaAndMmaSyncKernels) {
   }
 }
 
+// Sliding windows on both kernels (the wgmma one where the device takes it): a band constant,
+// an `and` of trilus over a symbolic length (key tiles skipped below and above the band), and
+// a sum of additive trilus whose causal diagonal below zero masks the first row fully.
+TEST(AttentionMasksGpu, SlidingWindows) {
+  KILN_REQUIRE_DEVICE();
+  const bool hopper = cuda::query_device_info().sm == 90;
+  for (int wg : {1, 0}) {
+    if (wg && !hopper) continue;
+    EngineOptions eo;
+    if (!wg) eo.schedule = "attention.wgmma=2";
+    Engine eng(eo);
+    SCOPED_TRACE(wg ? "wgmma" : "mma.sync");
+    uint64_t seed = 4000;
+    for (DType dt : {DType::F16, DType::BF16})
+      for (int64_t d : {64, 128}) {
+        GpuCase gc;
+        gc.c.name = "window_const";
+        gc.c.dt = dt;
+        gc.c.d = d;
+        gc.c.mask = MaskKind::WindowConst;
+        gc.c.sq = gc.c.sk = Dim(300);
+        gc.c.window_k = -100;
+        run_case(eng, gc, seed += 10, hopper ? wg : -1);
+        gc.c.name = "window_trilu";
+        gc.c.mask = MaskKind::WindowTrilu;
+        gc.c.sq = gc.c.sk = Dim("S");
+        gc.c.window_k = -200;
+        gc.bind["S"] = 700;
+        run_case(eng, gc, seed += 10, hopper ? wg : -1);
+        gc.bind["S"] = 130;  // rebound: the same kernel
+        run_case(eng, gc, seed += 10, hopper ? wg : -1);
+        gc.c.name = "window_add";
+        gc.c.mask = MaskKind::WindowAdd;
+        gc.c.sq = gc.c.sk = Dim(555);
+        gc.c.causal_k = -1;
+        gc.c.window_k = -300;
+        gc.min_masked_rows = 2 * 2;  // row 0 sees no key
+        run_case(eng, gc, seed += 10, hopper ? wg : -1);
+      }
+  }
+}
+
 // torch's SDPA is_causal export (scaled q and k^T, a computed causal mask: skipped blocks).
 TEST(AttentionMasksGpu, SdpaCausalExport) {
   KILN_REQUIRE_DEVICE();
