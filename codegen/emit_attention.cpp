@@ -7,6 +7,8 @@
 // broadcast over query heads (grouped-query attention) are read without copies.
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "codegen/attention_scores.hpp"
 #include "codegen/contraction_common.hpp"
 #include "codegen/emit.hpp"
@@ -62,8 +64,11 @@ KernelSpec emit_attention(const EmitContext& cx, const FusionGroup& grp) {
   const Dim split_keys(bps * lay.key_rows);
   const Dim splits = bps > 0 ? (tk + split_keys - Dim(1)) / split_keys : Dim(1);
   std::string ws, cnt;
+  int64_t split_rows = 0;
   if (bps > 0) {
-    const Dim part(int64_t{32} * lay.warps * (lay.padded_dim / 2 + 4));  // KA::PART floats
+    // Rows a split stores: the static query length (at most one block, the rule's condition).
+    split_rows = std::min<int64_t>(tq.value(), lay.query_rows);
+    const Dim part(split_rows * (lay.padded_dim + 2));  // KA::ROW floats a row
     ws = a.scratch(false, qtiles * batch * splits * part * Dim(4));
     cnt = a.scratch(true, qtiles * batch);
     name += splits.is_static() ? fmt::format("_split{}", splits.value())
@@ -77,8 +82,7 @@ KernelSpec emit_attention(const EmitContext& cx, const FusionGroup& grp) {
            lay.warps, lay.key_rows, lay.q_in_registers ? "true" : "false");
   dev.line("static_assert(KA::SMEM_BYTES == {}, \"attention shared memory\");", lay.smem_bytes);
   if (bps > 0)
-    dev.line("static_assert(KA::PART == {}, \"attention split partial\");",
-             32 * lay.warps * (lay.padded_dim / 2 + 4));
+    dev.line("static_assert(KA::ROW == {}, \"attention split record\");", lay.padded_dim + 2);
   Writer w;
   w.line("extern __shared__ __align__(128) unsigned short kc_smem[];");
   w.line("const long long qt = (long long)blockIdx.x % {};", qt_c);
@@ -97,7 +101,8 @@ KernelSpec emit_attention(const EmitContext& cx, const FusionGroup& grp) {
     oo += term(i, c.o_strides[i]);
   }
   for (const std::string& l : sc.body) w.put(l);
-  const std::string split_args = bps > 0 ? fmt::format(", {}, {}, {}", ws, cnt, bps) : "";
+  const std::string split_args =
+      bps > 0 ? fmt::format(", {}, {}, {}, {}", ws, cnt, bps, split_rows) : "";
   w.line(
       "KA::{}(kc_smem, {} + ({}), {}, {} + ({}), {}, {} + ({}), {}, {} + ({}), {}, (int){}, "
       "(int){}, (int)(qt * {}), sc{});",

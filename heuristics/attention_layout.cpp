@@ -61,13 +61,16 @@ int64_t choose_attention_split(const AttentionLayout& l, const AttentionSplitPro
   const int64_t slots = per_sm * std::max(1, p.sm_count);
   const int64_t ctas = std::max<int64_t>(1, p.batch);  // one query block (q_len <= query_rows)
   if (ctas >= slots) return 0;
-  int64_t best_per = blocks, best_cost = blocks;  // no split: one wave of all blocks
+  // A CTA's time: its key blocks plus kSplitOverheadBlocks (the first tile's load, which nothing
+  // overlaps, and the partial's store and combine), so finer splits that only trim the last
+  // wave's quantization by a block or two do not win.
+  int64_t best_per = blocks, best_cost = blocks + kSplitOverheadBlocks;  // no split: one wave
   for (int64_t s = 2; s <= blocks / kMinSplitBlocks && s <= 256; ++s) {
     const int64_t per = (blocks + s - 1) / s;
     const int64_t splits = (blocks + per - 1) / per;
     const int64_t waves = (ctas * splits + slots - 1) / slots;
-    if (waves * per < best_cost) {
-      best_cost = waves * per;
+    if (waves * (per + kSplitOverheadBlocks) < best_cost) {
+      best_cost = waves * (per + kSplitOverheadBlocks);
       best_per = per;
     }
   }

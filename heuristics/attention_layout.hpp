@@ -61,12 +61,13 @@ struct AttentionSplitProblem {
 inline constexpr int64_t kSplitKeyEstimate = 8192;  // a symbolic key length, for the rule
 
 // Key blocks a split covers, 0 for no split. The rule: split only when the query CTAs (batch x
-// query blocks) fill less than one wave (`ctas_per_sm` resident each SM, from the shared
+// query blocks) fill less than one wave (one or two CTAs resident an SM, by the shared
 // memory); among split counts whose splits keep at least kMinSplitBlocks key blocks, take the one
-// with the fewest waves x blocks per split (the time of a memory-bound grid), the smallest on a
-// tie (less partial traffic). A decode of 32 heads x 32768 keys on 132 SMs: 8 splits of 64
-// blocks, 256 CTAs in one wave of 264.
+// with the fewest waves x (blocks per split + kSplitOverheadBlocks) (the time of a memory-bound
+// grid), the smallest on a tie (less partial traffic). A decode of 32 heads x 32768 keys on 132
+// SMs: 8 splits of 64 blocks, 256 CTAs in one wave of 264.
 inline constexpr int64_t kMinSplitBlocks = 4;
+inline constexpr int64_t kSplitOverheadBlocks = 2;
 int64_t choose_attention_split(const AttentionLayout& l, const AttentionSplitProblem& p);
 
 enum class AttentionKernel { MmaSync, Wgmma };

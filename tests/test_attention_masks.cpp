@@ -582,7 +582,9 @@ TEST(AttentionLayout, DecodeSplitRule) {
   EXPECT_EQ(split(65, 32, 32768), 0);          // two query blocks: prefill, not split
   EXPECT_EQ(split(0, 32, 32768), 0);           // a symbolic query length
   EXPECT_EQ(split(1, 264, 32768), 0);          // a wave of query CTAs already
-  EXPECT_EQ(split(1, 200, 32768), 0);          // two splits would take two waves of half the blocks
+  EXPECT_EQ(split(1, 130, 32768), 256);        // 260 CTAs: one wave
+  EXPECT_EQ(split(1, 200, 32768), 57);         // 200 of 264 slots busy: fine splits fill the waves
+  EXPECT_EQ(split(1, 250, 32768), 0);          // 250 of 264: no split count saves a wave of time
   EXPECT_EQ(split(1, 4, 1000), 4);             // 16 blocks: 4 splits of the minimum 4
   EXPECT_EQ(split(1, 4, 255), 0);              // 4 blocks: one split's minimum
   EXPECT_EQ(split(1, 32, 0), 16);              // symbolic keys: 8192 estimated, 1024 keys a split
@@ -627,7 +629,8 @@ TEST(AttentionMasks, DecodeSplitKernels) {
     for (const KernelArg& a : k->args) {
       if (a.kind == KernelArg::Kind::Scratch) {
         ++scratch;
-        EXPECT_EQ(a.value.eval(b), int64_t{32} * 8 * 128 * (64 + 4) * 4);  // KA::PART floats
+        EXPECT_EQ(a.value.eval(b),
+                  int64_t{32} * 8 * 1 * (128 + 2) * 4);  // one row of KA::ROW floats
       }
       if (a.kind == KernelArg::Kind::Counters) {
         ++counters;
@@ -637,10 +640,12 @@ TEST(AttentionMasks, DecodeSplitKernels) {
     EXPECT_EQ(scratch, 1);
     EXPECT_EQ(counters, 1);
     EXPECT_NE(k->source.find("KA::run_split("), std::string::npos);
-    const KernelSpec* h = attention_kernel(hopper_kernels_of(p));
+    const std::vector<KernelSpec> hs = hopper_kernels_of(p);
+    const KernelSpec* h = attention_kernel(hs);
     ASSERT_NE(h, nullptr);
     EXPECT_EQ(h->name, k->name);  // sm_90a: the split mma.sync kernel, not wgmma
-    const KernelSpec* ns = attention_kernel(hopper_kernels_of(p, "attention.splits=1"));
+    const std::vector<KernelSpec> nss = hopper_kernels_of(p, "attention.splits=1");
+    const KernelSpec* ns = attention_kernel(nss);
     ASSERT_NE(ns, nullptr);
     EXPECT_EQ(ns->name.find("_split"), std::string::npos) << ns->name;
     EXPECT_EQ(ns->grid[1], Dim(1));

@@ -263,41 +263,52 @@ struct KcAttention {
 
   // Flash-decoding (grid.y = the key splits of the query block blockIdx.x): this CTA attends
   // to key blocks [blockIdx.y BPS, (blockIdx.y + 1) BPS) of those the block sees and stores its
-  // partial state to `ws` (PART floats a split: element i of thread t at i THREADS + t, the
-  // output's DP / 2 values, then m0, m1, l0, l1; rows past tq are neither written nor read).
-  // The last split CTA of the block to arrive (its counter in `cnt`, reset to zero by that CTA,
-  // so the counters stay zero between launches) combines the partials in split order:
-  // O = sum_z 2^(m_z - M) O_z / sum_z 2^(m_z - M) l_z with M = max_z m_z. A split that saw no
-  // key (m_z = -inf, l_z = 0) weighs nothing; a row no split saw keeps M = -inf and gives zeros.
-  static constexpr int PART = THREADS * (DP / 2 + 4);
+  // partial state to `ws`: `rows` records of ROW floats a split (the first `rows` rows of the
+  // block, rows past tq neither written nor read), a record the row's DP unnormalized outputs,
+  // its max and its sum. The last split CTA of the block to arrive (its counter in `cnt`, reset
+  // to zero by that CTA, so the counters stay zero between launches) combines the partials in
+  // split order: O = sum_z 2^(m_z - M) O_z / sum_z 2^(m_z - M) l_z with M = max_z m_z. A split
+  // that saw no key (m_z = -inf, l_z = 0) weighs nothing; a row no split saw keeps M = -inf and
+  // gives zeros.
+  static constexpr int ROW = DP + 2;
   __device__ static __forceinline__ void run_split(
       unsigned short* smem, const unsigned short* q, long long q_rs, const unsigned short* k,
       long long k_rs, const unsigned short* v, long long v_rs, unsigned short* o, long long o_rs,
-      int tq, int tk, int q0, const Score& sc, float* ws, unsigned* cnt, int bps) {
+      int tq, int tk, int q0, const Score& sc, float* ws, unsigned* cnt, int bps, int rows) {
     constexpr float E = Score::NATURAL ? 1.4426950408889634f : 1.f;
     __shared__ unsigned kc_attention_last;
-    const int tid = threadIdx.x;
-    const int row0 = q0 + (tid >> 5) * 16 + ((tid & 31) >> 2);
-    const bool ok0 = row0 < tq, ok1 = row0 + 8 < tq;
+    const int tid = threadIdx.x, lane = tid & 31;
+    const int r0 = (tid >> 5) * 16 + (lane >> 2), r1 = r0 + 8;  // rows in the block
+    const bool ok0 = q0 + r0 < tq && r0 < rows, ok1 = q0 + r1 < tq && r1 < rows;
     const int kb0 = blockIdx.y * bps;
     Acc acc;
     attend(smem, q, q_rs, k, k_rs, v, v_rs, tq, tk, q0, kb0,
            min(visible_blocks(tq, tk, q0, sc), kb0 + bps), sc, acc);
     const unsigned tile = blockIdx.x, splits = gridDim.y;
-    float* part = ws + (size_t)tile * splits * PART;
-    float* mine = part + (size_t)blockIdx.y * PART + tid;
+    const size_t split_floats = (size_t)rows * ROW;
+    float* part = ws + (size_t)tile * splits * split_floats;
+    float* mine = part + blockIdx.y * split_floats;
+    const int c0 = (lane & 3) * 2;  // this thread's first column of each 8-column tile
 #pragma unroll
-    for (int dt = 0; dt < DP / 8; ++dt)
-#pragma unroll
-      for (int e = 0; e < 4; ++e)
-        if (e < 2 ? ok0 : ok1) kc_st_cg_f32(mine + (dt * 4 + e) * THREADS, acc.o[dt][e]);
-    if (ok0) {
-      kc_st_cg_f32(mine + (DP / 2) * THREADS, acc.m0);
-      kc_st_cg_f32(mine + (DP / 2 + 2) * THREADS, acc.l0);
+    for (int dt = 0; dt < DP / 8; ++dt) {
+      if (ok0) {
+        kc_st_cg_f32(mine + r0 * ROW + dt * 8 + c0, acc.o[dt][0]);
+        kc_st_cg_f32(mine + r0 * ROW + dt * 8 + c0 + 1, acc.o[dt][1]);
+      }
+      if (ok1) {
+        kc_st_cg_f32(mine + r1 * ROW + dt * 8 + c0, acc.o[dt][2]);
+        kc_st_cg_f32(mine + r1 * ROW + dt * 8 + c0 + 1, acc.o[dt][3]);
+      }
     }
-    if (ok1) {
-      kc_st_cg_f32(mine + (DP / 2 + 1) * THREADS, acc.m1);
-      kc_st_cg_f32(mine + (DP / 2 + 3) * THREADS, acc.l1);
+    if ((lane & 3) == 0) {  // the quad holds the same max and sum
+      if (ok0) {
+        kc_st_cg_f32(mine + r0 * ROW + DP, acc.m0);
+        kc_st_cg_f32(mine + r0 * ROW + DP + 1, acc.l0);
+      }
+      if (ok1) {
+        kc_st_cg_f32(mine + r1 * ROW + DP, acc.m1);
+        kc_st_cg_f32(mine + r1 * ROW + DP + 1, acc.l1);
+      }
     }
     kc_fence_gpu();
     __syncthreads();
@@ -312,30 +323,34 @@ struct KcAttention {
     if (!ok0) return;  // ok1 implies ok0: nothing of this thread's is read
     float mx0 = -KILN_INF, mx1 = -KILN_INF;
     for (unsigned z = 0; z < splits; ++z) {
-      const float* pz = part + (size_t)z * PART + tid;
-      mx0 = fmaxf(mx0, kc_ld_cg_f32(pz + (DP / 2) * THREADS));
-      if (ok1) mx1 = fmaxf(mx1, kc_ld_cg_f32(pz + (DP / 2 + 1) * THREADS));
+      const float* pz = part + z * split_floats;
+      mx0 = fmaxf(mx0, kc_ld_cg_f32(pz + r0 * ROW + DP));
+      if (ok1) mx1 = fmaxf(mx1, kc_ld_cg_f32(pz + r1 * ROW + DP));
     }
     const float z0 = mx0 == -KILN_INF ? 0.f : mx0, z1 = mx1 == -KILN_INF ? 0.f : mx1;
 #pragma unroll
     for (int i = 0; i < DP / 8; ++i) acc.o[i][0] = acc.o[i][1] = acc.o[i][2] = acc.o[i][3] = 0.f;
     acc.l0 = acc.l1 = 0.f;
     for (unsigned z = 0; z < splits; ++z) {
-      const float* pz = part + (size_t)z * PART + tid;
-      const float w0 = exp2f((kc_ld_cg_f32(pz + (DP / 2) * THREADS) - z0) * E);
-      const float w1 = ok1 ? exp2f((kc_ld_cg_f32(pz + (DP / 2 + 1) * THREADS) - z1) * E) : 0.f;
-      acc.l0 += w0 * kc_ld_cg_f32(pz + (DP / 2 + 2) * THREADS);
-      if (ok1) acc.l1 += w1 * kc_ld_cg_f32(pz + (DP / 2 + 3) * THREADS);
+      const float* p0 = part + z * split_floats + r0 * ROW;
+      const float* p1 = p0 + 8 * ROW;
+      const float w0 = exp2f((kc_ld_cg_f32(p0 + DP) - z0) * E);
+      acc.l0 += w0 * kc_ld_cg_f32(p0 + DP + 1);
 #pragma unroll
       for (int dt = 0; dt < DP / 8; ++dt) {
-        acc.o[dt][0] += w0 * kc_ld_cg_f32(pz + (dt * 4) * THREADS);
-        acc.o[dt][1] += w0 * kc_ld_cg_f32(pz + (dt * 4 + 1) * THREADS);
-        if (ok1) {
-          acc.o[dt][2] += w1 * kc_ld_cg_f32(pz + (dt * 4 + 2) * THREADS);
-          acc.o[dt][3] += w1 * kc_ld_cg_f32(pz + (dt * 4 + 3) * THREADS);
+        acc.o[dt][0] += w0 * kc_ld_cg_f32(p0 + dt * 8 + c0);
+        acc.o[dt][1] += w0 * kc_ld_cg_f32(p0 + dt * 8 + c0 + 1);
+      }
+      if (ok1) {
+        const float w1 = exp2f((kc_ld_cg_f32(p1 + DP) - z1) * E);
+        acc.l1 += w1 * kc_ld_cg_f32(p1 + DP + 1);
+#pragma unroll
+        for (int dt = 0; dt < DP / 8; ++dt) {
+          acc.o[dt][2] += w1 * kc_ld_cg_f32(p1 + dt * 8 + c0);
+          acc.o[dt][3] += w1 * kc_ld_cg_f32(p1 + dt * 8 + c0 + 1);
         }
       }
     }
-    store(o, o_rs, tq, row0, acc);
+    store(o, o_rs, tq, q0 + r0, acc);
   }
 };
