@@ -13,7 +13,8 @@ the [S, S] mask the fused kernel never reads: the whole graph is kiln_graph_ms).
 scaled_dot_product_attention runs under torch.nn.attention.sdpa_kernel with each backend
 (flash, cuDNN, efficient) and timed with triton.testing.do_bench (median, L2 flushed), as
 bench/bench_conv.py times its anchors. TFLOP/s count 4 B H Sq Sk D flops, half of that when
-causal. Ratios are anchor ms / kiln ms (> 1: kiln is faster). Prints one JSON line per case;
+causal. Decode rows also run KILN_SCHEDULE=attention.splits=1 (no key split: the anchor of
+flash-decoding) and report the K / V read rate, 4 B Hkv Sk D bytes over the kernel's ms, in GB/s. Ratios are anchor ms / kiln ms (> 1: kiln is faster). Prints one JSON line per case;
 writes all rows as JSON (--out) and a markdown table (--md).
 """
 import argparse
@@ -42,7 +43,13 @@ def cases(args):
         for s in seqs:  # grouped-query: 32 query heads over 8 K / V heads
             for causal in (False, True):
                 out.append(("gqa", dt, max(1, 16384 // s), 32, 8, s, s, 128, causal))
-        out.append(("decode", dt, 1, 32, 32, 1, 32768, 128, False))
+        # Decode (flash-decoding: the key axis split over CTAs): 1, 4 and 16 query rows over a
+        # 32k-key cache, 32 heads; D 64; grouped-query (8 K / V heads); a batch of 8.
+        for sq in (1, 4, 16):
+            out.append(("decode", dt, 1, 32, 32, sq, 32768, 128, False))
+        out.append(("decode", dt, 1, 32, 32, 1, 32768, 64, False))
+        out.append(("decode", dt, 1, 32, 8, 1, 32768, 128, False))
+        out.append(("decode", dt, 8, 32, 8, 1, 8192, 128, False))
     return out
 
 
@@ -59,7 +66,8 @@ def graph_json(c):
         qs, ks = [b, hq, sq, d], [b, hkv, sk, d]
     else:
         qs, ks = [b, hkv, hq // hkv, sq, d], [b, hkv, 1, sk, d]
-    g = {"kiln": 1, "name": f"attn_{name}_{dt}_d{d}_s{sq}x{sk}{'_causal' if causal else ''}",
+    g = {"kiln": 1, "name": f"attn_{name}_{dt}_b{b}_h{hq}x{hkv}_d{d}_s{sq}x{sk}"
+                            f"{'_causal' if causal else ''}",
          "inputs": {"q": {"dtype": dt, "shape": qs}, "k": {"dtype": dt, "shape": ks},
                     "v": {"dtype": dt, "shape": ks}},
          "constants": {"scale": {"dtype": dt, "shape": [], "data": [1.0 / math.sqrt(d)]}},
@@ -82,7 +90,7 @@ def graph_json(c):
 def run_kiln(kiln, c, work, schedule):
     g = graph_json(c)
     gpath = os.path.join(work, g["name"] + ".json")
-    jpath = gpath + (".mma" if schedule else "") + ".bench.json"
+    jpath = gpath + ("." + schedule.replace("=", "_") if schedule else "") + ".bench.json"
     with open(gpath, "w") as f:
         json.dump(g, f)
     env = dict(os.environ)
@@ -144,7 +152,10 @@ def measure(c, args, work):
     best = [r[f"{be}_ms"] for be in BACKENDS if f"{be}_ms" in r]
     if best:
         r["best_torch_ms"] = min(best)
-    for prefix, sched in (("kiln", ""), ("kiln_mma", "attention.wgmma=2")):
+    variants = [("kiln", ""), ("kiln_mma", "attention.wgmma=2")]
+    if name == "decode":  # the anchor: one CTA per (batch, head), as before flash-decoding
+        variants.append(("kiln_nosplit", "attention.splits=1"))
+    for prefix, sched in variants:
         res = run_kiln(args.kiln, c, work, sched)
         if "error" in res:
             r[prefix + "_error"] = res["error"]
@@ -157,15 +168,25 @@ def measure(c, args, work):
             key = be + "_ms" if be != "best_torch" else "best_torch_ms"
             if key in r:
                 r[f"{prefix}_vs_{be}"] = round(r[key] / res["ms"], 3)
-    if name == "decode" and "kiln_ms" in r:  # K and V read once: the DRAM rate
-        r["kiln_kv_GB/s"] = round(2 * b * hkv * sk * d * 2 / r["kiln_ms"] / 1e6, 1)
+    if name == "decode":  # K and V read once: the DRAM rate (the H200's peak is ~4.8 TB/s)
+        for prefix in ("kiln", "kiln_nosplit"):
+            if prefix + "_ms" in r:
+                r[prefix + "_kv_GB/s"] = round(kv_bytes(c) / r[prefix + "_ms"] / 1e6, 1)
+        if "kiln_ms" in r and "kiln_nosplit_ms" in r:
+            r["kiln_vs_nosplit"] = round(r["kiln_nosplit_ms"] / r["kiln_ms"], 3)
     return r
+
+
+def kv_bytes(c):
+    _, _, b, _, hkv, _, sk, d, _ = c
+    return 2 * b * hkv * sk * d * 2
 
 
 def markdown(rows):
     cols = ["case", "dtype", "B", "Hq", "Hkv", "Sq", "Sk", "D", "causal", "kiln_TFLOP/s",
             "kiln_mma_TFLOP/s", "flash_TFLOP/s", "cudnn_TFLOP/s", "efficient_TFLOP/s",
-            "kiln_vs_best_torch", "kiln_kernel"]
+            "kiln_vs_best_torch", "kiln_kv_GB/s", "kiln_nosplit_kv_GB/s", "kiln_vs_nosplit",
+            "kiln_kernel"]
     lines = ["| " + " | ".join(cols) + " |", "|" + " --- |" * len(cols)]
     for r in rows:
         lines.append("| " + " | ".join(str(r.get(c, "")) for c in cols) + " |")
@@ -196,7 +217,9 @@ def main():
         for c in todo:
             print(json.dumps({"case": c[0], "dtype": c[1], "B": c[2], "Hq": c[3], "Hkv": c[4],
                               "Sq": c[5], "Sk": c[6], "D": c[7], "causal": c[8],
-                              "GFLOP": round(flops(c) / 1e9, 2), "graph": graph_json(c)["name"]}))
+                              "GFLOP": round(flops(c) / 1e9, 2),
+                              "KV_MB": round(kv_bytes(c) / 1e6, 1),
+                              "graph": graph_json(c)["name"]}))
         print(f"{len(todo)} cases", file=sys.stderr)
         return 0
     import torch

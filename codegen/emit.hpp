@@ -28,6 +28,9 @@ KernelSpec emit_attention(const EmitContext& cx, const FusionGroup& g);
 // The sm_90a wgmma kernel of an attention group where heuristics/attention_layout.hpp's rule
 // picks it, else nothing (codegen/emit_attention_wgmma.cpp; emit_attention asks it first).
 std::optional<KernelSpec> emit_attention_wgmma(const EmitContext& cx, const FusionGroup& g);
+// Key blocks a split of the mma.sync attention kernel covers (flash-decoding,
+// heuristics/attention_layout.hpp: choose_attention_split), 0 when its keys are not split.
+int64_t attention_split_blocks(const EmitContext& cx, const FusionGroup& g);
 // cumsum along one axis, a CTA per row (codegen/emit_scan.cpp).
 KernelSpec emit_scan(const EmitContext& cx, const FusionGroup& g);
 

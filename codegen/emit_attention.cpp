@@ -1,9 +1,13 @@
 // Attention groups: q @ k^T -> [scale, mask, where] -> softmax -> @ v as one flash-attention
 // kernel (codegen/device/kiln_attention.cuh). One CTA per (batch element, block of query rows,
-// heuristics/attention_layout.hpp); the operands are read through their strides (symbolic where
-// the shapes are), so head splits and merges that are views cost nothing and K / V broadcast
-// over query heads (grouped-query attention) are read without copies.
+// heuristics/attention_layout.hpp), or for decode shapes (few of those, many keys) grid.y CTAs
+// per block each over a share of the keys, combined through the executor's workspace and
+// counters (flash-decoding: KcAttention::run_split); the operands are read through their strides
+// (symbolic where the shapes are), so head splits and merges that are views cost nothing and K / V
+// broadcast over query heads (grouped-query attention) are read without copies.
 #include <fmt/format.h>
+
+#include <algorithm>
 
 #include "codegen/attention_scores.hpp"
 #include "codegen/contraction_common.hpp"
@@ -15,6 +19,18 @@
 #include "heuristics/attention_layout.hpp"
 
 namespace kiln {
+
+int64_t attention_split_blocks(const EmitContext& cx, const FusionGroup& grp) {
+  const AttentionChain& c = *grp.attention;
+  AttentionSplitProblem p;
+  p.q_len = c.q_len.is_static() ? c.q_len.value() : 0;
+  for (const Dim& b : c.batch) p.batch *= b.is_static() ? b.value() : 1;
+  p.k_len = c.k_len.is_static() ? c.k_len.value() : 0;
+  p.sm = cx.opts.sm;
+  p.sm_count = cx.opts.sm_count;
+  p.force = cx.opts.schedule.attention_splits;
+  return choose_attention_split(choose_attention_layout(c.head_dim), p);
+}
 
 KernelSpec emit_attention(const EmitContext& cx, const FusionGroup& grp) {
   const Graph& g = cx.graph;
@@ -43,6 +59,21 @@ KernelSpec emit_attention(const EmitContext& cx, const FusionGroup& grp) {
 
   std::string name = fmt::format("attention_{}_d{}_q{}{}{}", dtype_name(qd.dtype), d,
                                  lay.query_rows, sc.name_suffix, c.kv_broadcast() ? "_gqa" : "");
+  // Flash-decoding: `bps` key blocks a split, ceil(tk / (bps key_rows)) splits at launch.
+  const int64_t bps = attention_split_blocks(cx, grp);
+  const Dim split_keys(bps * lay.key_rows);
+  const Dim splits = bps > 0 ? (tk + split_keys - Dim(1)) / split_keys : Dim(1);
+  std::string ws, cnt;
+  int64_t split_rows = 0;
+  if (bps > 0) {
+    // Rows a split stores: the static query length (at most one block, the rule's condition).
+    split_rows = std::min<int64_t>(tq.value(), lay.query_rows);
+    const Dim part(split_rows * (lay.padded_dim + 2));  // KA::ROW floats a row
+    ws = a.scratch(false, qtiles * batch * splits * part * Dim(4));
+    cnt = a.scratch(true, qtiles * batch);
+    name += splits.is_static() ? fmt::format("_split{}", splits.value())
+                               : fmt::format("_splitby{}", bps * lay.key_rows);
+  }
   if (tq.is_static() && tk.is_static()) name += fmt::format("_s{}x{}", tq.value(), tk.value());
 
   Writer dev;
@@ -50,6 +81,8 @@ KernelSpec emit_attention(const EmitContext& cx, const FusionGroup& grp) {
   dev.line("typedef KcAttention<{}, {}, {}, {}, {}, KcScores> KA;", d, bf16 ? "true" : "false",
            lay.warps, lay.key_rows, lay.q_in_registers ? "true" : "false");
   dev.line("static_assert(KA::SMEM_BYTES == {}, \"attention shared memory\");", lay.smem_bytes);
+  if (bps > 0)
+    dev.line("static_assert(KA::ROW == {}, \"attention split record\");", lay.padded_dim + 2);
   Writer w;
   w.line("extern __shared__ __align__(128) unsigned short kc_smem[];");
   w.line("const long long qt = (long long)blockIdx.x % {};", qt_c);
@@ -68,11 +101,14 @@ KernelSpec emit_attention(const EmitContext& cx, const FusionGroup& grp) {
     oo += term(i, c.o_strides[i]);
   }
   for (const std::string& l : sc.body) w.put(l);
+  const std::string split_args =
+      bps > 0 ? fmt::format(", {}, {}, {}, {}", ws, cnt, bps, split_rows) : "";
   w.line(
-      "KA::run(kc_smem, {} + ({}), {}, {} + ({}), {}, {} + ({}), {}, {} + ({}), {}, (int){}, "
-      "(int){}, (int)(qt * {}), sc);",
-      qs, qo, a.dim(c.q_strides[r - 2]), ks, ko, a.dim(c.k_strides[r - 2]), vs, vo,
-      a.dim(c.v_strides[r - 2]), os, oo, a.dim(c.o_strides[r - 2]), tq_c, tk_c, lay.query_rows);
+      "KA::{}(kc_smem, {} + ({}), {}, {} + ({}), {}, {} + ({}), {}, {} + ({}), {}, (int){}, "
+      "(int){}, (int)(qt * {}), sc{});",
+      bps > 0 ? "run_split" : "run", qs, qo, a.dim(c.q_strides[r - 2]), ks, ko,
+      a.dim(c.k_strides[r - 2]), vs, vo, a.dim(c.v_strides[r - 2]), os, oo,
+      a.dim(c.o_strides[r - 2]), tq_c, tk_c, lay.query_rows, split_args);
 
   KernelSpec k;
   k.name = k.entry = name;
@@ -82,7 +118,7 @@ KernelSpec emit_attention(const EmitContext& cx, const FusionGroup& grp) {
                              contraction::device_text("kiln_attention.cuh") + "\n" + dev.str();
   k.source = assemble_kernel(device, {name, "KA::THREADS", 0, 0, a.params()}, w.str());
   k.args = a.args();
-  k.grid = {qtiles * batch, Dim(1), Dim(1)};
+  k.grid = {qtiles * batch, splits, Dim(1)};
   k.block = {32 * lay.warps, 1, 1};
   k.smem_bytes = lay.smem_bytes;
   // Q, K, V read once, O written once (masks: at most one element a score); both products.

@@ -62,7 +62,8 @@ std::optional<KernelSpec> emit_attention_wgmma(const EmitContext& cx, const Fusi
   const int rank = std::max({map_rank(c.q_strides), map_rank(c.k_strides), map_rank(c.v_strides)});
   // The matcher takes only 16-byte row strides (multiples of 8 elements) and D contiguous.
   if (choose_attention_kernel(cx.opts.sm, cx.opts.arch_specific, c.head_dim, true, rank,
-                              cx.opts.schedule.attention_wgmma) != AttentionKernel::Wgmma)
+                              cx.opts.schedule.attention_wgmma,
+                              attention_split_blocks(cx, grp) > 0) != AttentionKernel::Wgmma)
     return std::nullopt;
   // The tensor maps start at their tensor's pointer: operands read at an offset into their root
   // (ViT's q, k, v thirds of one projection) stay on the mma.sync kernel, which adds it.

@@ -1,7 +1,7 @@
 // The layout of the fused attention kernel (codegen/emit_attention.cpp over
 // codegen/device/kiln_attention.cuh): query rows per CTA, the key block, whether the Q
-// fragments stay in registers, and the shared memory that makes. A pure function of the head
-// dim, tested on the CPU.
+// fragments stay in registers, and the shared memory that makes; the key split of decode shapes.
+// Pure functions, tested on the CPU.
 #pragma once
 
 #include <cstdint>
@@ -43,14 +43,43 @@ struct AttentionWgmmaLayout {
 bool attention_wgmma_head_dim(int64_t head_dim);
 AttentionWgmmaLayout choose_attention_wgmma_layout(int64_t head_dim);
 
+// Flash-decoding: a decode-shaped attention (a static query length of at most one CTA's query
+// rows, few batch elements x heads) splits its key axis over several CTAs. Each split CTA writes
+// its unnormalized f32 partial output with its row max and row sum to the executor's workspace;
+// the last split CTA of a (batch, query block) to arrive (a per-tile counter) combines them in
+// split order. A split covers `blocks_per_split` key blocks; the number of splits is
+// ceil(k_len / (blocks_per_split x key_rows)) at launch, so a symbolic key length (a KV cache)
+// gets splits for the length it is bound to.
+struct AttentionSplitProblem {
+  int64_t q_len = 0;   // the static query length; 0 when symbolic (no split: prefill-like)
+  int64_t batch = 1;   // the product of the batch dims (symbols estimated as 1)
+  int64_t k_len = 0;   // the key length; 0 when symbolic (estimated kSplitKeyEstimate)
+  int sm = 90;         // the target arch (its shared memory an SM)
+  int sm_count = 132;  // the target's SMs
+  int force = 0;       // KILN_SCHEDULE attention.splits: 0 the rule, 1 no split, N splits
+};
+inline constexpr int64_t kSplitKeyEstimate = 8192;  // a symbolic key length, for the rule
+
+// Key blocks a split covers, 0 for no split. The rule: split only when the query CTAs (batch x
+// query blocks) fill less than one wave (one or two CTAs resident an SM, by the shared
+// memory); among split counts whose splits keep at least kMinSplitBlocks key blocks, take the one
+// with the fewest waves x (blocks per split + kSplitOverheadBlocks) (the time of a memory-bound
+// grid), the smallest on a tie (less partial traffic). A decode of 32 heads x 32768 keys on 132
+// SMs: 8 splits of 64 blocks, 256 CTAs in one wave of 264.
+inline constexpr int64_t kMinSplitBlocks = 4;
+inline constexpr int64_t kSplitOverheadBlocks = 2;
+int64_t choose_attention_split(const AttentionLayout& l, const AttentionSplitProblem& p);
+
 enum class AttentionKernel { MmaSync, Wgmma };
 // Which kernel runs a fused attention: wgmma where the target takes sm_90a instructions
 // (`sm` 90 with arch-specific kernels allowed), the head dim has a wgmma layout, every operand
 // row stride is 16-byte aligned (TMA's rule; the matcher already requires it, the rule keeps it
 // explicit) and the TMA maps of K and V have at most 5 dims (`kv_map_rank`: 2 + K's batch dims
-// that do not broadcast); mma.sync otherwise. `force` is KILN_SCHEDULE attention.wgmma: 0 or 1
-// the rule, 2 mma.sync.
+// that do not broadcast), and the attention does not split its keys (`split`: flash-decoding
+// runs on the mma.sync kernel, sm_90 included); mma.sync otherwise. `force` is KILN_SCHEDULE
+// attention.wgmma: 0 or 1 the rule, 2 mma.sync.
 AttentionKernel choose_attention_kernel(int sm, bool arch_specific, int64_t head_dim,
-                                        bool rows_16b_aligned, int kv_map_rank, int force);
+                                        bool rows_16b_aligned, int kv_map_rank, int force,
+                                        bool split = false);
 
 }  // namespace kiln

@@ -34,6 +34,7 @@ constexpr OverrideKey kOverrideKeys[] = {
     {"contraction.rowfold", &ScheduleOverrides::contraction_rowfold, 1, 2},
     {"attention.fused", &ScheduleOverrides::attention_fused, 1, 2},
     {"attention.wgmma", &ScheduleOverrides::attention_wgmma, 1, 2},
+    {"attention.splits", &ScheduleOverrides::attention_splits, 1, 256},
 };
 // channelnorm.algo by name (index = value).
 constexpr const char* kChannelNormAlgos[] = {"rule", "split", "cluster", "pergroup"};
@@ -57,7 +58,8 @@ const char* schedule_override_keys() {
          "contraction.im2col (1 on: the rule, 2 off), contraction.prefetch (1 on: the rule, 2 "
          "off), contraction.tmastore (1 on: the rule, 2 off), contraction.rowfold (1 on: the rule, "
          "2 off), attention.fused (1 on: the rule, 2 off), attention.wgmma (1 on: the rule, 2 off: "
-         "the mma.sync kernel), window.vec (1 on: the rule, 2 off)";
+         "the mma.sync kernel), attention.splits (1 none, 2..256: key splits of a decode-shaped "
+         "attention), window.vec (1 on: the rule, 2 off)";
 }
 
 ScheduleOverrides env_schedule_overrides() {

@@ -624,3 +624,148 @@ TEST(AttentionMasks, WgmmaGoldenSource) {
 
 }  // namespace
 }  // namespace kiln
+
+namespace kiln {
+namespace {
+
+// Flash-decoding's rule: split only static query lengths of one query block whose CTAs fill
+// less than a wave, into the split count with the fewest waves x blocks per split (the smallest
+// on a tie), each split at least kMinSplitBlocks key blocks; a symbolic key length is taken as
+// kSplitKeyEstimate keys; KILN_SCHEDULE attention.splits forces a count (1: none).
+TEST(AttentionLayout, DecodeSplitRule) {
+  const AttentionLayout l = choose_attention_layout(128);
+  auto split = [&](int64_t q, int64_t batch, int64_t k, int sm = 90, int force = 0,
+                   const AttentionLayout* lay = nullptr) {
+    AttentionSplitProblem p;
+    p.q_len = q;
+    p.batch = batch;
+    p.k_len = k;
+    p.sm = sm;
+    p.sm_count = 132;
+    p.force = force;
+    return choose_attention_split(lay ? *lay : l, p);
+  };
+  EXPECT_EQ(split(1, 32, 32768), 64);  // 8 splits: 256 CTAs, one wave of 2 x 132
+  EXPECT_EQ(split(16, 32, 32768), 64);
+  EXPECT_EQ(split(64, 32, 32768), 64);
+  EXPECT_EQ(split(65, 32, 32768), 0);          // two query blocks: prefill, not split
+  EXPECT_EQ(split(0, 32, 32768), 0);           // a symbolic query length
+  EXPECT_EQ(split(1, 264, 32768), 0);          // a wave of query CTAs already
+  EXPECT_EQ(split(1, 130, 32768), 256);        // 260 CTAs: one wave
+  EXPECT_EQ(split(1, 200, 32768), 57);         // 200 of 264 slots busy: fine splits fill the waves
+  EXPECT_EQ(split(1, 250, 32768), 0);          // 250 of 264: no split count saves a wave of time
+  EXPECT_EQ(split(1, 4, 1000), 4);             // 16 blocks: 4 splits of the minimum 4
+  EXPECT_EQ(split(1, 4, 255), 0);              // 4 blocks: one split's minimum
+  EXPECT_EQ(split(1, 32, 0), 16);              // symbolic keys: 8192 estimated, 1024 keys a split
+  EXPECT_EQ(split(1, 32, 32768, 90, 1), 0);    // attention.splits=1
+  EXPECT_EQ(split(1, 32, 32768, 90, 4), 128);  // attention.splits=4
+  EXPECT_EQ(split(1, 264, 32768, 90, 2), 256);
+  EXPECT_EQ(split(1, 32, 32768, 86), 128);  // one 87 KB CTA an sm_86 SM: 4 splits a wave
+  const AttentionLayout wide = choose_attention_layout(256);
+  EXPECT_EQ(split(1, 32, 32768, 90, 0, &wide), 128);  // 32-key blocks, 8 splits
+  EXPECT_GE(split(1, 1, 1 << 20), kMinSplitBlocks);
+  using K = AttentionKernel;
+  EXPECT_EQ(choose_attention_kernel(90, true, 128, true, 4, 0, true), K::MmaSync);
+  EXPECT_EQ(choose_attention_kernel(90, true, 128, true, 4, 0, false), K::Wgmma);
+}
+
+MaskCase decode_case(const std::string& name, DType dt, int64_t d, Dim sq, Dim sk) {
+  MaskCase c;
+  c.name = name;
+  c.dt = dt;
+  c.d = d;
+  c.q_batch = c.kv_batch = {Dim("N"), Dim(32)};
+  c.sq = sq;
+  c.sk = sk;
+  return c;
+}
+
+// The split kernel: its name, grid (splits in y, from the bound key length when symbolic), the
+// workspace and counters it asks the executor for, the rule picking it over wgmma on sm_90a, and
+// every variant compiling with NVRTC for sm_80, sm_90 and sm_90a.
+TEST(AttentionMasks, DecodeSplitKernels) {
+  const Bindings b{{"N", 1}, {"Sk", 33000}};
+  {
+    Planned p = plan_of(test::mask_graph(decode_case("d", DType::F16, 128, Dim(1), Dim(32768))));
+    ASSERT_NE(p.attention, nullptr);
+    std::vector<KernelSpec> ks = kernels_of(p, 90);
+    const KernelSpec* k = attention_kernel(ks);
+    ASSERT_NE(k, nullptr);
+    EXPECT_EQ(k->name, "attention_f16_d128_q64_split8_s1x32768");
+    EXPECT_EQ(k->grid[0].eval(b), 32);
+    EXPECT_EQ(k->grid[1], Dim(8));
+    int scratch = 0, counters = 0;
+    for (const KernelArg& a : k->args) {
+      if (a.kind == KernelArg::Kind::Scratch) {
+        ++scratch;
+        EXPECT_EQ(a.value.eval(b),
+                  int64_t{32} * 8 * 1 * (128 + 2) * 4);  // one row of KA::ROW floats
+      }
+      if (a.kind == KernelArg::Kind::Counters) {
+        ++counters;
+        EXPECT_EQ(a.value.eval(b), 32);
+      }
+    }
+    EXPECT_EQ(scratch, 1);
+    EXPECT_EQ(counters, 1);
+    EXPECT_NE(k->source.find("KA::run_split("), std::string::npos);
+    const std::vector<KernelSpec> hs = hopper_kernels_of(p);
+    const KernelSpec* h = attention_kernel(hs);
+    ASSERT_NE(h, nullptr);
+    EXPECT_EQ(h->name, k->name);  // sm_90a: the split mma.sync kernel, not wgmma
+    const std::vector<KernelSpec> nss = hopper_kernels_of(p, "attention.splits=1");
+    const KernelSpec* ns = attention_kernel(nss);
+    ASSERT_NE(ns, nullptr);
+    EXPECT_EQ(ns->name.find("_split"), std::string::npos) << ns->name;
+    EXPECT_EQ(ns->grid[1], Dim(1));
+  }
+  {
+    Planned p = plan_of(test::mask_graph(decode_case("s", DType::BF16, 128, Dim(4), Dim("Sk"))));
+    std::vector<KernelSpec> ks = kernels_of(p, 90);
+    const KernelSpec* k = attention_kernel(ks);
+    ASSERT_NE(k, nullptr);
+    EXPECT_EQ(k->name, "attention_bf16_d128_q64_splitby1024");
+    EXPECT_EQ(k->grid[1].eval(b), 33);  // ceil(33000 / 1024)
+    EXPECT_EQ(k->grid[1].eval({{"N", 1}, {"Sk", 50}}), 1);
+  }
+  std::vector<MaskCase> cases;
+  cases.push_back(decode_case("plain", DType::F16, 128, Dim(1), Dim(32768)));
+  MaskCase c = decode_case("causal_offset", DType::BF16, 64, Dim(4), Dim(4133));
+  c.mask = MaskKind::WhereTrilu;
+  c.causal_k = 4133 - 4;
+  cases.push_back(c);
+  c = decode_case("keypad_symbolic", DType::F16, 64, Dim(16), Dim("Sk"));
+  c.mask = MaskKind::AddInput;
+  c.mask_shape = {Dim("N"), Dim(1), Dim(1), Dim("Sk")};
+  cases.push_back(c);
+  c = decode_case("where_gqa_d256", DType::BF16, 256, Dim(16), Dim(9000));
+  c.q_batch = {Dim("N"), Dim(8), Dim(4)};
+  c.kv_batch = {Dim("N"), Dim(8), Dim(1)};
+  c.mask = MaskKind::WhereInput;
+  c.mask_shape = {Dim("N"), Dim(1), Dim(1), Dim(16), Dim(9000)};
+  cases.push_back(c);
+  cases.push_back(decode_case("plain_d40", DType::F16, 40, Dim(2), Dim(5000)));
+  int compiled = 0;
+  for (const MaskCase& mc : cases) {
+    SCOPED_TRACE(mc.name);
+    Planned p = plan_of(test::mask_graph(mc));
+    ASSERT_NE(p.attention, nullptr) << plan_to_string(*p.g, p.plan);
+    for (const char* arch : {"sm_80", "sm_90", "sm_90a"}) {
+      std::vector<KernelSpec> ks =
+          arch[5] == 'a' ? hopper_kernels_of(p) : kernels_of(p, arch[3] == '8' ? 80 : 90);
+      const KernelSpec* k = attention_kernel(ks);
+      ASSERT_NE(k, nullptr);
+      EXPECT_NE(k->name.find("_split"), std::string::npos) << k->name;
+      try {
+        EXPECT_FALSE(nvrtc_compile(k->source, k->name, arch).cubin.empty()) << k->name;
+        ++compiled;
+      } catch (const Error& e) {
+        ADD_FAILURE() << arch << " " << k->name << ": " << e.what();
+      }
+    }
+  }
+  EXPECT_EQ(compiled, 3 * static_cast<int>(cases.size()));
+}
+
+}  // namespace
+}  // namespace kiln

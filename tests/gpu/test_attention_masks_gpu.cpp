@@ -75,7 +75,31 @@ struct GpuCase {
   double pad = -10000.0;
   bool padded_row = false;
   int min_masked_rows = 0;  // rows the reference leaves NaN (all keys masked)
+  int split = -1;           // 1: the kernel must split its keys (flash-decoding), 0 must not
+  int runs = 1;             // runs of the compiled graph on fresh poisoned outputs, each checked
 };
+
+// Fully masked rows (NaN in the reference) must be zeros; the rest match the reference.
+void check_output(const MaskCase& c, const GpuCase& gc, const HostTensor& want,
+                  const HostTensor& got) {
+  std::vector<double> w = want.to_f64(), gv = got.to_f64();
+  int masked_rows = 0;
+  std::vector<double> w2 = w, g2 = gv;
+  for (size_t r0 = 0; r0 < w.size(); r0 += c.d) {
+    bool nan_row = false;
+    for (int64_t j = 0; j < c.d; ++j) nan_row |= std::isnan(w[r0 + j]);
+    if (!nan_row) continue;
+    ++masked_rows;
+    for (int64_t j = 0; j < c.d; ++j) {
+      EXPECT_EQ(gv[r0 + j], 0.0) << "fully masked row " << r0 / c.d;
+      w2[r0 + j] = g2[r0 + j] = 0.0;
+    }
+  }
+  EXPECT_GE(masked_rows, gc.min_masked_rows);
+  HostTensor gt = HostTensor::from_f64(DType::F32, got.shape, g2);
+  HostTensor wt = HostTensor::from_f64(DType::F32, want.shape, w2);
+  EXPECT_TRUE(gputest::all_close(gt, wt, attention_rtol(c.dt)));
+}
 
 // `wgmma`: 1 when the fused kernel must be the sm_90a wgmma one (its name has "_wg"), 0 when it
 // must be the mma.sync one, -1 either.
@@ -89,6 +113,8 @@ void run_case(Engine& eng, const GpuCase& gc, uint64_t seed, int wgmma = -1) {
     if (k.name.rfind("attention_", 0) != 0) continue;
     ++fused;
     if (wgmma >= 0) EXPECT_EQ(k.name.find("_wg") != std::string::npos, wgmma == 1) << k.name;
+    if (gc.split >= 0)
+      EXPECT_EQ(k.name.find("_split") != std::string::npos, gc.split == 1) << k.name;
   }
   EXPECT_EQ(fused, 1) << "the fused kernel";
   std::map<std::string, HostTensor> in;
@@ -109,9 +135,6 @@ void run_case(Engine& eng, const GpuCase& gc, uint64_t seed, int wgmma = -1) {
     shapes[n] = t.shape;
   }
   Bindings b = g.bind(shapes);
-  for (auto& [n, s] : cg.output_shapes(b))
-    dout[n] = gputest::alloc_poisoned(g.tensor(g.find(n)).desc.dtype, s);
-  cg.run(gputest::tensors_of(din), gputest::tensors_of(dout));
   // A sequence padded with a finite value (BERT's -10000) at every key is, in exact math, the
   // unmasked row (softmax is shift-invariant), which the kernel computes; the unfused f16 graph
   // instead rounds s + pad to f16 (a spacing of 8 at 10000), which leaves noise. The reference
@@ -128,25 +151,15 @@ void run_case(Engine& eng, const GpuCase& gc, uint64_t seed, int wgmma = -1) {
   std::map<std::string, HostTensor> ref = run_reference(g, ref_in);
   ASSERT_EQ(ref.size(), 1u);
   const HostTensor& want = ref.begin()->second;
-  const HostTensor got = gputest::download(dout.at(ref.begin()->first));
-  // Fully masked rows (NaN in the reference) must be zeros; the rest match the reference.
-  std::vector<double> w = want.to_f64(), gv = got.to_f64();
-  int masked_rows = 0;
-  std::vector<double> w2 = w, g2 = gv;
-  for (size_t r0 = 0; r0 < w.size(); r0 += c.d) {
-    bool nan_row = false;
-    for (int64_t j = 0; j < c.d; ++j) nan_row |= std::isnan(w[r0 + j]);
-    if (!nan_row) continue;
-    ++masked_rows;
-    for (int64_t j = 0; j < c.d; ++j) {
-      EXPECT_EQ(gv[r0 + j], 0.0) << "fully masked row " << r0 / c.d;
-      w2[r0 + j] = g2[r0 + j] = 0.0;
-    }
+  // Several runs of one compiled graph: the split kernel's counters must be back at zero after
+  // each (the last split CTA resets its tile's), with CUDA graphs replaying the capture too.
+  for (int run = 0; run < gc.runs; ++run) {
+    SCOPED_TRACE(fmt::format("run {}", run));
+    for (auto& [n, s] : cg.output_shapes(b))
+      dout[n] = gputest::alloc_poisoned(g.tensor(g.find(n)).desc.dtype, s);
+    cg.run(gputest::tensors_of(din), gputest::tensors_of(dout));
+    check_output(c, gc, want, gputest::download(dout.at(ref.begin()->first)));
   }
-  EXPECT_GE(masked_rows, gc.min_masked_rows);
-  HostTensor gt = HostTensor::from_f64(DType::F32, got.shape, g2);
-  HostTensor wt = HostTensor::from_f64(DType::F32, want.shape, w2);
-  EXPECT_TRUE(gputest::all_close(gt, wt, attention_rtol(c.dt)));
 }
 
 MaskCase keypad(DType dt, DType mdt, int64_t d = 64) {
@@ -380,6 +393,145 @@ TEST(AttentionMasksGpu, SlidingWindows) {
         gc.min_masked_rows = 2 * 2;  // row 0 sees no key
         run_case(eng, gc, seed += 10, hopper ? wg : -1);
       }
+  }
+}
+
+// A decode-shaped case: `sq` query rows against `sk` keys, 4 heads (N bound to 2), split keys.
+GpuCase decode(DType dt, int64_t d, int64_t sq, int64_t sk) {
+  GpuCase gc;
+  gc.c.name = fmt::format("decode_q{}_k{}", sq, sk);
+  gc.c.dt = dt;
+  gc.c.d = d;
+  gc.c.q_batch = gc.c.kv_batch = {Dim("N"), Dim(4)};
+  gc.c.sq = Dim(sq);
+  gc.c.sk = Dim(sk);
+  gc.bind = {{"N", 2}};
+  gc.split = 1;
+  return gc;
+}
+
+// Flash-decoding (heuristics/attention_layout.hpp: choose_attention_split): 1, 4 and 16 query
+// rows against 1000 to 33000 keys (not multiples of the 64-key block nor of a split), head dims
+// 64 and 128, f16 and bf16; each split CTA's partial combined by the last to arrive.
+TEST(AttentionMasksGpu, DecodeSplitKeys) {
+  KILN_REQUIRE_DEVICE();
+  Engine eng;
+  uint64_t seed = 3000;
+  for (DType dt : {DType::F16, DType::BF16})
+    for (int64_t d : {64, 128})
+      for (int64_t sq : {1, 4, 16})
+        for (int64_t sk : {1000, 4133, 33000}) run_case(eng, decode(dt, d, sq, sk), seed += 10);
+  for (int64_t d : {40, 80, 256}) run_case(eng, decode(DType::BF16, d, 4, 5000), seed += 10);
+}
+
+// Decode with masks: causal with the query rows at the end of the keys (offset Sk - Sq), a
+// small offset (the later splits see no key: they contribute nothing), a negative one (the first
+// rows see none: zeros, never NaN, across every split), key padding (-inf: a sequence all
+// padding gives zeros; BERT's finite -10000), a full additive mask and a bool mask with fully
+// masked rows.
+TEST(AttentionMasksGpu, DecodeSplitMasks) {
+  KILN_REQUIRE_DEVICE();
+  Engine eng;
+  uint64_t seed = 4000;
+  for (DType dt : {DType::F16, DType::BF16}) {
+    struct C {
+      MaskKind kind;
+      int64_t sq, sk, k;
+    };
+    for (C cc :
+         {C{MaskKind::WhereTrilu, 4, 4133, 4133 - 4}, C{MaskKind::WhereTrilu, 1, 32768, 32767},
+          C{MaskKind::WhereTrilu, 16, 5000, 1000}, C{MaskKind::WhereTrilu, 16, 3000, -3},
+          C{MaskKind::AddCausal, 16, 2000, 2000 - 16}, C{MaskKind::MaskedFill, 4, 3000, 100}}) {
+      GpuCase gc = decode(dt, 128, cc.sq, cc.sk);
+      gc.c.name = fmt::format("decode_causal{}_q{}_k{}_off{}", static_cast<int>(cc.kind), cc.sq,
+                              cc.sk, cc.k);
+      gc.c.mask = cc.kind;
+      gc.c.causal_k = cc.k;
+      if (cc.k < 0) gc.min_masked_rows = 2 * 4 * static_cast<int>(-cc.k);
+      run_case(eng, gc, seed += 10);
+    }
+    for (int64_t sq : {1, 16}) {
+      GpuCase kp = decode(dt, 128, sq, 9000);
+      kp.c.name = "decode_keypad_inf";
+      kp.c.mask = MaskKind::AddInput;
+      kp.c.mask_shape = {Dim("N"), Dim(1), Dim(1), Dim(9000)};
+      kp.c.mask_dtype = dt;
+      kp.pad = -kInf;
+      kp.padded_row = true;  // batch element 0: every key padded, its rows zeros
+      kp.min_masked_rows = 4 * static_cast<int>(sq);
+      run_case(eng, kp, seed += 10);
+      kp.c.name = "decode_keypad_bert";
+      kp.c.mask_dtype = DType::F32;
+      kp.pad = -10000.0;
+      kp.min_masked_rows = 0;
+      run_case(eng, kp, seed += 10);
+      GpuCase full = decode(dt, 64, sq, 3333);
+      full.c.name = "decode_full_mask";
+      full.c.mask = MaskKind::AddInput;
+      full.c.mask_shape = {Dim("N"), Dim(4), Dim(sq), Dim(3333)};
+      full.c.mask_dtype = DType::F32;
+      full.pad = -kInf;
+      full.padded_row = true;  // every fifth row fully masked
+      full.min_masked_rows = sq == 1 ? 1 : 20;
+      run_case(eng, full, seed += 10);
+      GpuCase wi = decode(dt, 64, sq, 3333);
+      wi.c.name = "decode_where_input";
+      wi.c.mask = MaskKind::WhereInput;
+      wi.c.mask_shape = {Dim("N"), Dim(1), Dim(sq), Dim(3333)};
+      wi.padded_row = true;
+      wi.min_masked_rows = sq == 1 ? 0 : 4 * 6;
+      run_case(eng, wi, seed += 10);
+    }
+  }
+}
+
+// Decode with grouped- and multi-query K / V (broadcast over the query heads), a symbolic key
+// length (a KV cache: the split count follows the bound length, the same kernel rebound from
+// fewer keys than one split to 33000), and the acceptance shape of flash-decoding: 1 query x
+// 32768 keys x 32 heads x D 128, run three times on one compiled graph with and without CUDA
+// graphs (the counters reset by the last CTA of each tile).
+TEST(AttentionMasksGpu, DecodeSplitGroupedSymbolicAndRepeated) {
+  KILN_REQUIRE_DEVICE();
+  uint64_t seed = 5000;
+  for (bool graphs : {false, true}) {
+    EngineOptions eo;
+    eo.cuda_graphs = graphs;
+    Engine eng(eo);
+    SCOPED_TRACE(graphs ? "cuda graphs" : "plain runs");
+    for (DType dt : {DType::F16, DType::BF16}) {
+      for (int64_t sq : {1, 16}) {
+        GpuCase gq = decode(dt, 128, sq, 7777);
+        gq.c.name = "decode_gqa";
+        gq.c.q_batch = {Dim("N"), Dim(2), Dim(4)};
+        gq.c.kv_batch = {Dim("N"), Dim(2), Dim(1)};
+        gq.runs = 2;
+        run_case(eng, gq, seed += 10);
+        gq.c.name = "decode_mqa";
+        gq.c.kv_batch = {Dim("N"), Dim(1), Dim(1)};
+        gq.c.mask = MaskKind::AddInput;
+        gq.c.mask_shape = {Dim("N"), Dim(1), Dim(1), Dim(1), Dim(7777)};
+        gq.pad = -kInf;
+        gq.padded_row = true;
+        gq.min_masked_rows = 8 * static_cast<int>(sq);
+        run_case(eng, gq, seed += 10);
+      }
+      GpuCase sym = decode(dt, 128, 4, 0);
+      sym.c.name = "decode_symbolic_sk";
+      sym.c.sk = Dim("Sk");
+      sym.c.mask = MaskKind::AddInput;
+      sym.c.mask_shape = {Dim("N"), Dim(1), Dim(1), Dim("Sk")};
+      sym.runs = 2;
+      for (int64_t sk : {50, 1000, 9000, 33000}) {
+        sym.bind = {{"N", 2}, {"Sk", sk}};
+        run_case(eng, sym, seed += 10);
+      }
+      GpuCase big = decode(dt, 128, 1, 32768);
+      big.c.name = "decode_32heads_32k";
+      big.c.q_batch = big.c.kv_batch = {Dim(1), Dim(32)};
+      big.bind = {};
+      big.runs = 3;
+      run_case(eng, big, seed += 10);
+    }
   }
 }
 
