@@ -224,3 +224,23 @@ __device__ __forceinline__ unsigned kc_atom_add_u32(unsigned* p, unsigned v) {
 __device__ __forceinline__ void kc_fence_gpu() {
   asm volatile("fence.acq_rel.gpu;\n" ::: "memory");
 }
+
+// Called by every thread of each of `splits` CTAs once its partial is stored: whether this CTA
+// is the last of them to arrive at counter cnt[tile] (`leader`: the one thread that counts). That
+// CTA resets the counter to zero, so the counters stay zero between launches, and sees every
+// other CTA's partial.
+__device__ __forceinline__ bool kc_split_last(unsigned* cnt, unsigned tile, unsigned splits,
+                                              bool leader) {
+  __shared__ unsigned kc_is_last;
+  kc_fence_gpu();
+  __syncthreads();
+  if (leader) {
+    const unsigned prev = kc_atom_add_u32(cnt + tile, 1u);
+    kc_is_last = prev == splits - 1u;
+    if (prev == splits - 1u) cnt[tile] = 0u;
+  }
+  __syncthreads();
+  if (!kc_is_last) return false;
+  kc_fence_gpu();
+  return true;
+}

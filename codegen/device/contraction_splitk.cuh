@@ -10,7 +10,6 @@
 template <int SPLITS, int TILE, int THREADS, int MI, int NI>
 __device__ __forceinline__ bool kc_split_k_reduce(float (&acc)[MI][NI][4], float* ws, unsigned* cnt,
                                                   int tid) {
-  __shared__ unsigned kc_is_last;
   const unsigned tile = blockIdx.x + blockIdx.y * gridDim.x;
   float* part = ws + (size_t)tile * SPLITS * TILE;
 #pragma unroll
@@ -24,16 +23,7 @@ __device__ __forceinline__ bool kc_split_k_reduce(float (&acc)[MI][NI][4], float
       }
     }
   }
-  kc_fence_gpu();
-  __syncthreads();
-  if (tid == 0) {
-    const unsigned prev = kc_atom_add_u32(cnt + tile, 1u);
-    kc_is_last = prev == SPLITS - 1u;
-    if (prev == SPLITS - 1u) cnt[tile] = 0u;
-  }
-  __syncthreads();
-  if (!kc_is_last) return false;
-  kc_fence_gpu();
+  if (!kc_split_last(cnt, tile, SPLITS, tid == 0)) return false;
 #pragma unroll
   for (int mi = 0; mi < MI; ++mi) {
 #pragma unroll

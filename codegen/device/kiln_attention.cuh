@@ -224,6 +224,32 @@ struct KcAttention {
     store(o, o_rs, tq, q0 + (threadIdx.x >> 5) * 16 + ((threadIdx.x & 31) >> 2), acc);
   }
 
+  static constexpr int ROW = DP + 2;
+
+  // Row r's records of every split (`part`, split_floats apart) combined into the thread's
+  // columns of half H of the accumulator (elements 2H, 2H + 1 of each 8-column tile: row r0 for
+  // H = 0, r0 + 8 for H = 1), which start at zero, and the row sum l.
+  template <int H>
+  __device__ static __forceinline__ void combine_row(const float* part, size_t split_floats,
+                                                     unsigned splits, int r, int c0,
+                                                     float (&o)[DP / 8][4], float& l) {
+    constexpr float E = Score::NATURAL ? 1.4426950408889634f : 1.f;
+    float mx = -KILN_INF;
+    for (unsigned z = 0; z < splits; ++z)
+      mx = fmaxf(mx, kc_ld_cg_f32(part + z * split_floats + r * ROW + DP));
+    const float zm = mx == -KILN_INF ? 0.f : mx;
+    for (unsigned z = 0; z < splits; ++z) {
+      const float* p = part + z * split_floats + r * ROW;
+      const float w = exp2f((kc_ld_cg_f32(p + DP) - zm) * E);
+      l += w * kc_ld_cg_f32(p + DP + 1);
+#pragma unroll
+      for (int dt = 0; dt < DP / 8; ++dt) {
+        o[dt][2 * H] += w * kc_ld_cg_f32(p + dt * 8 + c0);
+        o[dt][2 * H + 1] += w * kc_ld_cg_f32(p + dt * 8 + c0 + 1);
+      }
+    }
+  }
+
   // Flash-decoding (grid.y = the key splits of the query block blockIdx.x): this CTA attends
   // to key blocks [blockIdx.y BPS, (blockIdx.y + 1) BPS), those of them the block sees, and stores
   // its partial state to `ws`: `rows` records of ROW floats a split (the first `rows` rows of the
@@ -233,13 +259,10 @@ struct KcAttention {
   // split order: O = sum_z 2^(m_z - M) O_z / sum_z 2^(m_z - M) l_z with M = max_z m_z. A split
   // that saw no key (m_z = -inf, l_z = 0) weighs nothing; a row no split saw keeps M = -inf and
   // gives zeros.
-  static constexpr int ROW = DP + 2;
   __device__ static __forceinline__ void run_split(
       unsigned short* smem, const unsigned short* q, long long q_rs, const unsigned short* k,
       long long k_rs, const unsigned short* v, long long v_rs, unsigned short* o, long long o_rs,
       int tq, int tk, int q0, const Score& sc, float* ws, unsigned* cnt, int bps, int rows) {
-    constexpr float E = Score::NATURAL ? 1.4426950408889634f : 1.f;
-    __shared__ unsigned kc_attention_last;
     const int tid = threadIdx.x, lane = tid & 31;
     const int r0 = (tid >> 5) * 16 + (lane >> 2), r1 = r0 + 8;  // rows in the block
     const bool ok0 = q0 + r0 < tq && r0 < rows, ok1 = q0 + r1 < tq && r1 < rows;
@@ -274,47 +297,13 @@ struct KcAttention {
         kc_st_cg_f32(mine + r1 * ROW + DP + 1, acc.l1);
       }
     }
-    kc_fence_gpu();
-    __syncthreads();
-    if (tid == 0) {
-      const unsigned prev = kc_atom_add_u32(cnt + tile, 1u);
-      kc_attention_last = prev == splits - 1u;
-      if (prev == splits - 1u) cnt[tile] = 0u;
-    }
-    __syncthreads();
-    if (!kc_attention_last) return;
-    kc_fence_gpu();
+    if (!kc_split_last(cnt, tile, splits, tid == 0)) return;
     if (!ok0) return;  // ok1 implies ok0: nothing of this thread's is read
-    float mx0 = -KILN_INF, mx1 = -KILN_INF;
-    for (unsigned z = 0; z < splits; ++z) {
-      const float* pz = part + z * split_floats;
-      mx0 = fmaxf(mx0, kc_ld_cg_f32(pz + r0 * ROW + DP));
-      if (ok1) mx1 = fmaxf(mx1, kc_ld_cg_f32(pz + r1 * ROW + DP));
-    }
-    const float z0 = mx0 == -KILN_INF ? 0.f : mx0, z1 = mx1 == -KILN_INF ? 0.f : mx1;
 #pragma unroll
     for (int i = 0; i < DP / 8; ++i) acc.o[i][0] = acc.o[i][1] = acc.o[i][2] = acc.o[i][3] = 0.f;
     acc.l0 = acc.l1 = 0.f;
-    for (unsigned z = 0; z < splits; ++z) {
-      const float* p0 = part + z * split_floats + r0 * ROW;
-      const float* p1 = p0 + 8 * ROW;
-      const float w0 = exp2f((kc_ld_cg_f32(p0 + DP) - z0) * E);
-      acc.l0 += w0 * kc_ld_cg_f32(p0 + DP + 1);
-#pragma unroll
-      for (int dt = 0; dt < DP / 8; ++dt) {
-        acc.o[dt][0] += w0 * kc_ld_cg_f32(p0 + dt * 8 + c0);
-        acc.o[dt][1] += w0 * kc_ld_cg_f32(p0 + dt * 8 + c0 + 1);
-      }
-      if (ok1) {
-        const float w1 = exp2f((kc_ld_cg_f32(p1 + DP) - z1) * E);
-        acc.l1 += w1 * kc_ld_cg_f32(p1 + DP + 1);
-#pragma unroll
-        for (int dt = 0; dt < DP / 8; ++dt) {
-          acc.o[dt][2] += w1 * kc_ld_cg_f32(p1 + dt * 8 + c0);
-          acc.o[dt][3] += w1 * kc_ld_cg_f32(p1 + dt * 8 + c0 + 1);
-        }
-      }
-    }
+    combine_row<0>(part, split_floats, splits, r0, c0, acc.o, acc.l0);
+    if (ok1) combine_row<1>(part, split_floats, splits, r1, c0, acc.o, acc.l1);
     store(o, o_rs, tq, q0 + r0, acc);
   }
 };
