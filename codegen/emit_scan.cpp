@@ -43,7 +43,7 @@ class ScanKernel {
       }
     L_ = X_[axis_];
     lines_ = shape_numel(line_shape_);
-    const Dim& stride = tensor_strides(g_.tensor(in_t_).desc)[axis_];
+    const Dim stride = tensor_strides(g_.tensor(in_t_).desc)[axis_];
     const bool innermost = stride.is_static() && stride.value() == 1;
     serial_ = !innermost && L_.is_static() && L_.value() <= kSerialMaxLine;
     // A chunk covers a short line at once; longer lines take several chunks of 256.

@@ -44,7 +44,9 @@ run_onnx_target() {
     --crashes "$BUILD/crashes/fuzz_onnx_importer" >"$LOG" 2>&1
   RC=$?
   set -e
-  tail -n 3 "$LOG"
+  # A failure's own lines (what broke, the case's path) come first, then the summary.
+  grep -A 12 "fuzz_onnx_importer: BUG" "$LOG" | head -n 40 || true
+  tail -n 1 "$LOG"
   EXECS=$(grep -oE "executions: [0-9]+" "$LOG" | awk '{print $2}' | tail -1 || true)
   echo "fuzz.sh: fuzz_onnx_importer: executions: ${EXECS:-unknown}, exit status: $RC"
   if [ $RC -ne 0 ]; then

@@ -4,6 +4,7 @@ in-process and judged by the oracle (onnx_oracle.py).
 
     python3 tests/fuzz/fuzz_onnx_importer.py [--seconds N] [--kiln PATH | --no-kiln]
                                              [--crashes DIR] [--keep-going] [--seed S]
+                                             [--batch-seed S]
 
 runs batches of hypothesis examples with fresh seeds until N seconds (default 60) have passed,
 then prints `executions: E` (every import) and exits 0; on a bug it prints the failure, writes
@@ -160,6 +161,8 @@ def main(argv=None):
                                                      "onnx_importer"))
     p.add_argument("--keep-going", action="store_true")
     p.add_argument("--seed", type=int, help="the first batch's seed (default: random)")
+    p.add_argument("--batch-seed", type=int,
+                   help="run the one batch a BUG line names (its batch seed) and stop")
     p.add_argument("--summary", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--shrink", action="store_true",
                    help="shrink a failing case (slow; the deadline does not stop it)")
@@ -179,7 +182,7 @@ def main(argv=None):
     failures = 0
     try:
         while time.monotonic() < r.deadline:
-            s = rng.randrange(2**32)
+            s = args.batch_seed if args.batch_seed is not None else rng.randrange(2**32)
             try:
                 r.batch(s, args.shrink)
             except Exception as e:  # noqa: BLE001 - hypothesis re-raises the shrunk failure
@@ -192,6 +195,8 @@ def main(argv=None):
                     print("SIGNATURE", str(e).strip().splitlines()[-1][:300], flush=True)
                 if not args.keep_going:
                     break
+            if args.batch_seed is not None:
+                break
     finally:
         shutil.rmtree(r.base, ignore_errors=True)
     took = time.monotonic() - start
