@@ -97,7 +97,7 @@ std::optional<KernelSpec> emit_attention_wgmma(const EmitContext& cx, const Fusi
 
   Writer dev;
   dev.raw(contraction::wgmma_instruction(lay.key_rows, bf16, true));
-  dev.raw(contraction::wgmma_rs_instruction(static_cast<int>(d), bf16));
+  dev.raw(contraction::wgmma_rs_instruction(lay.padded_dim, bf16));
   dev.raw(sc.device);
   dev.open("struct KcAttnMma {{");
   dev.line(
@@ -107,7 +107,7 @@ std::optional<KernelSpec> emit_attention_wgmma(const EmitContext& cx, const Fusi
   dev.line(
       "__device__ static __forceinline__ void o(const unsigned (&pa)[4][4], const unsigned long "
       "long (&db)[4], float (&acc)[1][{}][4]) {{ kc_wgmma_rs4_n{}(pa, db, acc); }}",
-      d / 8, d);
+      lay.padded_dim / 8, lay.padded_dim);
   dev.close("};");
   dev.line("typedef KcAttentionWg<{}, {}, {}, {}, {}, {}, {}, KcScores, KcAttnMma> KA;", d,
            bf16 ? "true" : "false", lay.key_rows, lay.stages, map_rank(c.q_strides),

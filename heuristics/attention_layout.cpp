@@ -24,7 +24,7 @@ AttentionLayout choose_attention_layout(int64_t head_dim) {
 }
 
 bool attention_wgmma_head_dim(int64_t head_dim) {
-  return head_dim == 64 || head_dim == 128;
+  return head_dim >= 64 && head_dim <= 256 && head_dim % 8 == 0;
 }
 
 AttentionWgmmaLayout choose_attention_wgmma_layout(int64_t head_dim) {
@@ -32,14 +32,15 @@ AttentionWgmmaLayout choose_attention_wgmma_layout(int64_t head_dim) {
               head_dim);
   AttentionWgmmaLayout l;
   l.head_dim = head_dim;
+  l.padded_dim = static_cast<int>((head_dim + 63) / 64 * 64);
   l.consumers = 2;
   l.query_rows = 64 * l.consumers;
-  l.key_rows = 128;
-  l.stages = head_dim <= 64 ? 3 : 2;
+  l.key_rows = l.padded_dim <= 128 ? 128 : 64;
   l.threads = 128 * (l.consumers + 1);
-  const int d = static_cast<int>(head_dim);
-  l.smem_bytes =
-      (l.query_rows * d + 2 * l.stages * l.key_rows * d) * 2 + 1024 + 8 * (3 * l.stages + 1);
+  const int d = l.padded_dim;
+  auto tiles = [&](int stages) { return (l.query_rows * d + 2 * stages * l.key_rows * d) * 2; };
+  l.stages = tiles(3) <= kWgmmaThreeStageTileBytes ? 3 : 2;
+  l.smem_bytes = tiles(l.stages) + 1024 + 8 * (3 * l.stages + 1);
   return l;
 }
 

@@ -29,6 +29,7 @@ AttentionLayout choose_attention_layout(int64_t head_dim);
 // of key_rows keys by TMA into a `stages`-deep ring (128-byte swizzled slabs of 64 head columns).
 struct AttentionWgmmaLayout {
   int64_t head_dim = 0;
+  int padded_dim = 0;  // whole 64-column slabs: the head dim rounded up to 64
   int consumers = 2;
   int query_rows = 128;  // 64 * consumers
   int key_rows = 128;
@@ -37,9 +38,16 @@ struct AttentionWgmmaLayout {
   int smem_bytes = 0;  // Q, stages x (K, V), the barriers, 1024 bytes of alignment slack
 };
 
-// Head dims with a wgmma kernel: 64 and 128 (whole 64-column swizzle slabs; the O accumulator
-// of D = 128 and the S accumulator of 128 keys, 64 + 64 floats a thread, fit in the consumers'
-// 240 registers). 128 keys a tile; three stages at D 64, two at D 128 (160 KB).
+// Head dims with a wgmma kernel: multiples of 8 from 64 to 256. The tiles hold whole 64-column
+// swizzle slabs: a head dim that is no multiple of 64 (80, 96, 160) is padded to the next one by
+// the TMA boxes, whose columns past the tensor's head dim arrive as zeros and add nothing to
+// Q K^T or P V, and the output stores only the head dim (FlashAttention-3 pads its head dims to
+// the next kernel it has the same way). Padded dims up to 128 stream 128-key tiles (the O
+// accumulator of 128 columns and the S accumulator of 128 keys, 64 + 64 floats a thread, fit in
+// the consumers' 240 registers); 192 and 256 stream 64-key tiles (96 or 128 + 32 floats). Three
+// stages where their tiles fit in kWgmmaThreeStageTileBytes, else two (the rest of the SM's
+// 228 KB stays L1): three at padded dims 64 and 192, two at 128 and 256.
+inline constexpr int kWgmmaThreeStageTileBytes = 192 * 1024;
 bool attention_wgmma_head_dim(int64_t head_dim);
 AttentionWgmmaLayout choose_attention_wgmma_layout(int64_t head_dim);
 

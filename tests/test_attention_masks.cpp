@@ -121,9 +121,15 @@ TEST(AttentionMasks, EveryMaskFormIsOneGroup) {
     ASSERT_EQ(m.strides.size(), 4u);
     // Broadcast dims read with stride 0; the key stride is 1.
     EXPECT_EQ(m.strides[3], Dim(1));
-    if (mc.mask_shape.size() == 4 && mc.mask_shape[1] == Dim(1)) EXPECT_EQ(m.strides[1], Dim(0));
-    if (mc.mask_shape.size() == 2) EXPECT_EQ(m.strides[0], Dim(0));
-    if (mc.mask_shape.size() == 4 && mc.mask_shape[2] == Dim(1)) EXPECT_EQ(m.strides[2], Dim(0));
+    if (mc.mask_shape.size() == 4 && mc.mask_shape[1] == Dim(1)) {
+      EXPECT_EQ(m.strides[1], Dim(0));
+    }
+    if (mc.mask_shape.size() == 2) {
+      EXPECT_EQ(m.strides[0], Dim(0));
+    }
+    if (mc.mask_shape.size() == 4 && mc.mask_shape[2] == Dim(1)) {
+      EXPECT_EQ(m.strides[2], Dim(0));
+    }
     std::vector<KernelSpec> ks = kernels_of(p, 90);
     ASSERT_EQ(ks.size(), 1u);
     const std::string suffix = mc.mask == MaskKind::AddInput ? "_maskadd" : "_maskbool";
@@ -470,24 +476,35 @@ TEST(AttentionLayout, WgmmaRule) {
   EXPECT_EQ(choose_attention_kernel(89, true, 64, true, 4, 0), K::MmaSync);
   EXPECT_EQ(choose_attention_kernel(90, true, 128, false, 4, 0), K::MmaSync);  // unaligned rows
   EXPECT_EQ(choose_attention_kernel(90, true, 128, true, 6, 0), K::MmaSync);   // TMA: 5 dims
-  for (int64_t d = 8; d <= 256; d += 8) {
+  for (int64_t d = 8; d <= 264; d += 8) {
     SCOPED_TRACE(d);
-    EXPECT_EQ(choose_attention_kernel(90, true, d, true, 4, 0) == K::Wgmma, d == 64 || d == 128);
-    EXPECT_EQ(attention_wgmma_head_dim(d), d == 64 || d == 128);
+    const bool wg = d >= 64 && d <= 256;
+    EXPECT_EQ(choose_attention_kernel(90, true, d, true, 4, 0) == K::Wgmma, wg);
+    EXPECT_EQ(attention_wgmma_head_dim(d), wg);
   }
-  for (int64_t d : {64, 128}) {
+  EXPECT_FALSE(attention_wgmma_head_dim(100));  // rows of 200 bytes: no multiple of 8
+  for (int64_t d = 64; d <= 256; d += 8) {
     const AttentionWgmmaLayout l = choose_attention_wgmma_layout(d);
     SCOPED_TRACE(d);
+    EXPECT_EQ(l.padded_dim % 64, 0);
+    EXPECT_GE(l.padded_dim, d);
+    EXPECT_LT(l.padded_dim - d, 64);
     EXPECT_EQ(l.query_rows, 64 * l.consumers);
     EXPECT_EQ(l.threads, 128 * (l.consumers + 1));
-    EXPECT_EQ(l.key_rows % 64, 0);
+    EXPECT_EQ(l.key_rows, l.padded_dim <= 128 ? 128 : 64);
     EXPECT_GE(l.stages, 2);
-    EXPECT_EQ(l.smem_bytes,
-              (l.query_rows + 2 * l.stages * l.key_rows) * d * 2 + 1024 + 8 * (3 * l.stages + 1));
+    const int tiles = (l.query_rows + 2 * l.stages * l.key_rows) * l.padded_dim * 2;
+    EXPECT_EQ(l.smem_bytes, tiles + 1024 + 8 * (3 * l.stages + 1));
+    EXPECT_LE(tiles, kWgmmaThreeStageTileBytes);
     EXPECT_LE(l.smem_bytes, 227 * 1024);  // sm_90's opt-in limit
   }
-  EXPECT_EQ(choose_attention_wgmma_layout(64).smem_bytes, 115792);
+  EXPECT_EQ(choose_attention_wgmma_layout(64).smem_bytes, 115792);  // 3 stages
+  EXPECT_EQ(choose_attention_wgmma_layout(96).smem_bytes, 164920);  // as 128: 2 stages
   EXPECT_EQ(choose_attention_wgmma_layout(128).smem_bytes, 164920);
+  EXPECT_EQ(choose_attention_wgmma_layout(192).stages, 3);  // 64-key tiles
+  EXPECT_EQ(choose_attention_wgmma_layout(192).smem_bytes, 197712);
+  EXPECT_EQ(choose_attention_wgmma_layout(256).stages, 2);
+  EXPECT_EQ(choose_attention_wgmma_layout(256).smem_bytes, 197688);
 }
 
 std::vector<MaskCase> wgmma_cases() {
@@ -509,6 +526,18 @@ std::vector<MaskCase> wgmma_cases() {
       k.name = fmt::format("keypad_{}_d{}", dtype_name(dt), d);
       cases.push_back(k);
     }
+  // Head dims padded to whole slabs (80, 96, 160) and the 64-key tiles of 192 and 256.
+  for (int64_t d : {80, 96, 160, 192, 256}) {
+    MaskCase c;
+    c.d = d;
+    c.dt = d % 64 ? DType::F16 : DType::BF16;
+    c.name = fmt::format("plain_d{}", d);
+    cases.push_back(c);
+    c.name = fmt::format("causal_d{}", d);
+    c.mask = MaskKind::WhereTrilu;
+    c.sq = c.sk = Dim(300);
+    cases.push_back(c);
+  }
   MaskCase c;
   c.name = "window_add_d64";  // the golden takes cases[1] and the one before last
   c.mask = MaskKind::WindowAdd;
@@ -537,7 +566,7 @@ std::vector<MaskCase> wgmma_cases() {
   return cases;
 }
 
-// Head dims 64 and 128 on sm_90a take the wgmma kernel (a 384-thread CTA of 128 query rows,
+// Head dims 64 to 256 on sm_90a take the wgmma kernel (a 384-thread CTA of 128 query rows,
 // launch bounds with one block, TMA maps of Q, K, V), which compiles for sm_90a in every variant;
 // attention.wgmma=2 and sm_90 without arch-specific kernels give the mma.sync kernel, and so do
 // other head dims.
@@ -550,7 +579,9 @@ TEST(AttentionMasks, WgmmaVariantsCompile) {
     std::vector<KernelSpec> ks = hopper_kernels_of(p);
     const KernelSpec* k = attention_kernel(ks);
     ASSERT_NE(k, nullptr);
-    EXPECT_NE(k->name.find("_wg128x128"), std::string::npos) << k->name;
+    const AttentionWgmmaLayout lay = choose_attention_wgmma_layout(mc.d);
+    EXPECT_NE(k->name.find(fmt::format("_d{}_wg128x{}", mc.d, lay.key_rows)), std::string::npos)
+        << k->name;
     EXPECT_EQ(k->arch, "sm_90a");
     EXPECT_EQ(k->block[0], 384);
     EXPECT_EQ(k->smem_bytes, choose_attention_wgmma_layout(mc.d).smem_bytes);
@@ -571,7 +602,7 @@ TEST(AttentionMasks, WgmmaVariantsCompile) {
       EXPECT_EQ(a.map_dims[1], maps == 0 ? mc.sq : mc.sk);
       ASSERT_GE(a.map_box.size(), 2u);
       EXPECT_EQ(a.map_box[0], 64);
-      EXPECT_EQ(a.map_box[1], 128);
+      EXPECT_EQ(a.map_box[1], maps == 0 ? 128 : lay.key_rows);
       EXPECT_EQ(a.map_swizzle, 128);
       ++maps;
     }
@@ -593,9 +624,9 @@ TEST(AttentionMasks, WgmmaVariantsCompile) {
     EXPECT_EQ(plain->name, m->name);
   }
   EXPECT_EQ(compiled, static_cast<int>(wgmma_cases().size()));
-  MaskCase d80;
-  d80.d = 80;
-  Planned p = plan_of(test::mask_graph(d80));
+  MaskCase d40;  // below one slab: the mma.sync kernel
+  d40.d = 40;
+  Planned p = plan_of(test::mask_graph(d40));
   std::vector<KernelSpec> ks = hopper_kernels_of(p);
   const KernelSpec* k = attention_kernel(ks);
   ASSERT_NE(k, nullptr);

@@ -10,7 +10,7 @@
 // rows each; warpgroup 2 is the producer, whose first thread loads the Q block once and then
 // K and V tiles of BK keys by TMA into a STAGES-deep ring, each tile completing its own mbarrier
 // (full_k, full_v), each stage released by the consumers' warps (empty). Per key tile a consumer
-// computes S = Q K^T (D / 16 wgmma k steps), the logits through the score functor, the online
+// computes S = Q K^T (DP / 16 wgmma k steps), the logits through the score functor, the online
 // softmax in exp2 on the accumulator fragments (the m64 accumulator of a warp is the mma.sync
 // m16n8 layout, so the rows and keys are those of kiln_attention.cuh), converts P to 16-bit in
 // registers, where it is already the A fragment of the next product, and runs O += P V (BK / 16
@@ -18,7 +18,9 @@
 // with no visible key keep the max at -inf and end as zeros, never NaN.
 //
 // Shared tiles: 128-byte swizzled slabs of 64 head columns, as TMA boxes of {64, rows} land them:
-// Q is D / 64 slabs of [BQ][64], each K and V tile D / 64 slabs of [BK][64]. K is the K-major B
+// Q is DP / 64 slabs of [BQ][64], each K and V tile DP / 64 slabs of [BK][64], DP the head dim
+// D rounded up to 64: a box's columns past the maps' D arrive as zeros (TMA bounds), so the
+// padding adds nothing to S or O, and O's padding columns are never stored. K is the K-major B
 // of S (descriptor as KcWgmma's K-major B); V is the N-major B of O (slab stride BK * 128 bytes
 // as LBO, as KcWgmma's N-major B). Rows past the tensor's end arrive as zeros (TMA bounds).
 // The score functor's causal and sliding-window bands also bound the key tiles: tiles outside
@@ -38,11 +40,12 @@ __device__ __forceinline__ void kc_attn_box(unsigned dst, const KcTmaDesc* m, in
 
 template <int D, bool BF16, int BK, int STAGES, int QR, int KR, int VR, class Score, class MMA>
 struct KcAttentionWg {
-  static_assert(D == 64 || D == 128, "wgmma attention: head dim 64 or 128");
+  static_assert(D % 8 == 0 && D >= 64 && D <= 256, "wgmma attention: head dim 64 to 256");
   static_assert(BK % 64 == 0 && BK <= 256, "key tile: whole 64-key wgmma groups");
   static constexpr int CONSUMERS = 2, BQ = 64 * CONSUMERS, THREADS = 128 * (CONSUMERS + 1);
-  static constexpr int SLABS = D / 64;
-  static constexpr int Q_ELEMS = BQ * D, KV_ELEMS = BK * D;
+  static constexpr int DP = (D + 63) / 64 * 64;  // whole slabs; columns past D arrive as zeros
+  static constexpr int SLABS = DP / 64;
+  static constexpr int Q_ELEMS = BQ * DP, KV_ELEMS = BK * DP;
   static constexpr int TILES_BYTES = (Q_ELEMS + 2 * STAGES * KV_ELEMS) * 2;
   static constexpr int SMEM_BYTES = TILES_BYTES + 1024 + 8 * (3 * STAGES + 1);
   static constexpr int PRODUCER_REGS = 24, CONSUMER_REGS = 240;
@@ -131,9 +134,9 @@ struct KcAttentionWg {
     const int warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
     const int row0 = q0 + wg * 64 + warp * 16 + (lane >> 2);
     const unsigned sq = base + wg * 64 * 128;
-    float oacc[1][D / 8][4];
+    float oacc[1][DP / 8][4];
 #pragma unroll
-    for (int i = 0; i < D / 8; ++i)
+    for (int i = 0; i < DP / 8; ++i)
       oacc[0][i][0] = oacc[0][i][1] = oacc[0][i][2] = oacc[0][i][3] = 0.f;
     float m0 = -KILN_INF, m1 = -KILN_INF, l0 = 0.f, l1 = 0.f;  // rows lane/4 and lane/4 + 8
     kc_mbar_wait(bars + 8 * 3 * STAGES, 0);                    // the Q block
@@ -164,7 +167,7 @@ struct KcAttentionWg {
       float a0, a1;
       softmax_tile(sacc, sc, kb0 + t, row0, tq, tk, m0, m1, l0, l1, a0, a1);
 #pragma unroll
-      for (int dt = 0; dt < D / 8; ++dt) {
+      for (int dt = 0; dt < DP / 8; ++dt) {
         oacc[0][dt][0] *= a0;
         oacc[0][dt][1] *= a0;
         oacc[0][dt][2] *= a1;
@@ -203,7 +206,7 @@ struct KcAttentionWg {
     const float i0 = l0 > 0.f ? 1.f / l0 : 0.f, i1 = l1 > 0.f ? 1.f / l1 : 0.f;
     const int row1 = row0 + 8;
 #pragma unroll
-    for (int dt = 0; dt < D / 8; ++dt) {
+    for (int dt = 0; dt < D / 8; ++dt) {  // the head dim's columns only, not the padding
       const int d = dt * 8 + (lane & 3) * 2;
       if (row0 < tq)
         *reinterpret_cast<unsigned*>(o + (long long)row0 * o_rs + d) =

@@ -266,7 +266,7 @@ TEST(AttentionMasksGpu, GroupedQuerySymbolicLengthsAndHeadDims) {
   run_case(eng, gc, 630);
   uint64_t seed = 700;
   for (DType dt : {DType::F16, DType::BF16})
-    for (int64_t d : {8, 40, 64, 80, 96, 128, 160, 256}) {
+    for (int64_t d : {8, 40, 64, 80, 96, 128, 160, 192, 256}) {
       GpuCase hd;
       hd.c.name = "plain";
       hd.c.dt = dt;
@@ -280,7 +280,8 @@ TEST(AttentionMasksGpu, GroupedQuerySymbolicLengthsAndHeadDims) {
     }
 }
 
-// The sm_90a wgmma kernel (the rule on an H200: head dims 64 and 128) and the mma.sync kernel
+// The sm_90a wgmma kernel (the rule on an H200: head dims 64 to 256; 96 padded to 128, 192 and
+// 256 on 64-key tiles) and the mma.sync kernel
 // forced by the schedule key attention.wgmma=2, on the same cases: plain and causal (several key
 // tiles, the stage ring wrapping, lengths not multiples of the 128-row tiles), a causal diagonal
 // below zero (fully masked first rows), key padding with a sequence all padding, a bool mask,
@@ -295,7 +296,7 @@ TEST(AttentionMasksGpu, WgmmaAndMmaSyncKernels) {
     SCOPED_TRACE(wg ? "wgmma" : "mma.sync forced");
     uint64_t seed = 2000;
     for (DType dt : {DType::F16, DType::BF16})
-      for (int64_t d : {64, 128}) {
+      for (int64_t d : {64, 96, 128, 192, 256}) {
         GpuCase gc;
         gc.c.name = "plain";
         gc.c.dt = dt;
