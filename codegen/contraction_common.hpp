@@ -60,10 +60,11 @@ struct Problem {
 };
 
 Problem describe(const Graph& g, const FusionGroup& grp);
-// A batched matmul whose B is one matrix (rank 2), A not transposed, A and the output dense
-// row-major with the same batch dims, as one GEMM of batch x M rows (the tensor-core kernels:
-// TMA-loadable as a plain GEMM; a transformer's [N, tokens, C] x [C, D] projections). Other
-// problems are returned unchanged.
+// A batched matmul whose B is one matrix (rank 2), A not transposed, A dense row-major and the
+// output row-major or strided (stored through the folded row's coordinates) with the same batch
+// dims, as one GEMM of batch x M rows (TMA-loadable as a plain GEMM; a transformer's
+// [N, tokens, C] x [C, D] projections; every contraction kernel). Other problems are returned
+// unchanged.
 Problem fold_matmul_batch(const Problem& p);
 
 // Kernel arguments: tensors (by graph id) and symbolic ints; static dims become literals.

@@ -79,7 +79,11 @@ Problem fold_matmul_batch(const Problem& p) {
   const TensorDesc& xd = g.tensor(p.x).desc;
   const TensorDesc& wd = g.tensor(p.w).desc;
   const TensorDesc& yd = g.tensor(p.y).desc;
-  if (wd.shape.size() != 2 || xd.layout != Layout::NCHW || yd.layout != Layout::NCHW ||
+  // A's rows are GEMM rows at one stride when A is row-major; the output may be strided (a
+  // transpose stored in place, a concat input): the epilogue addresses it through the folded
+  // row's coordinates (epilogue_coords), never as rows of one stride.
+  const bool y_ok = yd.layout == Layout::NCHW || yd.layout == Layout::Strided;
+  if (wd.shape.size() != 2 || xd.layout != Layout::NCHW || !y_ok ||
       xd.shape.size() != yd.shape.size())
     return p;
   for (size_t i = 0; i < p.mm.batch.size(); ++i)

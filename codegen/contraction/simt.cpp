@@ -85,6 +85,7 @@ void matmul_loaders(Writer& b, const Problem& p, ArgList& a, SimtGemm* m) {
     }
   }
   auto base = [&](const TensorDesc& d, const std::vector<std::string>& st) {
+    if (!mp.fold.empty()) return std::string();  // A's batch dims are GEMM rows, B has none
     size_t ob = d.shape.size() - 2;
     std::string off;
     for (size_t i = 0; i < ob; ++i) {
@@ -170,8 +171,10 @@ bool simt_supported(const Problem& p) {
   return !p.is_conv || p.conv.groups == 1;
 }
 
-KernelSpec emit_simt(const Problem& p) {
-  KILN_ASSERT(simt_supported(p), "{}: tiled SIMT kernel on a grouped conv", p.where);
+KernelSpec emit_simt(const Problem& p_in) {
+  KILN_ASSERT(simt_supported(p_in), "{}: tiled SIMT kernel on a grouped conv", p_in.where);
+  // Batch dims of A over a 2-D B are GEMM rows: one grid over every row, not one per batch.
+  const Problem p = fold_matmul_batch(p_in);
   const Graph& g = *p.graph;
   ArgList a;
   const TensorDesc& xd = g.tensor(p.x).desc;

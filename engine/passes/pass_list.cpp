@@ -55,6 +55,12 @@ std::string run_absorb_matmul_transposes(Graph& g) {
   return listed("transposes read as transposed matmul operands", absorbed);
 }
 
+std::string run_lift_matmul_reshapes(Graph& g) {
+  std::vector<std::string> lifted;
+  lift_matmul_reshapes(g, &lifted);
+  return listed("matmuls computing their reshaped output", lifted);
+}
+
 std::string run_fold_movement_views(Graph& g) {
   std::vector<std::string> views;
   fold_movement_views(g, &views);
@@ -81,6 +87,7 @@ constexpr EnginePass kEnginePasses[] = {
     {has_batchnorm_after_contraction, run_fold_batchnorm},
     {has_paddable_conv, run_pad_conv_channels},
     {has_movement, run_absorb_matmul_transposes},
+    {has_matmul, run_lift_matmul_reshapes},
     {has_movement, run_fold_movement_views},
     {has_concat, run_fold_concat_views},
     {has_slice_or_expand, run_fold_slice_views},

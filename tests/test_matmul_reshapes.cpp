@@ -1,0 +1,148 @@
+// Matmul row reshapes (engine/passes/matmul_reshapes.cpp): a 2-D Gemm between reshapes computes
+// the batched shape itself, so GPT-2's written-out GELU and the residual add join the matmul's
+// epilogue and ViT's out-projection stores straight into the transposed rows (no copy kernel);
+// the rewritten graph computes what the original does (CPU reference) and its kernels compile
+// with the batch dims folded into GEMM rows. What must stay as it is stays.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "codegen/kernel_spec.hpp"
+#include "engine/passes/passes.hpp"
+#include "engine/planner/plan.hpp"
+#include "kiln/engine.hpp"
+#include "kiln/reference.hpp"
+#include "tests/linear_graphs.hpp"
+#include "tests/random_input.hpp"
+
+namespace kiln {
+namespace {
+
+int count_kind(const Plan& p, GroupKind k) {
+  return static_cast<int>(std::count_if(p.groups.begin(), p.groups.end(),
+                                        [&](const FusionGroup& g) { return g.kind == k; }));
+}
+
+void expect_same_values(const Graph& before, const Graph& after) {
+  std::map<std::string, HostTensor> in;
+  uint64_t seed = 7;
+  for (int id : before.inputs()) {
+    const TensorInfo& t = before.tensor(id);
+    in[t.name] = test::random_input(t.desc.dtype, eval_shape(t.desc.shape, {{"N", 3}}),
+                                    Layout::NCHW, seed++);
+  }
+  auto want = run_reference(before, in);
+  auto got = run_reference(after, in);
+  for (auto& [name, w] : want) {
+    std::vector<double> a = got.at(name).to_f64(), b = w.to_f64();
+    ASSERT_EQ(a.size(), b.size()) << name;
+    for (size_t i = 0; i < a.size(); ++i)
+      ASSERT_NEAR(a[i], b[i], 1e-9 * (1 + std::abs(b[i]))) << name << " [" << i << "]";
+  }
+}
+
+std::vector<KernelInfo> kernels_for(const Graph& g, const char* arch) {
+  EngineOptions o;
+  o.arch = arch;
+  o.load_kernels = false;
+  o.disk_cache = false;
+  return Engine(o).compile(g).kernels();  // every kernel compiles (NVRTC)
+}
+
+// GPT-2's MLP: two matmuls computing [N, S, M]; the GELU's eight ops join the first one's
+// epilogue and the residual add the second's; no pointwise kernel, no copy.
+TEST(MatmulReshapes, Gpt2MlpFusesGeluAndResidual) {
+  auto g = test::gpt2_mlp(DType::F32);
+  std::string note;
+  auto f = apply_engine_passes(g, true, &note);
+  EXPECT_NE(note.find("matmuls computing their reshaped output: matmul_1 -> reshape_2, matmul_13"),
+            std::string::npos)
+      << note;
+  Plan p = plan_fusion(*f);
+  EXPECT_EQ(count_kind(p, GroupKind::Contraction), 2) << plan_to_string(*f, p);
+  EXPECT_EQ(count_kind(p, GroupKind::Pointwise), 0) << plan_to_string(*f, p);
+  EXPECT_EQ(count_kind(p, GroupKind::Copy), 0) << plan_to_string(*f, p);
+  for (const FusionGroup& grp : p.groups)
+    if (grp.kind == GroupKind::Contraction) EXPECT_GE(grp.nodes.size(), 2u);  // epilogues
+  for (const Node& n : f->nodes())
+    if (n.op == OpKind::Matmul) EXPECT_EQ(f->tensor(n.outputs[0]).desc.rank(), 3) << n.name;
+  expect_same_values(*g, *f);
+  for (const char* arch : {"sm_90a", "sm_80"})
+    for (const KernelInfo& k : kernels_for(*g, arch))
+      EXPECT_EQ(k.name.find("_batched"), std::string::npos) << arch << " " << k.name;
+}
+
+// ViT's out-projection: the matmul computes [S, N, E] and stores it through the transpose's
+// strides into [N, S, E] (the transpose is a view); the GEMM still folds S x N rows.
+TEST(MatmulReshapes, VitOutProjectionStoresTransposed) {
+  auto g = test::vit_out_proj(DType::F16);
+  auto f = apply_engine_passes(g, true);
+  Plan p = plan_fusion(*f);
+  EXPECT_EQ(count_kind(p, GroupKind::Copy), 0) << plan_to_string(*f, p);
+  EXPECT_EQ(count_kind(p, GroupKind::Contraction), 1);
+  for (const Node& n : f->nodes())
+    if (n.op == OpKind::Matmul) {
+      const TensorInfo& y = f->tensor(n.outputs[0]);
+      EXPECT_GE(y.view_of, 0);
+      EXPECT_EQ(y.desc.layout, Layout::Strided);
+      EXPECT_EQ(y.desc.strides, (std::vector<int64_t>{64, 11 * 64, 1}));
+    }
+  expect_same_values(*g, *f);
+  for (const char* arch : {"sm_90a", "sm_80"}) {
+    std::vector<KernelInfo> ks = kernels_for(*g, arch);
+    bool matmul = false;
+    for (const KernelInfo& k : ks) {
+      EXPECT_EQ(k.name.rfind("copy", 0), std::string::npos) << k.name;
+      if (k.name.find("matmul") == std::string::npos) continue;
+      matmul = true;
+      EXPECT_EQ(k.name.find("_batched"), std::string::npos) << arch << " " << k.name;
+    }
+    EXPECT_TRUE(matmul) << arch;
+  }
+}
+
+// Left alone: a reshape that regroups the columns, a matmul output read twice, a reshape that is
+// a graph output, a transposed A.
+TEST(MatmulReshapes, OnlyRowReshapesOfPrivateResults) {
+  auto lifted = [](const Graph& g) {
+    Graph c = g;
+    return lift_matmul_reshapes(c);
+  };
+  auto w = [](Graph& g, Shape s) { return test::weight(g, DType::F32, "w", std::move(s), 1, 1); };
+  {
+    Graph g;
+    Tensor x = g.input("x", DType::F32, {"N", 16});
+    g.output(g.relu(g.reshape(g.matmul(x, w(g, {16, 24})), {"N", 3, 8})));
+    EXPECT_EQ(lifted(g), 0);
+  }
+  {
+    Graph g;
+    Tensor x = g.input("x", DType::F32, {12, 16});
+    Tensor y = g.matmul(x, w(g, {16, 24}));
+    g.output(g.relu(g.reshape(y, {3, 4, 24})));
+    g.output(g.sigmoid(y));
+    EXPECT_EQ(lifted(g), 0);
+  }
+  {
+    Graph g;
+    Tensor x = g.input("x", DType::F32, {12, 16});
+    g.output(g.reshape(g.matmul(x, w(g, {16, 24})), {3, 4, 24}));
+    EXPECT_EQ(lifted(g), 0);
+  }
+  {
+    Graph g;
+    Tensor x = g.input("x", DType::F32, {16, 12});
+    g.output(g.relu(g.reshape(g.matmul(x, w(g, {16, 24}), {}, true), {3, 4, 24})));
+    EXPECT_EQ(lifted(g), 0);
+  }
+  {  // the rewrite itself: [12, 16] x [16, 24] -> [3, 4, 24]
+    Graph g;
+    Tensor x = g.input("x", DType::F32, {12, 16});
+    g.output(g.relu(g.reshape(g.matmul(x, w(g, {16, 24})), {3, 4, 24})));
+    EXPECT_EQ(lifted(g), 1);
+  }
+}
+
+}  // namespace
+}  // namespace kiln
