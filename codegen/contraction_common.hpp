@@ -77,6 +77,9 @@ class ArgList {
   // A pointer to executor-owned scratch: `amount` bytes of f32 workspace (counters false) or
   // `amount` zero-initialized self-resetting 32-bit counters (counters true).
   std::string scratch(bool counters, const Dim& amount);
+  // The kernel's error word (KernelArg::ErrorWord), reported against the node producing tensor
+  // `id`: `unsigned* kc_err`.
+  std::string error_word(int id);
   // A TMA descriptor over tensor `id` (see KernelArg::Kind::TensorMap; innermost dim first).
   std::string tensor_map(int id, std::vector<Dim> dims, std::vector<Dim> strides,
                          std::vector<int> box, std::vector<int> elem_strides, int swizzle = 128);
@@ -101,7 +104,8 @@ class ArgList {
 
 // Element strides of a tensor as code (literals or parameters).
 std::vector<std::string> stride_code(ArgList& a, const TensorDesc& d);
-// The storage type name in generated code: float / unsigned short (unsigned char: bool).
+// The storage type name in generated code: float / unsigned short (unsigned char: bool; int /
+// long long: i32 / i64).
 const char* raw_type(DType t);
 // Load / store helper names: kc_ld_f16, kc_st_bf16 ...
 std::string load_fn(DType t);

@@ -31,6 +31,9 @@ std::optional<KernelSpec> emit_attention_wgmma(const EmitContext& cx, const Fusi
 // Key blocks a split of the mma.sync attention kernel covers (flash-decoding,
 // heuristics/attention_layout.hpp: choose_attention_split), 0 when its keys are not split.
 int64_t attention_split_blocks(const EmitContext& cx, const FusionGroup& g);
+// attention_varlen: a ragged batch's attention, the sequences found from their offsets at run
+// time (codegen/emit_attention_varlen.cpp).
+KernelSpec emit_attention_varlen(const EmitContext& cx, const FusionGroup& g);
 // cumsum along one axis, a CTA per row (codegen/emit_scan.cpp).
 KernelSpec emit_scan(const EmitContext& cx, const FusionGroup& g);
 

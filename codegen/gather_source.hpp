@@ -15,7 +15,7 @@ namespace kiln {
 // The error word's parameter name in the copy kernel of a gather.
 inline constexpr const char* kErrorWordParam = "kiln_err";
 // The code a kernel ORs into its error word when an index is out of range.
-inline constexpr unsigned kGatherIndexOutOfRange = 1u;
+inline constexpr unsigned kGatherIndexOutOfRange = kErrorIndexOutOfRange;
 
 // The source of the output element at coordinates `oc` of gather / gather_elements node `node`:
 // writes the index load, its normalization and the clamp (variables named with `suffix`, of

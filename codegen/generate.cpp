@@ -95,6 +95,9 @@ std::vector<KernelSpec> generate_kernels(const Graph& g, const Plan& p,
       case GroupKind::Scan:
         ks = {emit_scan(cx, grp)};
         break;
+      case GroupKind::AttentionVarlen:
+        ks = {emit_attention_varlen(cx, grp)};
+        break;
     }
     for (KernelSpec& k : ks) add(std::move(k), grp);
   }

@@ -18,6 +18,11 @@
 
 namespace kiln {
 
+// The codes a kernel ORs into its error word (KernelArg::ErrorWord); the executor words its
+// report by them.
+inline constexpr unsigned kErrorIndexOutOfRange = 1u;  // gather: an index outside [-dim, dim)
+inline constexpr unsigned kErrorBadOffsets = 2u;       // attention_varlen: cu_seqlens invalid
+
 struct KernelArg {
   // Scratch: a device pointer to `value` bytes of executor-owned scratch (contents undefined).
   // Counters: a device pointer to `value` 32-bit counters that are zero at launch; the kernel

@@ -382,14 +382,32 @@ void Executor::check_errors(uint64_t errors, size_t bytes, void* stream) const {
   cuda::stream_synchronize(stream);
   std::vector<uint32_t> words(bytes / 4);
   cuda::memcpy_dtoh(words.data(), errors, bytes);
-  std::string nodes;
+  // One clause a code, naming the nodes whose kernels reported it.
+  struct Code {
+    unsigned bit;
+    const char* what;
+    std::string nodes;
+  };
+  Code codes[] = {
+      {kErrorIndexOutOfRange,
+       "index out of range (an index outside [-dim, dim) of the gathered axis)",
+       {}},
+      {kErrorBadOffsets,
+       "bad sequence offsets (cu_seqlens must start at 0, never decrease and end at the token "
+       "count)",
+       {}},
+  };
   for (size_t i = 0; i < words.size() && i < error_sites_.size(); ++i)
-    if (words[i] != 0) nodes += fmt::format("{}'{}'", nodes.empty() ? "" : ", ", error_sites_[i]);
-  // Code 1 is the only one today: a gather's index out of range (codegen/gather_source.hpp).
-  KILN_CHECK(nodes.empty(),
-             "run: graph '{}': node {}: index out of range (an index outside [-dim, dim) of the "
-             "gathered axis; the kernel clamped its reads, the outputs are not valid)",
-             graph_->name(), nodes);
+    for (Code& c : codes)
+      if (words[i] & c.bit)
+        c.nodes += fmt::format("{}'{}'", c.nodes.empty() ? "" : ", ", error_sites_[i]);
+  std::string report;
+  for (const Code& c : codes)
+    if (!c.nodes.empty())
+      report += fmt::format("{}node {}: {}", report.empty() ? "" : "; ", c.nodes, c.what);
+  KILN_CHECK(report.empty(),
+             "run: graph '{}': {} (the kernel clamped its reads, the outputs are not valid)",
+             graph_->name(), report);
 }
 
 void Executor::launch(Launch& l, void* stream) const {

@@ -427,6 +427,8 @@ void run_node(const Node& node, const std::string& where, ref::NodeArgs& args) {
       return ref::gather(args);
     case OpKind::GatherElements:
       return ref::gather_elements(args);
+    case OpKind::AttentionVarlen:
+      return ref::attention_varlen(args);
     default:
       break;
   }

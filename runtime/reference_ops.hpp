@@ -112,5 +112,7 @@ void batchnorm(const NodeArgs& a);
 void lastdims_norm(const NodeArgs& a);  // layernorm, rmsnorm
 void channel_norm(const NodeArgs& a);   // groupnorm, instancenorm
 void softmax(const NodeArgs& a);        // softmax, log_softmax
+// Ragged-batch attention (reference_attention.cpp): bad offsets are user errors.
+void attention_varlen(const NodeArgs& a);
 
 }  // namespace kiln::ref

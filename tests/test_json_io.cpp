@@ -163,6 +163,12 @@ Graph all_ops_graph() {
   outs.push_back(g.gather(m, ids, -1));
   Tensor gi = g.input("gi", desc(DType::I64, {"N", 3, 6, 6}));
   outs.push_back(g.gather_elements(x, gi, 1));
+  // Ragged attention: i32 offsets over symbolic token counts, GQA, a causal window.
+  Tensor aq = g.input("aq", desc(DType::F16, {"T", 4, 16}));
+  Tensor ak = g.input("ak", desc(DType::F16, {"Tk", 2, 16}));
+  Tensor cu = g.input("cu", desc(DType::I32, {"Bp1"}));
+  outs.push_back(
+      g.attention_varlen(aq, ak, ak, cu, cu, {.scale = 0.25, .causal = true, .window_left = 3}));
   for (Tensor t : outs) g.output(t);
   return g;
 }

@@ -56,6 +56,15 @@ std::string ArgList::scratch(bool counters, const Dim& amount) {
   return name;
 }
 
+std::string ArgList::error_word(int id) {
+  KernelArg a;
+  a.kind = KernelArg::Kind::ErrorWord;
+  a.tensor = id;
+  args_.push_back(a);
+  decls_.push_back("unsigned* __restrict__ kc_err");
+  return "kc_err";
+}
+
 std::string ArgList::tensor_map(int id, std::vector<Dim> dims, std::vector<Dim> strides,
                                 std::vector<int> box, std::vector<int> elem_strides, int swizzle) {
   KILN_ASSERT(swizzle == 128 || swizzle == 0, "tensor map swizzle {}", swizzle);
@@ -114,6 +123,8 @@ std::vector<std::string> stride_code(ArgList& a, const TensorDesc& d) {
 
 const char* raw_type(DType t) {
   if (t == DType::Bool) return "unsigned char";  // attention's where masks
+  if (t == DType::I32) return "int";             // attention_varlen's offsets
+  if (t == DType::I64) return "long long";
   return t == DType::F32 ? "float" : "unsigned short";
 }
 std::string load_fn(DType t) {

@@ -374,6 +374,14 @@ Tensor Graph::gather(Tensor data, Tensor indices, int64_t axis) {
 Tensor Graph::gather_elements(Tensor data, Tensor indices, int64_t axis) {
   return add_node1("gather_elements", {data, indices}, {{"axis", axis}});
 }
+Tensor Graph::attention_varlen(Tensor q, Tensor k, Tensor v, Tensor cu_seqlens_q,
+                               Tensor cu_seqlens_k, const AttentionVarlenOptions& o) {
+  return add_node1("attention_varlen", {q, k, v, cu_seqlens_q, cu_seqlens_k},
+                   {{"scale", o.scale},
+                    {"causal", int64_t{o.causal ? 1 : 0}},
+                    {"window_left", o.window_left},
+                    {"window_right", o.window_right}});
+}
 
 int Graph::find(const std::string& name) const {
   auto it = by_name_.find(name);

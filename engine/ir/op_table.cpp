@@ -9,6 +9,7 @@
 #include <numeric>
 
 #include "engine/base/check.hpp"
+#include "engine/ir/attention_ops.hpp"
 #include "engine/ir/gather_ops.hpp"
 #include "engine/ir/index_ops.hpp"
 #include "engine/ir/movement_ops.hpp"
@@ -955,7 +956,7 @@ std::vector<OpInfo> reduction_window_movement_rows() {
 std::vector<OpInfo> build_table() {
   std::vector<OpInfo> t = pointwise_rows();
   for (auto rows : {contraction_and_norm_rows, reduction_window_movement_rows, int_bool_rows,
-                    movement_rows, resize_rows, index_rows, gather_rows})
+                    movement_rows, resize_rows, index_rows, gather_rows, attention_rows})
     for (OpInfo& row : rows()) t.push_back(std::move(row));
   // Movement moves values of any dtype.
   for (OpInfo& row : t)
@@ -1015,6 +1016,8 @@ const char* category_name(OpCategory c) {
       return "movement";
     case OpCategory::Scan:
       return "scan";
+    case OpCategory::Attention:
+      return "attention";
   }
   return "?";
 }
@@ -1168,6 +1171,7 @@ const char* class_word(int c) {
 }  // namespace
 
 void check_operand_dtypes(const OpInfo& info, const InferArgs& a) {
+  if (info.positional_dtypes) return;
   const size_t first = info.select ? 1 : 0;
   const size_t count = info.index_operand ? std::min<size_t>(a.in.size(), 1) : a.in.size();
   for (size_t i = first; i < count; ++i) {

@@ -91,6 +91,9 @@ struct OpInfo {
   // Operand 1 holds indices (gather, gather_elements): integer whatever the data's dtype, checked
   // by the row's shape inference; the dtype class covers operand 0 only.
   bool index_operand = false;
+  // The operands' dtypes differ by position (attention_varlen: floating q, k, v, i32 offsets):
+  // the row's shape inference checks each one and check_operand_dtypes none.
+  bool positional_dtypes = false;
 };
 
 // The operands' dtypes against the row's class: one located message ("<where>.inputs[0]: relu

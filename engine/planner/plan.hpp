@@ -22,6 +22,9 @@ enum class GroupKind {
   Attention,    // q @ k^T (scaled), softmax, @ v in one kernel: the scores stay on chip
   View,         // a movement node made a view by the engine passes: no kernel
   Scan,         // cumsum along one axis (with pointwise prologue/epilogue): a block-wide scan
+  // attention_varlen alone: a ragged batch's attention, sequences found from the offsets at run
+  // time (nothing fuses into it: its operands are read as they are in memory)
+  AttentionVarlen,
 };
 const char* group_kind_name(GroupKind k);
 

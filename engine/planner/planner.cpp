@@ -55,6 +55,8 @@ const char* group_kind_name(GroupKind k) {
       return "attention";
     case GroupKind::Scan:
       return "scan";
+    case GroupKind::AttentionVarlen:
+      return "attention_varlen";
   }
   return "?";
 }
@@ -96,6 +98,8 @@ GroupKind anchor_kind(const Node& n) {
       return GroupKind::Window;
     case OpCategory::Scan:
       return GroupKind::Scan;
+    case OpCategory::Attention:
+      return GroupKind::AttentionVarlen;
     default:
       return GroupKind::Pointwise;
   }
@@ -133,6 +137,10 @@ class Planner {
       // 1. Anchors with prologues and epilogues, in topological order.
       for (int i = 0; i < nn; ++i)
         if (live_[i] && group_of_[i] < 0 && is_anchor(nodes[i])) {
+          if (anchor_kind(nodes[i]) == GroupKind::AttentionVarlen) {
+            claim_varlen_attention(i);
+            continue;
+          }
           int gid = new_group(i, anchor_kind(nodes[i]), i);
           if (anchor_kind(nodes[i]) != GroupKind::Contraction) claim_prologue(gid, i);
           claim_epilogue(gid, i);
@@ -344,6 +352,16 @@ class Planner {
         "attention: {}: scores and probabilities stay on chip (one kernel){}", chain_text, band));
   }
 
+  // attention_varlen as a group of its own: its kernel reads Q, K, V and the offsets as stored
+  // and writes O as a whole, so no producer or consumer fuses in.
+  void claim_varlen_attention(int i) {
+    const int gid = new_group(i, GroupKind::AttentionVarlen, i);
+    groups_[gid].notes.push_back(
+        fmt::format("attention_varlen: {}: a ragged batch, sequences found from the offsets at "
+                    "run time (a kernel of its own)",
+                    nm(i)));
+  }
+
   // Whether every operand and the result of node i are floating. Integer / bool elementwise
   // nodes (comparisons, where, logical ops, integer math) fuse only into pointwise kernels: the
   // anchors' and copies' emitters hold f32 values in their prologues and epilogues.
@@ -538,6 +556,11 @@ class Planner {
     if (cat(cn) == OpCategory::Contraction)
       return fmt::format("{}: {} is a contraction anchor, {} cannot be its prologue", edge, cn.name,
                          pn.name);
+    if (cat(cn) == OpCategory::Attention || cat(pn) == OpCategory::Attention)
+      return fmt::format(
+          "{}: attention_varlen reads and writes memory as stored (a kernel of "
+          "its own)",
+          edge);
     if (cat(pn) == OpCategory::Movement)
       return fmt::format("{}: {} is a movement op, materialized by its own copy kernel", edge,
                          pn.name);

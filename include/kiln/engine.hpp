@@ -104,8 +104,9 @@ class CompiledGraph {
   // Runs on `stream` (a CUstream; 0 = the legacy default stream). Inputs and outputs by name;
   // outputs must be allocated by the caller with output_shapes(). `workspace` (workspace_size
   // bytes) may be 0: then an internal arena is used (not thread-safe across concurrent runs).
-  // Returns once the work is queued, except for a graph with a gather: that run waits for its
-  // stream and throws a user error naming the node when an index was out of range.
+  // Returns once the work is queued, except for a graph with a gather or an attention_varlen:
+  // that run waits for its stream and throws a user error naming the node when an index was out
+  // of range (the sequence offsets were invalid).
   void run(const std::map<std::string, DeviceTensor>& inputs,
            const std::map<std::string, DeviceTensor>& outputs, void* stream = nullptr,
            uint64_t workspace = 0) const;

@@ -90,6 +90,14 @@ struct Pool2dOptions {
 
 enum class GeluApprox { None, Tanh };
 
+// attention_varlen's attributes (docs/graph_format.md): scale 0 is 1 / sqrt(head_dim); causal and
+// the window bound the visible keys around the bottom-right aligned diagonal, -1 = unbounded.
+struct AttentionVarlenOptions {
+  double scale = 0.0;
+  bool causal = false;
+  int64_t window_left = -1, window_right = -1;
+};
+
 class Graph {
  public:
   explicit Graph(std::string name = "graph") : name_(std::move(name)) {}
@@ -188,6 +196,11 @@ class Graph {
   // from the end) name; ONNX GatherElements: out[i] = data[i with i[axis] = indices[i]].
   Tensor gather(Tensor data, Tensor indices, int64_t axis = 0);
   Tensor gather_elements(Tensor data, Tensor indices, int64_t axis = 0);
+  // Attention over a ragged batch packed along the token axis: q [Tq, Hq, D], k [Tk, Hkv, D],
+  // v [Tk, Hkv, Dv], cu_seqlens_q / cu_seqlens_k [B + 1] i32 cumulative offsets (sequence b is
+  // rows [cu[b], cu[b + 1])); out [Tq, Hq, Dv]. Query head h reads kv head h / (Hq / Hkv).
+  Tensor attention_varlen(Tensor q, Tensor k, Tensor v, Tensor cu_seqlens_q, Tensor cu_seqlens_k,
+                          const AttentionVarlenOptions& o = {});
 
   // ---- inspection ----
   const std::vector<TensorInfo>& tensors() const {

@@ -124,7 +124,8 @@ kiln_status kiln_workspace_size(kiln_compiled c, const kiln_tensor* inputs, int3
 
 /* Runs on `stream` (a CUstream, NULL = legacy default stream). `workspace` is a device buffer of at
  * least kiln_workspace_size() bytes, or 0 for the internal arena. A graph with a gather waits for
- * the stream and returns KILN_ERROR_USER (naming the node) when an index was out of range. */
+ * the stream and returns KILN_ERROR_USER (naming the node) when an index was out of range; so does
+ * one with an attention_varlen when its sequence offsets were invalid. */
 kiln_status kiln_run(kiln_compiled c, const kiln_tensor* inputs, int32_t n_inputs,
                      const kiln_tensor* outputs, int32_t n_outputs, void* stream,
                      uint64_t workspace);

@@ -81,7 +81,8 @@
   X(ArgMin, argmin)                \
   X(Range, range)                  \
   X(Gather, gather)                \
-  X(GatherElements, gather_elements)
+  X(GatherElements, gather_elements) \
+  X(AttentionVarlen, attention_varlen)
 
 // Integer / bool ops: comparisons (bool results), logical ops (bool operands), where, mod. No
 // builder methods of their own (and, or, xor, not are C++ keywords): add_node1("lt", {a, b}).
@@ -121,6 +122,7 @@ enum class OpCategory : uint8_t {
   Window,         // pooling: a reduction over a sliding window
   Movement,       // reshape, transpose, pad
   Scan,           // cumsum: a running reduction along one axis, one output per input element
+  Attention,      // attention_varlen: softmax(Q K^T) V over ragged sequences, a kernel of its own
 };
 
 const char* op_name(OpKind k);
