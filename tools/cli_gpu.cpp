@@ -8,6 +8,7 @@
 #include "kiln/device.hpp"
 #include "kiln/engine.hpp"
 #include "kiln/nvrtc.hpp"
+#include "tools/cli_common.hpp"
 #include "tools/cli_error.hpp"
 
 namespace kiln::cli {
