@@ -137,7 +137,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "bench_contraction: no CUDA device: %s\n", why.c_str());
       return 1;
     }
-    cuda::make_current();
+    cuda::retain_primary();
     DeviceInfo dev = cuda::query_device_info();
     CodegenOptions co;
     co.sm = dev.sm;

@@ -67,6 +67,10 @@ std::string contraction_tuning_key(const ContractionProblemInfo& p, const std::s
                      p.wgmma_ok ? "a" : "");
 }
 
+std::string device_tuning_key(const std::string& key, const std::string& device) {
+  return key + "|device=" + device;
+}
+
 TuningTable::TuningTable(std::string path, std::string* note) : path_(std::move(path)) {
   std::error_code ec;
   if (!fs::exists(fs::symlink_status(path_, ec))) return;  // no file yet: an empty table
@@ -103,6 +107,18 @@ TuningTable::TuningTable(std::string path, std::string* note) : path_(std::move(
 std::optional<TuningEntry> TuningTable::find(const std::string& key) const {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = entries_.find(key);
+  if (it == entries_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::optional<TuningEntry> TuningTable::find_for(const std::string& key,
+                                                 const std::string& device) const {
+  if (!device.empty()) return find(device_tuning_key(key, device));
+  std::lock_guard<std::mutex> lock(mu_);
+  const std::string prefix = device_tuning_key(key, "");
+  auto it = entries_.lower_bound(prefix);
+  if (it != entries_.end() && it->first.compare(0, prefix.size(), prefix) == 0) return it->second;
+  it = entries_.find(key);
   if (it == entries_.end()) return std::nullopt;
   return it->second;
 }

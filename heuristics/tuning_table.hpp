@@ -25,6 +25,10 @@ struct TuningEntry {
 // conv geometry, dtype, arch, SM count; M exactly when concrete, else "~estimate").
 // `structure`: a description of the problem beyond the GEMM dims (conv filter/stride/padding...).
 std::string contraction_tuning_key(const ContractionProblemInfo& p, const std::string& structure);
+// The table key of shape class `key` measured on the device named `device` (DeviceInfo::name,
+// "NVIDIA H200"): results are kept per device, since GPUs of one arch and SM count (an H100 and an
+// H200, a MIG instance and another) tune apart.
+std::string device_tuning_key(const std::string& key, const std::string& device);
 
 class TuningTable {
  public:
@@ -33,6 +37,10 @@ class TuningTable {
   explicit TuningTable(std::string path, std::string* note = nullptr);
   const std::string& path() const { return path_; }
   std::optional<TuningEntry> find(const std::string& key) const;
+  // The entry of shape class `key` for the device named `device` (device_tuning_key). With
+  // `device` empty (no device: compile only, `kiln cache warm` for deployment) the class's entry
+  // of any device (the first by name), else one keyed by the class alone (older files).
+  std::optional<TuningEntry> find_for(const std::string& key, const std::string& device) const;
   void put(const std::string& key, const TuningEntry& e);
   // Writes the table to path() atomically; throws kiln::Error(User) naming the path on failure.
   void save() const;

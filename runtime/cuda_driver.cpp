@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <mutex>
+#include <optional>
 #include <string_view>
 
 #include "engine/base/check.hpp"
@@ -28,6 +29,8 @@ namespace {
 #define KILN_CU_FUNCS(X) \
   X(cuInit) X(cuDeviceGet) X(cuDeviceGetCount) X(cuDeviceGetName) X(cuDeviceGetAttribute) \
   X(cuDevicePrimaryCtxRetain) X(cuCtxSetCurrent) X(cuCtxGetCurrent) X(cuCtxSynchronize) \
+  X(cuCtxPushCurrent) X(cuCtxPopCurrent) X(cuCtxGetDevice) X(cuDeviceTotalMem) \
+  X(cuDeviceGetPCIBusId) X(cuPointerGetAttribute) \
   X(cuModuleLoadData) X(cuModuleUnload) X(cuModuleGetFunction) X(cuFuncSetAttribute) \
   X(cuLaunchKernel) X(cuMemAlloc) X(cuMemFree) X(cuMemcpyHtoD) X(cuMemcpyDtoH) \
   X(cuMemcpyDtoDAsync) X(cuMemsetD8) X(cuMemsetD8Async) X(cuStreamCreate) X(cuStreamDestroy) \
@@ -67,8 +70,14 @@ struct State {
   int version = 0;
   bool ok = false;
   std::string reason;
-  CUcontext ctx = nullptr;
+  int count = 0;  // devices
+  // Retained primary contexts by ordinal (null until first used), under primary_mu.
+  std::mutex primary_mu;
+  std::vector<CUcontext> primary;
 };
+
+// The context of the innermost ContextScope on this thread (null outside any).
+thread_local CUcontext t_scope = nullptr;
 
 std::string error_text(const Api& api, CUresult r) {
   const char* name = nullptr;
@@ -96,10 +105,12 @@ void load(State* s) {
   auto gp1 = reinterpret_cast<GetProcV1>(dlsym(s->lib, "cuGetProcAddress"));
   auto resolve = [&](const char* base, const char* versioned) -> void* {
     void* fn = nullptr;
-    // CUDA 13 added cuCtxSynchronize_v2(CUcontext) without renaming the header's
-    // cuCtxSynchronize(void): cuGetProcAddress(13000) hands back the v2 ABI, which then reads a
-    // garbage context ("context is destroyed"). The plain exported symbol keeps the v1 ABI.
-    if (std::string_view(base) == "cuCtxSynchronize") return dlsym(s->lib, base);
+    // CUDA 13 added cuCtxSynchronize_v2(CUcontext) and cuCtxGetDevice_v2(CUdevice*, CUcontext)
+    // without renaming the header's v1 prototypes: cuGetProcAddress(13000) hands back the v2
+    // ABI, which then reads a garbage context ("context is destroyed"). The plain exported
+    // symbols keep the v1 ABI.
+    if (std::string_view(base) == "cuCtxSynchronize" || std::string_view(base) == "cuCtxGetDevice")
+      return dlsym(s->lib, base);
     if (gp2) {
       CUdriverProcAddressQueryResult status{};
       if (gp2(base, &fn, want, CU_GET_PROC_ADDRESS_DEFAULT, &status) == CUDA_SUCCESS &&
@@ -142,6 +153,8 @@ void load(State* s) {
     s->reason = "the CUDA driver found no device";
     return;
   }
+  s->count = n;
+  s->primary.assign(static_cast<size_t>(n), nullptr);
   s->ok = true;
 }
 
@@ -163,26 +176,19 @@ void check(CUresult r, const std::string& call) {
   throw Error(ErrorKind::Driver, fmt::format("{} failed: {}", call, error_text(state().api, r)));
 }
 
-// Retains the primary context of device 0 once per process and makes it current on this thread.
-const Api& ctx_api() {
-  const Api& a = api();
-  thread_local bool current = false;
-  if (current) return a;
-  static std::once_flag once;
-  static std::string retain_error;
-  std::call_once(once, [&a] {
-    State& s = state();
-    CUdevice dev = 0;
-    CUresult r = a.cuDeviceGet(&dev, 0);
-    if (r == CUDA_SUCCESS) r = a.cuDevicePrimaryCtxRetain(&s.ctx, dev);
-    if (r != CUDA_SUCCESS)
-      retain_error = fmt::format("cuDevicePrimaryCtxRetain(device 0) failed: {}", error_text(a, r));
-  });
-  if (!retain_error.empty()) throw Error(ErrorKind::Driver, retain_error);
-  check(a.cuCtxSetCurrent(state().ctx), "cuCtxSetCurrent(primary context of device 0)");
-  current = true;
-  return a;
-}
+// One wrapper call's context: the innermost ContextScope's, else the primary context of device 0
+// for the length of the call (the caller's current context comes back after it).
+class Call {
+ public:
+  Call() : a_(api()) {
+    if (!t_scope) own_.emplace(primary_context(0));
+  }
+  const Api& fns() const { return a_; }
+
+ private:
+  const Api& a_;
+  std::optional<ContextScope> own_;
+};
 
 CUstream as_stream(void* s) {
   return static_cast<CUstream>(s);
@@ -242,12 +248,101 @@ DeviceInfo query_device_info(int ordinal) {
   return d;
 }
 
-void make_current() {
-  ctx_api();
+uint64_t device_total_memory(int ordinal) {
+  const Api& a = api();
+  CUdevice dev = 0;
+  check(a.cuDeviceGet(&dev, ordinal), fmt::format("cuDeviceGet({})", ordinal));
+  size_t bytes = 0;
+  check(a.cuDeviceTotalMem(&bytes, dev), "cuDeviceTotalMem");
+  return bytes;
+}
+
+std::string device_pci_bus_id(int ordinal) {
+  const Api& a = api();
+  CUdevice dev = 0;
+  check(a.cuDeviceGet(&dev, ordinal), fmt::format("cuDeviceGet({})", ordinal));
+  char id[64] = {};
+  check(a.cuDeviceGetPCIBusId(id, sizeof(id) - 1, dev), "cuDeviceGetPCIBusId");
+  return id;
+}
+
+std::string device_list() {
+  if (!state().ok) return "none";
+  std::string s;
+  for (int i = 0; i < state().count; ++i) {
+    DeviceInfo d = query_device_info(i);
+    s += fmt::format("{}{}: {} ({})", i ? ", " : "", i, d.name, d.arch);
+  }
+  return s.empty() ? "none" : s;
+}
+
+void check_device_ordinal(int ordinal, const std::string& what) {
+  api();
+  KILN_CHECK(ordinal >= 0 && ordinal < state().count,
+             "{}: CUDA device {} does not exist; the devices here are {} (CUDA_VISIBLE_DEVICES "
+             "selects and renumbers them)",
+             what, ordinal, device_list());
+}
+
+Context primary_context(int ordinal, const std::string& what) {
+  const Api& a = api();
+  State& s = state();
+  check_device_ordinal(ordinal, what);
+  std::lock_guard<std::mutex> lock(s.primary_mu);
+  CUcontext& c = s.primary[static_cast<size_t>(ordinal)];
+  if (!c) {
+    CUdevice dev = 0;
+    check(a.cuDeviceGet(&dev, ordinal), fmt::format("cuDeviceGet({})", ordinal));
+    check(a.cuDevicePrimaryCtxRetain(&c, dev),
+          fmt::format("cuDevicePrimaryCtxRetain(device {})", ordinal));
+  }
+  return Context{c, ordinal};
+}
+
+Context current_context(const std::string& what) {
+  const Api& a = api();
+  CUcontext c = nullptr;
+  check(a.cuCtxGetCurrent(&c), "cuCtxGetCurrent");
+  KILN_CHECK(c != nullptr,
+             "{}: no CUDA context is current on this thread; make one current first "
+             "(cuCtxSetCurrent, cudaSetDevice + any runtime call) or choose a device instead",
+             what);
+  CUdevice dev = 0;
+  check(a.cuCtxGetDevice(&dev), "cuCtxGetDevice");
+  return Context{c, static_cast<int>(dev)};
+}
+
+void retain_primary(int ordinal) {
+  primary_context(ordinal);
+}
+
+ContextScope::ContextScope(const Context& ctx) : prev_scope_(t_scope) {
+  CUcontext want = static_cast<CUcontext>(ctx.handle);
+  KILN_ASSERT(want != nullptr, "ContextScope for device {} without a context", ctx.device);
+  // Inside a scope of the same context nothing else ran that could have changed the current one.
+  if (t_scope == want) return;
+  const Api& a = api();
+  CUcontext cur = nullptr;
+  check(a.cuCtxGetCurrent(&cur), "cuCtxGetCurrent");
+  if (cur != want) {
+    check(a.cuCtxPushCurrent(want),
+          fmt::format("cuCtxPushCurrent(context of device {})", ctx.device));
+    pushed_ = true;
+  }
+  t_scope = want;
+}
+
+ContextScope::~ContextScope() {
+  if (pushed_) {
+    CUcontext popped = nullptr;
+    state().api.cuCtxPopCurrent(&popped);  // cannot fail for the context pushed above
+  }
+  t_scope = static_cast<CUcontext>(prev_scope_);
 }
 
 void* module_load(const std::vector<char>& cubin) {
-  const Api& a = ctx_api();
+  const Call call;
+  const Api& a = call.fns();
   CUmodule m = nullptr;
   check(a.cuModuleLoadData(&m, cubin.data()),
         fmt::format("cuModuleLoadData({} byte cubin; the driver supports CUDA {}.{})", cubin.size(),
@@ -257,11 +352,12 @@ void* module_load(const std::vector<char>& cubin) {
 
 void module_unload(void* module) {
   if (!module || !state().ok) return;
-  ctx_api().cuModuleUnload(static_cast<CUmodule>(module));
+  Call().fns().cuModuleUnload(static_cast<CUmodule>(module));
 }
 
 void* module_function(void* module, const std::string& entry) {
-  const Api& a = ctx_api();
+  const Call call;
+  const Api& a = call.fns();
   CUfunction f = nullptr;
   check(a.cuModuleGetFunction(&f, static_cast<CUmodule>(module), entry.c_str()),
         fmt::format("cuModuleGetFunction({})", entry));
@@ -269,7 +365,8 @@ void* module_function(void* module, const std::string& entry) {
 }
 
 void func_set_max_dynamic_smem(void* function, int bytes) {
-  const Api& a = ctx_api();
+  const Call call;
+  const Api& a = call.fns();
   check(a.cuFuncSetAttribute(static_cast<CUfunction>(function),
                              CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, bytes),
         fmt::format("cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES, {})", bytes));
@@ -277,7 +374,8 @@ void func_set_max_dynamic_smem(void* function, int bytes) {
 
 void launch(void* function, const uint32_t grid[3], const uint32_t block[3], uint32_t smem,
             void* stream, void** params, const std::string& what) {
-  const Api& a = ctx_api();
+  const Call call;
+  const Api& a = call.fns();
   check(a.cuLaunchKernel(static_cast<CUfunction>(function), grid[0], grid[1], grid[2], block[0],
                          block[1], block[2], smem, as_stream(stream), params, nullptr),
         fmt::format("cuLaunchKernel({}, grid [{},{},{}], block [{},{},{}], smem {})", what, grid[0],
@@ -287,7 +385,8 @@ void launch(void* function, const uint32_t grid[3], const uint32_t block[3], uin
 void encode_tensor_map(void* out, DType dtype, uint64_t ptr, const std::vector<uint64_t>& dims,
                        const std::vector<uint64_t>& strides_bytes, const std::vector<uint32_t>& box,
                        const std::vector<uint32_t>& elem_strides, int swizzle) {
-  const Api& a = ctx_api();
+  const Call call;
+  const Api& a = call.fns();
   static_assert(sizeof(CUtensorMap) == 128, "CUtensorMap is 128 bytes");
   KILN_CHECK(a.cuTensorMapEncodeTiled != nullptr,
              "this CUDA driver (version {}) has no cuTensorMapEncodeTiled: kernels with TMA loads "
@@ -325,7 +424,8 @@ void encode_im2col_tensor_map(void* out, DType dtype, uint64_t ptr,
                               const std::vector<uint64_t>& strides_bytes,
                               const std::vector<uint32_t>& elem_strides, const int lower[2],
                               const int upper[2], uint32_t channels, uint32_t pixels) {
-  const Api& a = ctx_api();
+  const Call call;
+  const Api& a = call.fns();
   KILN_CHECK(a.cuTensorMapEncodeIm2col != nullptr,
              "this CUDA driver (version {}) has no cuTensorMapEncodeIm2col: kernels with im2col "
              "TMA loads need a CUDA 12 or newer driver",
@@ -356,7 +456,8 @@ void encode_im2col_tensor_map(void* out, DType dtype, uint64_t ptr,
 }
 
 bool mem_info(size_t* free_bytes, size_t* total_bytes) {
-  const Api& a = ctx_api();
+  const Call call;
+  const Api& a = call.fns();
   return a.cuMemGetInfo != nullptr && a.cuMemGetInfo(free_bytes, total_bytes) == CUDA_SUCCESS;
 }
 
@@ -368,7 +469,8 @@ void check_device_bytes(const std::string& what, uint64_t bytes) {
 }
 
 uint64_t mem_alloc(size_t bytes) {
-  const Api& a = ctx_api();
+  const Call call;
+  const Api& a = call.fns();
   check_device_bytes(fmt::format("a device buffer of {} bytes", bytes), bytes);
   CUdeviceptr p = 0;
   check(a.cuMemAlloc(&p, bytes), fmt::format("cuMemAlloc({} bytes)", bytes));
@@ -378,7 +480,17 @@ uint64_t mem_alloc(size_t bytes) {
 void mem_free(uint64_t ptr) {
   if (!ptr || !state().ok) return;
   try {
-    ctx_api().cuMemFree(static_cast<CUdeviceptr>(ptr));
+    // A buffer outlives the scope it was allocated in (destructors run anywhere): free it in its
+    // own context.
+    CUcontext owner = nullptr;
+    if (state().api.cuPointerGetAttribute(&owner, CU_POINTER_ATTRIBUTE_CONTEXT,
+                                          static_cast<CUdeviceptr>(ptr)) == CUDA_SUCCESS &&
+        owner != nullptr) {
+      ContextScope scope(Context{owner, -1});
+      state().api.cuMemFree(static_cast<CUdeviceptr>(ptr));
+      return;
+    }
+    Call().fns().cuMemFree(static_cast<CUdeviceptr>(ptr));
   } catch (const Error&) {
     // Freeing happens in destructors: nothing useful can be done with a failure there.
   }
@@ -386,116 +498,119 @@ void mem_free(uint64_t ptr) {
 
 void memcpy_htod(uint64_t dst, const void* src, size_t bytes) {
   if (bytes == 0) return;
-  check(ctx_api().cuMemcpyHtoD(static_cast<CUdeviceptr>(dst), src, bytes),
+  check(Call().fns().cuMemcpyHtoD(static_cast<CUdeviceptr>(dst), src, bytes),
         fmt::format("cuMemcpyHtoD({} bytes)", bytes));
 }
 
 void memcpy_dtoh(void* dst, uint64_t src, size_t bytes) {
   if (bytes == 0) return;
-  check(ctx_api().cuMemcpyDtoH(dst, static_cast<CUdeviceptr>(src), bytes),
+  check(Call().fns().cuMemcpyDtoH(dst, static_cast<CUdeviceptr>(src), bytes),
         fmt::format("cuMemcpyDtoH({} bytes)", bytes));
 }
 
 void memcpy_dtod_async(uint64_t dst, uint64_t src, size_t bytes, void* stream) {
   if (bytes == 0) return;
-  check(ctx_api().cuMemcpyDtoDAsync(static_cast<CUdeviceptr>(dst), static_cast<CUdeviceptr>(src),
-                                    bytes, as_stream(stream)),
+  check(Call().fns().cuMemcpyDtoDAsync(static_cast<CUdeviceptr>(dst), static_cast<CUdeviceptr>(src),
+                                       bytes, as_stream(stream)),
         fmt::format("cuMemcpyDtoDAsync({} bytes)", bytes));
 }
 
 void memset_d8(uint64_t dst, uint8_t value, size_t bytes) {
   if (bytes == 0) return;
-  check(ctx_api().cuMemsetD8(static_cast<CUdeviceptr>(dst), value, bytes),
+  check(Call().fns().cuMemsetD8(static_cast<CUdeviceptr>(dst), value, bytes),
         fmt::format("cuMemsetD8({} bytes)", bytes));
 }
 
 void memset_d8_async(uint64_t dst, uint8_t value, size_t bytes, void* stream) {
   if (bytes == 0) return;
-  check(ctx_api().cuMemsetD8Async(static_cast<CUdeviceptr>(dst), value, bytes, as_stream(stream)),
-        fmt::format("cuMemsetD8Async({} bytes)", bytes));
+  check(
+      Call().fns().cuMemsetD8Async(static_cast<CUdeviceptr>(dst), value, bytes, as_stream(stream)),
+      fmt::format("cuMemsetD8Async({} bytes)", bytes));
 }
 
 void* stream_create() {
   CUstream s = nullptr;
-  check(ctx_api().cuStreamCreate(&s, CU_STREAM_DEFAULT), "cuStreamCreate");
+  check(Call().fns().cuStreamCreate(&s, CU_STREAM_DEFAULT), "cuStreamCreate");
   return s;
 }
 
 void stream_destroy(void* stream) {
   if (!stream || !state().ok) return;
-  ctx_api().cuStreamDestroy(as_stream(stream));
+  Call().fns().cuStreamDestroy(as_stream(stream));
 }
 
 void stream_synchronize(void* stream) {
-  check(ctx_api().cuStreamSynchronize(as_stream(stream)), "cuStreamSynchronize");
+  check(Call().fns().cuStreamSynchronize(as_stream(stream)), "cuStreamSynchronize");
 }
 
 void ctx_synchronize() {
-  check(ctx_api().cuCtxSynchronize(), "cuCtxSynchronize");
+  check(Call().fns().cuCtxSynchronize(), "cuCtxSynchronize");
 }
 
 void* stream_create_nonblocking() {
   CUstream s = nullptr;
-  check(ctx_api().cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), "cuStreamCreate(NON_BLOCKING)");
+  check(Call().fns().cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), "cuStreamCreate(NON_BLOCKING)");
   return s;
 }
 
 void stream_begin_capture(void* stream) {
-  check(ctx_api().cuStreamBeginCapture(as_stream(stream), CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
+  check(Call().fns().cuStreamBeginCapture(as_stream(stream), CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
         "cuStreamBeginCapture(THREAD_LOCAL)");
 }
 
 void* stream_end_capture(void* stream) {
   CUgraph g = nullptr;
-  check(ctx_api().cuStreamEndCapture(as_stream(stream), &g), "cuStreamEndCapture");
+  check(Call().fns().cuStreamEndCapture(as_stream(stream), &g), "cuStreamEndCapture");
   return g;
 }
 
 void* graph_instantiate(void* graph) {
   CUgraphExec e = nullptr;
-  check(ctx_api().cuGraphInstantiateWithFlags(&e, static_cast<CUgraph>(graph), 0),
+  check(Call().fns().cuGraphInstantiateWithFlags(&e, static_cast<CUgraph>(graph), 0),
         "cuGraphInstantiateWithFlags");
   return e;
 }
 
 void graph_launch(void* exec, void* stream) {
-  check(ctx_api().cuGraphLaunch(static_cast<CUgraphExec>(exec), as_stream(stream)),
+  check(Call().fns().cuGraphLaunch(static_cast<CUgraphExec>(exec), as_stream(stream)),
         "cuGraphLaunch");
 }
 
 void graph_exec_destroy(void* exec) {
   if (!exec || !state().ok) return;
-  ctx_api().cuGraphExecDestroy(static_cast<CUgraphExec>(exec));
+  Call().fns().cuGraphExecDestroy(static_cast<CUgraphExec>(exec));
 }
 
 void graph_destroy(void* graph) {
   if (!graph || !state().ok) return;
-  ctx_api().cuGraphDestroy(static_cast<CUgraph>(graph));
+  Call().fns().cuGraphDestroy(static_cast<CUgraph>(graph));
 }
 
 void* event_create() {
   CUevent e = nullptr;
-  check(ctx_api().cuEventCreate(&e, CU_EVENT_DEFAULT), "cuEventCreate");
+  check(Call().fns().cuEventCreate(&e, CU_EVENT_DEFAULT), "cuEventCreate");
   return e;
 }
 
 void event_destroy(void* event) {
   if (!event || !state().ok) return;
-  ctx_api().cuEventDestroy(static_cast<CUevent>(event));
+  Call().fns().cuEventDestroy(static_cast<CUevent>(event));
 }
 
 void event_record(void* event, void* stream) {
-  check(ctx_api().cuEventRecord(static_cast<CUevent>(event), as_stream(stream)), "cuEventRecord");
+  check(Call().fns().cuEventRecord(static_cast<CUevent>(event), as_stream(stream)),
+        "cuEventRecord");
 }
 
 void event_synchronize(void* event) {
-  check(ctx_api().cuEventSynchronize(static_cast<CUevent>(event)), "cuEventSynchronize");
+  check(Call().fns().cuEventSynchronize(static_cast<CUevent>(event)), "cuEventSynchronize");
 }
 
 float event_elapsed_ms(void* start, void* end) {
   float ms = 0;
-  check(ctx_api().cuEventElapsedTime(&ms, static_cast<CUevent>(start), static_cast<CUevent>(end)),
-        "cuEventElapsedTime");
+  check(
+      Call().fns().cuEventElapsedTime(&ms, static_cast<CUevent>(start), static_cast<CUevent>(end)),
+      "cuEventElapsedTime");
   return ms;
 }
 

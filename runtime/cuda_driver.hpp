@@ -3,8 +3,9 @@
 // throws kiln::Error(Driver) naming the call and the CUDA error name and string.
 //
 // This header exposes no CUDA types: device pointers are uint64_t (CUdeviceptr), handles are
-// opaque pointers (CUmodule, CUfunction, CUstream, CUevent). Every wrapper makes the primary
-// context of device 0 current on the calling thread first.
+// opaque pointers (CUmodule, CUfunction, CUstream, CUevent). Every wrapper runs in the context of
+// the innermost ContextScope on the calling thread, or, outside any, in the primary context of
+// device 0 for the length of the call: the caller's current context is never left changed.
 #pragma once
 
 #include <cstddef>
@@ -29,8 +30,46 @@ int driver_version();
 int device_count();
 // Name, compute capability, SM count, opt-in shared memory, L2, bandwidth guess of a device.
 DeviceInfo query_device_info(int ordinal = 0);
-// Makes the primary context of device 0 current on this thread (retained once per process).
-void make_current();
+// Bytes of memory on the device (cuDeviceTotalMem) and its PCI bus id ("0000:17:00.0").
+uint64_t device_total_memory(int ordinal);
+std::string device_pci_bus_id(int ordinal);
+// "0: NVIDIA H200 (sm_90), 1: ..." for messages; "none" without devices.
+std::string device_list();
+
+// ---- contexts
+// A CUDA context kiln runs in: the primary context of a device, or the caller's own
+// (EngineOptions::use_current_context; not retained: the caller keeps it alive).
+struct Context {
+  void* handle = nullptr;  // CUcontext
+  int device = 0;          // its device's ordinal
+};
+// The primary context of device `ordinal`, retained on first use and kept for the process (as the
+// runtime API does). An ordinal that does not exist is a user error naming `what` and listing the
+// devices.
+Context primary_context(int ordinal, const std::string& what = "device");
+// A user error naming `what` and listing the devices when `ordinal` does not exist.
+void check_device_ordinal(int ordinal, const std::string& what);
+// The context current on this thread and its device; a user error naming `what` when none is.
+Context current_context(const std::string& what);
+
+// Retains the primary context of device `ordinal` (creating it: what `kiln run` times as CUDA's
+// start-up); the thread's current context is left alone.
+void retain_primary(int ordinal = 0);
+
+// Makes `ctx` current on this thread while it lives (cuCtxPushCurrent, then cuCtxPopCurrent: the
+// thread's context stack is left exactly as found; nothing at all when `ctx` is current already).
+// Every wrapper called inside runs in `ctx`. Scopes nest; not movable.
+class ContextScope {
+ public:
+  explicit ContextScope(const Context& ctx);
+  ~ContextScope();
+  ContextScope(const ContextScope&) = delete;
+  ContextScope& operator=(const ContextScope&) = delete;
+
+ private:
+  void* prev_scope_ = nullptr;  // the enclosing scope's context on this thread
+  bool pushed_ = false;
+};
 
 // ---- modules and launches
 void* module_load(const std::vector<char>& cubin);  // cuModuleLoadData
@@ -67,6 +106,7 @@ bool mem_info(size_t* free_bytes, size_t* total_bytes);
 void check_device_bytes(const std::string& what, uint64_t bytes);
 // Checks the request against the free memory first (a user error naming the size).
 uint64_t mem_alloc(size_t bytes);
+// Frees in the context that owns `ptr` (cuPointerGetAttribute), wherever it is called from.
 void mem_free(uint64_t ptr);  // never throws (logs nothing; errors are ignored on free)
 void memcpy_htod(uint64_t dst, const void* src, size_t bytes);
 void memcpy_dtoh(void* dst, uint64_t src, size_t bytes);

@@ -3,6 +3,7 @@
 
 #include "runtime/cuda_driver.hpp"
 #include "runtime/device_facts.hpp"
+#include "runtime/nvml.hpp"
 
 namespace kiln {
 
@@ -40,13 +41,48 @@ DeviceFacts query_device(int ordinal) {
   return device_facts(cuda::query_device_info(ordinal));
 }
 
+int cuda_driver_version() {
+  cuda::driver_available();  // loads the library once
+  return cuda::driver_version();
+}
+
+int device_count() {
+  return cuda::driver_available() ? cuda::device_count() : 0;
+}
+
+std::vector<DeviceListing> list_devices() {
+  std::vector<DeviceListing> out;
+  const int n = cuda::device_count();
+  for (int i = 0; i < n; ++i) {
+    DeviceListing d;
+    d.ordinal = i;
+    d.facts = query_device(i);
+    d.total_memory = cuda::device_total_memory(i);
+    d.pci_bus_id = cuda::device_pci_bus_id(i);
+    // A MIG instance is named after its profile ("NVIDIA H200 MIG 1g.18gb"); NVML, asked by PCI
+    // bus id, answers for the whole GPU it is part of.
+    d.mig =
+        d.facts.name.find(" MIG ") != std::string::npos ? "instance" : nvml::mig_mode(d.pci_bus_id);
+    out.push_back(std::move(d));
+  }
+  return out;
+}
+
+struct DeviceScope::Impl {
+  explicit Impl(int ordinal) : scope(cuda::primary_context(ordinal, "DeviceScope")) {}
+  cuda::ContextScope scope;
+};
+
+DeviceScope::DeviceScope(int ordinal) : impl_(std::make_unique<Impl>(ordinal)) {}
+DeviceScope::~DeviceScope() = default;
+
 DeviceFacts default_device(const std::string& arch, const std::string& where) {
   parse_arch(arch, nullptr, where);
   return device_facts(default_device_info(arch));
 }
 
-void cuda_init() {
-  cuda::make_current();
+void cuda_init(int device) {
+  cuda::retain_primary(device);
 }
 
 uint64_t device_alloc(size_t bytes) {

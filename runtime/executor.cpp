@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <set>
 
 #include "engine/base/check.hpp"
@@ -42,6 +43,13 @@ std::string names_of(const Graph& g, const std::vector<int>& ids) {
 // ---------------------------------------------------------------- ModuleCache
 
 ModuleCache::~ModuleCache() {
+  if (modules_.empty()) return;
+  std::optional<cuda::ContextScope> scope;
+  try {
+    scope.emplace(ctx_);
+  } catch (const Error&) {
+    return;  // the driver is gone (process exit): the modules go with it
+  }
   for (auto& [key, m] : modules_) {
     try {
       cuda::module_unload(m.module);
@@ -52,6 +60,7 @@ ModuleCache::~ModuleCache() {
 }
 
 void* ModuleCache::function(const CachedKernel& k, const std::string& entry, int smem_bytes) {
+  cuda::ContextScope scope(ctx_);
   std::lock_guard<std::mutex> lock(mu_);
   Loaded& m = modules_[k.key];
   if (!m.module) {
@@ -133,6 +142,7 @@ Executor::Executor(std::shared_ptr<const Graph> g, std::vector<ExecutorKernel> k
         error_sites_.push_back(producer >= 0 ? graph_->nodes()[producer].name : k.spec.name);
       }
   if (!modules_) return;
+  cuda::ContextScope scope(modules_->context());
   for (ExecutorKernel& k : kernels_)
     k.function = modules_->function(k.cached, k.spec.entry, k.spec.smem_bytes);
   // Upload the constants the kernels use, once, into one buffer.
@@ -167,7 +177,18 @@ Executor::Executor(std::shared_ptr<const Graph> g, std::vector<ExecutorKernel> k
   for (auto [id, o] : offsets) constant_ptr_[id] = constants_.ptr() + o;
 }
 
-Executor::~Executor() = default;
+Executor::~Executor() {
+  if (!modules_) return;
+  // Captured graphs and the internal arena belong to the engine's context.
+  try {
+    cuda::ContextScope scope(modules_->context());
+    graphs_.clear();
+    arena_.reset();
+    constants_.reset();
+  } catch (const Error&) {
+    // the driver is gone (process exit)
+  }
+}
 
 std::shared_ptr<const ArenaPlan> Executor::arena(const Bindings& b) const {
   {
@@ -490,6 +511,9 @@ Bindings Executor::run_graph(const std::map<std::string, DeviceTensor>& inputs,
                              const std::map<std::string, DeviceTensor>& outputs, void* stream,
                              uint64_t workspace) const {
   const EnvConfig& cfg = env();
+  KILN_CHECK(loaded(), "run: graph '{}' was compiled without loading its kernels ({})",
+             graph_->name(), not_loaded_reason_);
+  cuda::ContextScope scope(modules_->context());
   GraphKey key = graph_key(inputs, outputs, workspace);
   std::shared_ptr<GraphExec> ge;
   {
@@ -562,6 +586,9 @@ int64_t Executor::cuda_graph_captures() const {
 Bindings Executor::run(const std::map<std::string, DeviceTensor>& inputs,
                        const std::map<std::string, DeviceTensor>& outputs, void* stream,
                        uint64_t workspace) const {
+  KILN_CHECK(loaded(), "run: graph '{}' was compiled without loading its kernels ({})",
+             graph_->name(), not_loaded_reason_);
+  cuda::ContextScope scope(modules_->context());
   Prepared p = prepare(inputs, outputs, workspace);
   const EnvConfig& cfg = env();
   bool dump = cfg.dump_launch;
@@ -586,6 +613,9 @@ std::vector<double> Executor::time_kernels(const std::map<std::string, DeviceTen
                                            int warmup, int iters, Bindings* bound) const {
   KILN_CHECK(iters >= 1, "time_kernels: iters must be at least 1, found {}", iters);
   KILN_CHECK(warmup >= 0, "time_kernels: warmup must be non-negative, found {}", warmup);
+  KILN_CHECK(loaded(), "time_kernels: graph '{}' was compiled without loading its kernels ({})",
+             graph_->name(), not_loaded_reason_);
+  cuda::ContextScope scope(modules_->context());
   Prepared p = prepare(inputs, outputs, 0);
   if (bound) *bound = p.bindings;
   zero_counters(p, nullptr);

@@ -18,11 +18,12 @@
 
 namespace kiln {
 
-// Modules loaded into the primary context of device 0, by cache key and entry. Thread-safe;
-// unloads everything when destroyed.
+// Modules loaded into one context (an Engine's: its device's primary context or the caller's), by
+// cache key and entry. Thread-safe; unloads everything when destroyed. Executors built on it run
+// every driver call in its context (cuda::ContextScope).
 class ModuleCache {
  public:
-  ModuleCache() = default;
+  explicit ModuleCache(cuda::Context ctx) : ctx_(ctx) {}
   ~ModuleCache();
   ModuleCache(const ModuleCache&) = delete;
   ModuleCache& operator=(const ModuleCache&) = delete;
@@ -31,8 +32,10 @@ class ModuleCache {
   // memory raised to `smem_bytes` when that is above the 48 KB default.
   void* function(const CachedKernel& k, const std::string& entry, int smem_bytes);
   int64_t loaded_modules() const;
+  const cuda::Context& context() const { return ctx_; }
 
  private:
+  cuda::Context ctx_;
   struct Loaded {
     void* module = nullptr;
     std::map<std::string, void*> functions;

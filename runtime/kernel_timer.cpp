@@ -34,7 +34,6 @@ void fill_random(uint64_t ptr, size_t bytes, DType dt, uint64_t seed) {
 double time_kernel_alone(const KernelSpec& k, const std::vector<char>& cubin, const Graph& g,
                          const Bindings& b, int iters, const std::vector<int>& read_back,
                          std::map<int, std::vector<float>>* values) {
-  make_current();
   struct Module {
     void* m;
     ~Module() { module_unload(m); }

@@ -243,11 +243,12 @@ TEST(Autotune, ReusedClassMeasuresNothing) {
   e.ms = 0.5;
   e.rule_ms = 0.75;
   e.candidates = 7;
-  t.put(sites[0].key, e);
+  t.put(device_tuning_key(sites[0].key, "Test GPU"), e);
   t.save();
   TuningTable again((dir / "tuning.json").string());
   KernelCache cache(KernelCacheOptions{(dir / "cache").string(), false});
-  std::vector<AutotuneResult> r = autotune_contractions(g, plan, sites, cache, "sm_90a", again);
+  std::vector<AutotuneResult> r =
+      autotune_contractions(g, plan, sites, cache, "sm_90a", "Test GPU", again);
   ASSERT_EQ(r.size(), 1u);
   EXPECT_TRUE(r[0].reused);
   EXPECT_EQ(r[0].winner, e.config.str());

@@ -228,7 +228,7 @@ TEST(Cli, BadUsageIsExit2WithOneLine) {
   expect_user_error({"run", ex, "--shape", "N=1", "--seed", "1", "--seed", "2"}, "more than once");
   expect_user_error({"run", ex, "--shape", "N=1", "--threads", "-1"}, "--threads");
   expect_user_error({"run", ex, "--shape", "N=1", "--threads", "1000000"}, "--threads");
-  expect_user_error({"run", ex, "--shape", "N=1", "--device", "tpu"}, "auto, cpu or gpu");
+  expect_user_error({"run", ex, "--shape", "N=1", "--device", "tpu"}, "auto, cpu, gpu or gpu:N");
   expect_user_error({"run", ex, "--shape", "N=1", "--input", "x"}, "NAME=FILE");
   expect_user_error({"run", ex, "--shape", "N=1", "--input", "y=/nonexistent.safetensors"},
                     "'y' is not an input");
@@ -267,7 +267,7 @@ TEST(Cli, DeviceGpuIsRefusedWithoutAGpu) {
   }
   std::vector<std::string> args = {
       "run", src("examples/graphs/resnet50_bottleneck.json"), "--shape", "N=1", "--device", "gpu"};
-  expect_user_error(args, "kiln: --device gpu: ");
+  expect_user_error(args, "kiln: run: --device gpu:0: no CUDA device: ");
   CliResult r = run_cli(args);
   EXPECT_NE(r.err.find("CUDA"), std::string::npos) << r.err;
   // auto falls back to the CPU reference and says why
@@ -276,6 +276,50 @@ TEST(Cli, DeviceGpuIsRefusedWithoutAGpu) {
   EXPECT_EQ(r.rc, 0) << ctx(args, r);
   EXPECT_NE(r.out.find("cpu reference"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("--device auto: "), std::string::npos) << r.out;
+}
+
+// --device gpu:N for run, bench, explain and cache warm: parsed strictly (exit 2 naming the valid
+// forms, with or without a GPU), then refused without a driver; `kiln devices` says there is none.
+TEST(Cli, DeviceFlagIsStrict) {
+  const std::string ex = src("examples/graphs/add_layernorm_gelu.json");
+  const std::vector<std::vector<std::string>> cmds = {{"run", ex, "--shape", "rows=2"},
+                                                      {"bench", ex, "--shape", "rows=2"},
+                                                      {"explain", ex, "--shape", "rows=2"},
+                                                      {"cache", "warm", ex, "--shape", "rows=2"}};
+  for (const auto& base : cmds) {
+    const bool run = base[0] == "run";
+    for (const char* bad : {"gpu:", "gpu:-1", "gpu:+1", "gpu:1x", "gpu: 1", "GPU:0", "gpu0",
+                            "gpu:00001", "gpu:99999", "cuda:0", ""}) {
+      std::vector<std::string> args = base;
+      args.push_back("--device");
+      args.push_back(bad);
+      expect_user_error(args, run ? "expected auto, cpu, gpu or gpu:N" : "expected gpu or gpu:N");
+    }
+    if (!run) {  // cpu / auto are `kiln run`'s alone
+      std::vector<std::string> args = base;
+      args.insert(args.end(), {"--device", "cpu"});
+      expect_user_error(args, "expected gpu or gpu:N");
+    }
+  }
+  expect_user_error({"cache", "stats", "--device", "gpu:0"}, "are for 'cache warm'");
+  expect_user_error({"devices", "extra"}, "devices --help");
+  if (void* h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL)) {
+    dlclose(h);
+    GTEST_SKIP() << "a CUDA driver is present: ordinals are tested in tests/gpu";
+  }
+  for (auto args : cmds) {
+    args.insert(args.end(), {"--device", "gpu:1"});
+    expect_user_error(args, "--device gpu:1: no CUDA device: ");
+  }
+  CliResult r = run_cli({"devices"});
+  EXPECT_EQ(r.rc, 1) << r.out << r.err;
+  EXPECT_EQ(
+      r.out.rfind("no CUDA devices: the CUDA driver library libcuda.so.1 could not be loaded", 0),
+      0u)
+      << r.out;
+  EXPECT_NE(r.out.find("CUDA_VISIBLE_DEVICES"), std::string::npos) << r.out;
+  r = run_cli({"devices"}, {"CUDA_VISIBLE_DEVICES=MIG-GPU-1234"});
+  EXPECT_NE(r.out.find("CUDA_VISIBLE_DEVICES=MIG-GPU-1234"), std::string::npos) << r.out;
 }
 
 TEST(Cli, ExamplesCheckAndRun) {
@@ -476,7 +520,7 @@ TEST(Cli, NhwcInputFileMatchesTheReferenceOnEveryDevice) {
                                    "--output", yout, "--device", "auto"};
   CliResult r = run_cli(args);
   ASSERT_EQ(r.rc, 0) << ctx(args, r);
-  std::printf("device used: %s\n", r.out.find("gpu sm_") != std::string::npos ? "gpu" : "cpu");
+  std::printf("device used: %s\n", r.out.find("gpu:") != std::string::npos ? "gpu" : "cpu");
   HostTensor got = read_safetensors(yout).at("y");
   HostTensor want = run_reference(g, in).at("y");
   ASSERT_EQ(got.shape, want.shape);

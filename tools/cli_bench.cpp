@@ -46,6 +46,7 @@ void print_header(const std::string& graph, DeviceSession& s, double ceiling, do
   (*j)["graph"] = graph;
   for (const auto& [k, v] : s.bindings()) (*j)["bindings"][k] = v;
   (*j)["arch"] = s.engine().arch();
+  (*j)["device"] = s.engine().device();
   (*j)["copy_GBps"] = ceiling / 1e9;
   (*j)["total_ms"] = total_ms;
   (*j)["compile_ms"] = s.compile_ms();
@@ -60,9 +61,10 @@ void print_header(const std::string& graph, DeviceSession& s, double ceiling, do
                    {"codegen_ms", st.codegen_ms},
                    {"cache_ms", st.cache_ms},
                    {"load_ms", st.load_ms}};
-  fmt::print("graph {}  ({} kernels, {} compile {:.0f} ms: {} nvrtc / {} disk / {} memory)\n",
-             graph, s.compiled().kernels().size(), s.engine().arch(), s.compile_ms(),
-             st.nvrtc_compiles, st.disk_cache_hits, st.memory_cache_hits);
+  fmt::print(
+      "graph {}  ({} kernels, gpu:{} {} compile {:.0f} ms: {} nvrtc / {} disk / {} memory)\n",
+      graph, s.compiled().kernels().size(), s.engine().device(), s.engine().arch(), s.compile_ms(),
+      st.nvrtc_compiles, st.disk_cache_hits, st.memory_cache_hits);
   fmt::print("copy bandwidth (the ceiling, measured now): {:.1f} GB/s\n", ceiling / 1e9);
   int64_t arena = s.compiled().workspace_size(s.bindings());
   int64_t all = s.compiled().intermediates_total(s.bindings());
@@ -144,14 +146,15 @@ int run_bench(const std::vector<std::string>& argv) {
                        {"--no-fusion", false, false},
                        {"--cuda-graph", false, false},
                        {"--specialize", false, false},
-                       {"--autotune", false, false}},
+                       {"--autotune", false, false},
+                       {"--device", true, false}},
                       1, 1);
   int warmup = static_cast<int>(parse_int("bench", "--warmup", a.get("--warmup", "10"), 0));
   int iters = static_cast<int>(parse_int("bench", "--iters", a.get("--iters", "50"), 1));
   // The whole graph by do_bench's time budget unless counts are given (kernels alone: counts).
   const int graph_iters = a.has("--warmup") || a.has("--iters") ? iters : -1;
-  std::string why;
-  KILN_CHECK(gpu_available(&why), "bench: {}", why);
+  const int device = parse_device_flag("bench", a.get("--device", "gpu"), false).ordinal;
+  require_gpu("bench", device);
   Graph g = load_graph_file(a.positional[0]);
   InputOptions io;
   io.shapes = parse_shape_flags("bench", a.all("--shape"), g);
@@ -164,6 +167,8 @@ int run_bench(const std::vector<std::string>& argv) {
   eo.fusion = !a.has("--no-fusion");
   eo.cuda_graphs = a.has("--cuda-graph");
   eo.autotune = a.has("--autotune");
+  eo.device = device;
+  DeviceScope on(device);  // the copy-bandwidth and timing helpers run on the same device
   DeviceSession s(g, in.tensors, in.bindings, eo);
   s.run();
   double ceiling = copy_bandwidth();
@@ -189,7 +194,8 @@ KILN_CLI_COMMAND(
     bench, "bench", "time each kernel on the GPU against the copy-bandwidth ceiling",
     "usage: kiln bench GRAPH [--shape SYM=V ...] [--inputs F] [--input NAME=F ...]\n"
     "                  [--seed S] [--int-range LO:HI] [--warmup W] [--iters I] [--json FILE]\n"
-    "                  [--no-fusion] [--cuda-graph] [--specialize] [--autotune]\n\n"
+    "                  [--no-fusion] [--cuda-graph] [--specialize] [--autotune]\n"
+    "                  [--device gpu:N]\n\n"
     "Compiles the graph, uploads seeded random (or given) inputs, and prints per kernel\n"
     "the median of CUDA-event-timed launches, bytes moved, achieved GB/s and the share\n"
     "of the device-to-device copy bandwidth measured in the same process; then the\n"
@@ -197,7 +203,7 @@ KILN_CLI_COMMAND(
     "of the run() call). Every timed call follows an L2 flush; the whole graph gets\n"
     "do_bench's budget (50 ms of warm-up, 300 ms of timed runs) unless --warmup or\n"
     "--iters is given (kernels alone: 10 and 50 by default). --cuda-graph replays a\n"
-    "captured CUDA graph per run instead.\n"
+    "captured CUDA graph per run instead. --device gpu:N runs on GPU N (default: 0).\n"
     "--specialize also times the graph with every symbol fixed to its bound value (what\n"
     "EngineOptions::specialize_after swaps in for a hot shape) against the generic one.\n"
     "--autotune times every candidate config of each conv/matmul not yet in the tuning\n"

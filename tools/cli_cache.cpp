@@ -8,6 +8,7 @@
 #include "kiln/kernel_cache.hpp"
 #include "kiln/nvrtc.hpp"
 #include "tools/cli_common.hpp"
+#include "tools/cli_gpu.hpp"
 
 namespace kiln::cli {
 namespace {
@@ -64,6 +65,10 @@ int run_cache_warm(const Args& a) {
   Graph g = load_graph_file(a.positional[1]);
   std::vector<Bindings> binds = warm_bindings(a.all("--shape"), g);
   EngineOptions eo;
+  if (a.has("--device")) {
+    eo.device = parse_device_flag("cache warm", a.get("--device"), /*allow_cpu=*/false).ordinal;
+    require_gpu("cache warm", eo.device);
+  }
   eo.arch = a.get("--arch");
   eo.load_kernels = false;
   eo.cache_dir = a.get("--dir");
@@ -114,6 +119,7 @@ int run_cache(const std::vector<std::string>& argv) {
                       {{"--dir", true, false},
                        {"--shape", true, true},
                        {"--arch", true, false},
+                       {"--device", true, false},
                        {"--specialize", false, false},
                        {"--no-fusion", false, false}},
                       1, 2);
@@ -122,9 +128,9 @@ int run_cache(const std::vector<std::string>& argv) {
              "cache: expected 'stats', 'clear' or 'warm', found '{}'", what);
   if (what == "warm") return run_cache_warm(a);
   KILN_CHECK(a.positional.size() == 1 && !a.has("--shape") && !a.has("--arch") &&
-                 !a.has("--specialize") && !a.has("--no-fusion"),
-             "cache {}: takes only --dir (GRAPH, --shape, --arch, --specialize and --no-fusion "
-             "are for 'cache warm')",
+                 !a.has("--device") && !a.has("--specialize") && !a.has("--no-fusion"),
+             "cache {}: takes only --dir (GRAPH, --shape, --arch, --device, --specialize and "
+             "--no-fusion are for 'cache warm')",
              what);
   if (what == "clear") {
     const std::string dir = kernel_cache_dir(a.get("--dir"));
@@ -144,7 +150,7 @@ KILN_CLI_COMMAND(
     cache, "cache", "show, clear or warm (precompile a graph into) the on-disk kernel cache",
     "usage: kiln cache stats|clear [--dir DIR]\n"
     "       kiln cache warm GRAPH [--shape SYM=V[,V...] ...] [--arch sm_XX] [--dir DIR]\n"
-    "                             [--specialize] [--no-fusion]\n\n"
+    "                             [--device gpu:N] [--specialize] [--no-fusion]\n\n"
     "The cache lives in $KILN_CACHE_DIR, else $XDG_CACHE_HOME/kiln, else ~/.cache/kiln.\n\n"
     "warm compiles every kernel GRAPH needs into the disk cache ahead of time (no GPU\n"
     "needed), for every combination of the listed values (--shape N=1,8,32), and prints\n"
@@ -152,7 +158,8 @@ KILN_CLI_COMMAND(
     "and static dims, never on the values of symbolic dims, so the first binding compiles\n"
     "and the others are graph cache hits. --specialize also compiles the variant with each\n"
     "binding's dims baked in (what EngineOptions.specialize_after builds for a hot shape).\n"
-    "--arch defaults to the device's own, or sm_90 without a device.\n",
+    "--arch defaults to the device's own (GPU 0, or GPU N with --device gpu:N), or sm_90\n"
+    "without a device. The disk cache is shared by every device of an arch.\n",
     run_cache);
 
 }  // namespace kiln::cli

@@ -170,7 +170,7 @@ std::vector<KernelEstimate> estimate(const Lowering& low, const DeviceFacts& dev
 
 // --bench: every kernel of the graph the Engine compiles, timed on the GPU (CUDA events, median
 // of `iters`), into the estimate of the kernel of the same name.
-void measure(const Args& a, const Graph& g, const Bindings& shapes, const Lowering& low,
+void measure(const Args& a, const Graph& g, const Bindings& shapes, const Lowering& low, int device,
              std::vector<KernelEstimate>* est) {
   std::string why;
   KILN_CHECK(gpu_available(&why), "explain --bench: {}", why);
@@ -180,6 +180,7 @@ void measure(const Args& a, const Graph& g, const Bindings& shapes, const Loweri
   PreparedInputs in = prepare_inputs("explain", g, io);
   EngineOptions eo;
   eo.fusion = !a.has("--no-fusion");
+  eo.device = device;
   DeviceSession s(g, in.tensors, in.bindings, eo);
   s.run();
   std::vector<double> t = s.compiled().time_kernels(s.inputs(), s.outputs(), 3, iters);
@@ -246,7 +247,8 @@ int run_explain(const std::vector<std::string>& argv) {
                        {"--no-fusion", false, false},
                        {"--dot", true, false},
                        {"--bench", false, false},
-                       {"--iters", true, false}},
+                       {"--iters", true, false},
+                       {"--device", true, false}},
                       1, 1);
   Graph g = load_graph_file(a.positional[0]);
   Bindings shapes = parse_shape_flags("explain", a.all("--shape"), g);
@@ -259,18 +261,22 @@ int run_explain(const std::vector<std::string>& argv) {
   // Binding checks every tensor's size, so a shape that overflows names its tensor here.
   shapes = g.bind({}, shapes);
   const bool gpu = cuda_available();
+  // --device gpu:N: that GPU's facts, and the one --bench measures on.
+  const int device =
+      a.has("--device") ? parse_device_flag("explain", a.get("--device"), false).ordinal : 0;
+  if (a.has("--device")) require_gpu("explain", device);
   DeviceFacts dev;
   if (a.has("--arch"))
     dev = default_device(a.get("--arch"));
   else
-    dev = gpu ? query_device(0) : default_device("sm_90");
+    dev = gpu ? query_device(device) : default_device("sm_90");
   // What the Engine builds: the graph after its passes (batchnorm folding), its arch's kernels.
   LoweringOptions lo;
   lo.target = dev;
   lo.fusion = !a.has("--no-fusion");
   const Lowering low = lower_graph(g, lo);
   std::vector<KernelEstimate> est = estimate(low, dev, shapes);
-  if (a.has("--bench")) measure(a, g, shapes, low, &est);
+  if (a.has("--bench")) measure(a, g, shapes, low, device, &est);
   print_explain(g, low, dev, shapes, defaulted, est);
 
   if (a.has("--dot")) {
@@ -293,12 +299,13 @@ int run_explain(const std::vector<std::string>& argv) {
 KILN_CLI_COMMAND(
     explain, "explain", "the fused plan with a roofline estimate per kernel, as text and DOT",
     "usage: kiln explain GRAPH [--shape SYM=V ...] [--arch sm_XX] [--no-fusion]\n"
-    "                    [--dot FILE|-] [--bench [--iters I]]\n\n"
+    "                    [--dot FILE|-] [--bench [--iters I]] [--device gpu:N]\n\n"
     "Prints every fusion group with its nodes and kernel, the bytes it moves and the FLOPs\n"
     "it does for the bound shapes (unbound symbols default to 1), and a roofline bound:\n"
     "memory-bound when bytes / DRAM bandwidth exceeds FLOPs / peak FLOP rate (tensor-core\n"
     "rate for f16/bf16 contractions, CUDA-core f32 otherwise), with the predicted time.\n"
     "--bench also measures each kernel on the GPU (CUDA events, median of I runs).\n"
+    "--device gpu:N: GPU N's facts (and --bench's GPU) instead of GPU 0's.\n"
     "--dot writes the plan as Graphviz DOT: each fusion group a coloured cluster of its\n"
     "nodes, edges between tensors, inputs/constants/outputs as their own shapes.\n",
     run_explain);

@@ -22,9 +22,21 @@ struct DeviceRunResult {
 // True when this build can run graphs on a GPU; otherwise *why says why not (one phrase).
 bool gpu_available(std::string* why);
 
-// Runs `g` on the GPU with host `inputs` (every graph input, bound by `bindings`).
+// A --device value. `kiln run` takes auto, cpu, gpu (device 0) or gpu:N; bench, explain and cache
+// warm take gpu or gpu:N (`allow_cpu` false). Anything else (gpu:, gpu:-1, gpu:1x, gpu: 1,
+// GPU:0) is a usage error of `cmd` naming the valid forms.
+struct DeviceFlag {
+  enum class Kind { Auto, Cpu, Gpu } kind = Kind::Auto;
+  int ordinal = 0;
+};
+DeviceFlag parse_device_flag(const std::string& cmd, const std::string& value, bool allow_cpu);
+// A user error (exit 2) unless there is a GPU `ordinal`: "--device gpu:N: no CUDA device: ...",
+// or, when the ordinal does not exist, the list of the devices there are.
+void require_gpu(const std::string& cmd, int ordinal);
+
+// Runs `g` on GPU `device` with host `inputs` (every graph input, bound by `bindings`).
 DeviceRunResult run_on_gpu(const Graph& g, const std::map<std::string, HostTensor>& inputs,
-                           const Bindings& bindings);
+                           const Bindings& bindings, int device = 0);
 
 // A compiled graph with its inputs uploaded and its outputs allocated on the device.
 class DeviceSession {
@@ -46,6 +58,7 @@ class DeviceSession {
   double cuda_init_ms() const { return init_ms_; }
 
  private:
+  int device_ = 0;
   double init_ms_ = 0;  // CUDA driver load + primary context creation (before engine_ exists)
   Engine engine_;
   CompiledGraph compiled_;

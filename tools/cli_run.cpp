@@ -88,9 +88,8 @@ int run_run(const std::vector<std::string>& argv) {
                        {"--check", false, false},
                        {"--stats", false, false}},
                       1, 1);
-  std::string device = a.get("--device", "auto");
-  if (device != "auto" && device != "cpu" && device != "gpu")
-    usage_error("run", fmt::format("--device: expected auto, cpu or gpu, found '{}'", device));
+  const std::string device = a.get("--device", "auto");
+  const DeviceFlag dev = parse_device_flag("run", device, /*allow_cpu=*/true);
   int64_t threads64 = a.has("--threads") ? parse_int("run", "--threads", a.get("--threads"), 0) : 0;
   if (threads64 > 1024)
     usage_error("run", fmt::format("--threads: expected at most 1024, found {}", threads64));
@@ -109,10 +108,10 @@ int run_run(const std::vector<std::string>& argv) {
   if (check)
     KILN_CHECK(gpu_available(&why),
                "run --check: needs a GPU to check against the CPU reference: {}", why);
-  if (device == "gpu" || check) {
-    KILN_CHECK(gpu_available(&why), "--device gpu: {}", why);
+  if (dev.kind == DeviceFlag::Kind::Gpu || check) {
+    require_gpu("run", dev.ordinal);
     use_gpu = true;
-  } else if (device == "auto") {
+  } else if (dev.kind == DeviceFlag::Kind::Auto) {
     use_gpu = gpu_available(&why);
   }
 
@@ -152,7 +151,7 @@ int run_run(const std::vector<std::string>& argv) {
   double ms = 0;
   std::optional<EngineStats> stats;
   if (use_gpu) {
-    DeviceRunResult r = run_on_gpu(g, in.tensors, in.bindings);
+    DeviceRunResult r = run_on_gpu(g, in.tensors, in.bindings, dev.ordinal);
     outputs = std::move(r.outputs);
     ms = r.ms;
     backend = r.backend;
@@ -236,7 +235,7 @@ KILN_CLI_COMMAND(
     run, "run", "run a graph on given or random inputs and print its outputs",
     "usage: kiln run GRAPH [--shape SYM=V ...] [--inputs FILE.safetensors]\n"
     "                      [--input NAME=FILE.safetensors ...] [--seed S] [--int-range LO:HI]\n"
-    "                      [--output FILE.safetensors] [--device auto|cpu|gpu] [--threads T] "
+    "                      [--output FILE.safetensors] [--device auto|cpu|gpu|gpu:N] [--threads T] "
     "[--check] [--stats]\n"
     "\n"
     "Runs GRAPH and prints, per output: name, shape, dtype, layout, min/max/mean and a checksum\n"
@@ -250,7 +249,8 @@ KILN_CLI_COMMAND(
     "  --seed S           seed of the random inputs (default 1)\n"
     "  --int-range LO:HI  random i32/i64 inputs are uniform integers in [LO, HI) (default 0:16)\n"
     "  --output FILE      write every output to a safetensors file (logical shape, row-major)\n"
-    "  --device D         auto (the GPU when there is one, else the CPU reference), cpu, gpu\n"
+    "  --device D         auto (GPU 0 when there is one, else the CPU reference), cpu, gpu\n"
+    "                     (GPU 0), gpu:N (GPU N; `kiln devices` lists them)\n"
     "  --check            run on the GPU and on the CPU reference; print the max abs/rel error\n"
     "                     per output (tolerance 1e-5 f32, 1e-2 f16/bf16, exact for\n"
     "                     i32/i64/bool); exit 1 on a mismatch\n"

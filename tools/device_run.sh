@@ -138,6 +138,14 @@ json.dump(b.make_cases()['groupnorm_silu']['graph'], open('/tmp/gn.json', 'w'))"
                # RESNET50_ARGS adds options (--no-compile, --batches 1,32, ...); JSON + plot land in $OUT.
       timeout ${RESNET50_TIMEOUT:-480} python3 bench/bench_resnet50.py --kiln $B/kiln --out "$OUT" \
         ${RESNET50_ARGS:-} 2>&1 | tee "$OUT/bench_resnet50.log" | tail -75 ;;
+    devices)  # issue 23 on one GPU: kiln devices, the device/context tests, --device gpu:N
+      $B/kiln devices
+      timeout 120 $B/kiln_gpu_tests --gtest_brief=1 --gtest_filter='DevicesGpu.*:ThreadsGpu.*' 2>&1 |
+        tail -15
+      timeout 60 $B/kiln run examples/graphs/add_layernorm_gelu.json --shape rows=8 --device gpu:0 |
+        tail -3 ;;
+    multigpu)  # the two-GPU run (a 2-GPU machine): ResNet-50 N=128 on gpu:0 + gpu:1
+      timeout ${MULTIGPU_TIMEOUT:-420} tools/multi_gpu_run.sh 2>&1 | tee "$OUT/multi_gpu.log" | tail -30 ;;
     *) echo "unknown step $step" ;;
   esac
 done

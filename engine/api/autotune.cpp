@@ -45,7 +45,8 @@ std::string output_mismatch(const Graph& g, const std::map<int, std::vector<floa
 std::vector<AutotuneResult> autotune_contractions(const Graph& g, const Plan& plan,
                                                   const std::vector<TuningSite>& sites,
                                                   KernelCache& cache, const std::string& arch,
-                                                  TuningTable& table, int iters) {
+                                                  const std::string& device, TuningTable& table,
+                                                  int iters) {
   std::vector<AutotuneResult> out;
   bool changed = false;
   for (const TuningSite& site : sites) {
@@ -53,7 +54,7 @@ std::vector<AutotuneResult> autotune_contractions(const Graph& g, const Plan& pl
     r.group = site.group;
     r.key = site.key;
     r.rule = site.configs.front().str();
-    if (std::optional<TuningEntry> have = table.find(site.key)) {
+    if (std::optional<TuningEntry> have = table.find_for(site.key, device)) {
       r.reused = true;
       r.winner = have->config.str();
       r.winner_ms = have->ms;
@@ -129,7 +130,7 @@ std::vector<AutotuneResult> autotune_contractions(const Graph& g, const Plan& pl
     e.ms = ms[best];
     e.rule_ms = r.rule_ms;
     e.candidates = r.candidates;
-    table.put(site.key, e);
+    table.put(device_tuning_key(site.key, device), e);
     changed = true;
     out.push_back(r);
   }

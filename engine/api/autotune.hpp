@@ -27,11 +27,13 @@ struct AutotuneResult {
   std::vector<std::string> skipped;  // "config: why"
 };
 
-// Needs a CUDA device (the caller checks). `arch`: NVRTC target of the engine ("sm_90").
-// Saves the table when anything new was measured.
+// Needs a CUDA device, its context current (the caller checks and scopes). `arch`: NVRTC target
+// of the engine ("sm_90"); `device`: the device's name, which keys the results
+// (device_tuning_key). Saves the table when anything new was measured.
 std::vector<AutotuneResult> autotune_contractions(const Graph& g, const Plan& plan,
                                                   const std::vector<TuningSite>& sites,
                                                   KernelCache& cache, const std::string& arch,
-                                                  TuningTable& table, int iters = 30);
+                                                  const std::string& device, TuningTable& table,
+                                                  int iters = 30);
 
 }  // namespace kiln

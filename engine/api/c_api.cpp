@@ -1,6 +1,8 @@
 // The C ABI (include/kiln/kiln.h): wraps the C++ API; no exception crosses the boundary.
 #include "kiln/kiln.h"
 
+#include <algorithm>
+#include <cstddef>
 #include <cstring>
 #include <exception>
 #include <string>
@@ -98,6 +100,40 @@ kiln::Bindings bind(const kiln_compiled_t* c, const kiln_tensor* inputs, int32_t
   return c->compiled.graph().bind(shapes, extra);
 }
 
+// The size of kiln_engine_options before `device` (what kiln 0.1.0's header declared).
+constexpr size_t kOptionsSizeV1 = offsetof(kiln_engine_options, device);
+
+// True when `field` (at `offset`, `bytes` long) lies within a caller's struct of `size` bytes.
+constexpr bool within(size_t size, size_t offset, size_t bytes) {
+  return offset + bytes <= size;
+}
+#define KILN_C_HAS(size, field) \
+  within(size, offsetof(kiln_engine_options, field), sizeof(kiln_engine_options::field))
+
+kiln::EngineOptions engine_options(const kiln_engine_options* opts, size_t size) {
+  kiln::EngineOptions o;
+  if (opts == nullptr) return o;
+  if (opts->arch != nullptr) o.arch = opts->arch;
+  o.fusion = opts->fusion != 0;
+  o.disk_cache = opts->disk_cache != 0;
+  if (opts->cache_dir != nullptr) o.cache_dir = opts->cache_dir;
+  o.load_kernels = opts->load_kernels != 0;
+  o.cuda_graphs = opts->cuda_graphs != 0;
+  o.specialize_after = opts->specialize_after;
+  o.autotune = opts->autotune != 0;
+  if (opts->tuning_file != nullptr) o.tuning_file = opts->tuning_file;
+  if (KILN_C_HAS(size, device)) o.device = opts->device;
+  if (KILN_C_HAS(size, use_current_context)) o.use_current_context = opts->use_current_context != 0;
+  return o;
+}
+
+// The context a device helper runs in: `device`'s primary context, or the caller's current one.
+kiln::cuda::Context device_context(int32_t device) {
+  if (device == KILN_DEVICE_CURRENT_CONTEXT)
+    return kiln::cuda::current_context("KILN_DEVICE_CURRENT_CONTEXT");
+  return kiln::cuda::primary_context(device, "device");
+}
+
 }  // namespace
 
 extern "C" {
@@ -109,7 +145,17 @@ const char* kiln_last_error(void) {
   return g_last_error.c_str();
 }
 
-void kiln_engine_options_default(kiln_engine_options* o) {
+void kiln_engine_options_init(kiln_engine_options* opts, size_t size) {
+  if (opts == nullptr || size < kOptionsSizeV1) return;
+  kiln_engine_options d;
+  (kiln_engine_options_default)(&d);
+  d.device = 0;
+  d.use_current_context = 0;
+  std::memcpy(opts, &d, std::min(size, sizeof(d)));
+}
+
+void(kiln_engine_options_default)(kiln_engine_options* o) {
+  // The 0.1.0 ABI: the caller's struct ends before `device`.
   if (o == nullptr) return;
   o->arch = nullptr;
   o->fusion = 1;
@@ -174,24 +220,19 @@ kiln_status kiln_graph_output_name(kiln_graph g, int32_t i, const char** name) {
   return KILN_OK;
 }
 
-kiln_status kiln_engine_create(const kiln_engine_options* opts, kiln_engine* out) {
+kiln_status kiln_engine_create_sized(const kiln_engine_options* opts, size_t size,
+                                     kiln_engine* out) {
   KILN_C_REQUIRE(out);
   *out = nullptr;
-  return guarded([&] {
-    kiln::EngineOptions o;
-    if (opts != nullptr) {
-      if (opts->arch != nullptr) o.arch = opts->arch;
-      o.fusion = opts->fusion != 0;
-      o.disk_cache = opts->disk_cache != 0;
-      if (opts->cache_dir != nullptr) o.cache_dir = opts->cache_dir;
-      o.load_kernels = opts->load_kernels != 0;
-      o.cuda_graphs = opts->cuda_graphs != 0;
-      o.specialize_after = opts->specialize_after;
-      o.autotune = opts->autotune != 0;
-      if (opts->tuning_file != nullptr) o.tuning_file = opts->tuning_file;
-    }
-    *out = new kiln_engine_t(o);
-  });
+  if (opts != nullptr && size < kOptionsSizeV1)
+    return fail(KILN_ERROR_ARGUMENT, "kiln_engine_create_sized: size " + std::to_string(size) +
+                                         " is below the smallest kiln_engine_options (" +
+                                         std::to_string(kOptionsSizeV1) + " bytes)");
+  return guarded([&] { *out = new kiln_engine_t(engine_options(opts, size)); });
+}
+
+kiln_status(kiln_engine_create)(const kiln_engine_options* opts, kiln_engine* out) {
+  return kiln_engine_create_sized(opts, kOptionsSizeV1, out);
 }
 
 void kiln_engine_destroy(kiln_engine e) {
@@ -221,6 +262,13 @@ int32_t kiln_engine_has_device(kiln_engine e) {
   } catch (...) {
     return 0;
   }
+}
+
+kiln_status kiln_engine_device(kiln_engine e, int32_t* device) {
+  KILN_C_REQUIRE(e);
+  KILN_C_REQUIRE(device);
+  *device = e->engine.device();
+  return KILN_OK;
 }
 
 kiln_status kiln_compile(kiln_engine e, kiln_graph g, kiln_compiled* out) {
@@ -415,6 +463,56 @@ kiln_status kiln_memcpy_dtoh(void* dst, uint64_t src, uint64_t bytes) {
 
 kiln_status kiln_stream_synchronize(void* stream) {
   return guarded([&] { kiln::cuda::stream_synchronize(stream); });
+}
+
+kiln_status kiln_device_count(int32_t* n) {
+  KILN_C_REQUIRE(n);
+  *n = 0;
+  return guarded([&] {
+    if (kiln::cuda::driver_available()) *n = kiln::cuda::device_count();
+  });
+}
+
+kiln_status kiln_device_alloc_on(int32_t device, uint64_t bytes, uint64_t* ptr) {
+  KILN_C_REQUIRE(ptr);
+  *ptr = 0;
+  return guarded([&] {
+    kiln::cuda::ContextScope scope(device_context(device));
+    *ptr = kiln::cuda::mem_alloc(static_cast<size_t>(bytes));
+  });
+}
+
+kiln_status kiln_memcpy_htod_on(int32_t device, uint64_t dst, const void* src, uint64_t bytes) {
+  if (bytes > 0) KILN_C_REQUIRE(src);
+  if (bytes > 0 && dst == 0) return fail(KILN_ERROR_ARGUMENT, "dst is 0");
+  return guarded([&] {
+    kiln::cuda::ContextScope scope(device_context(device));
+    kiln::cuda::memcpy_htod(dst, src, static_cast<size_t>(bytes));
+  });
+}
+
+kiln_status kiln_memcpy_dtoh_on(int32_t device, void* dst, uint64_t src, uint64_t bytes) {
+  if (bytes > 0) KILN_C_REQUIRE(dst);
+  if (bytes > 0 && src == 0) return fail(KILN_ERROR_ARGUMENT, "src is 0");
+  return guarded([&] {
+    kiln::cuda::ContextScope scope(device_context(device));
+    kiln::cuda::ctx_synchronize();  // the device copy follows earlier work on any stream
+    kiln::cuda::memcpy_dtoh(dst, src, static_cast<size_t>(bytes));
+  });
+}
+
+kiln_status kiln_stream_synchronize_on(int32_t device, void* stream) {
+  return guarded([&] {
+    kiln::cuda::ContextScope scope(device_context(device));
+    kiln::cuda::stream_synchronize(stream);
+  });
+}
+
+kiln_status kiln_device_synchronize(int32_t device) {
+  return guarded([&] {
+    kiln::cuda::ContextScope scope(device_context(device));
+    kiln::cuda::ctx_synchronize();
+  });
 }
 
 }  // extern "C"

@@ -42,6 +42,8 @@ struct EngineState {
   bool device = false;
   std::string no_device;
   DeviceInfo info;
+  int ordinal = 0;             // the device the engine runs on
+  cuda::Context ctx;           // its context (set when kernels are loaded)
   ScheduleOverrides schedule;  // EngineOptions::schedule, else KILN_SCHEDULE
   bool autotune = false;       // measure missing shape classes (options, device, not disabled)
   std::shared_ptr<TuningTable> tuning;  // null when KILN_DISABLE=autotune
@@ -138,12 +140,13 @@ class EngineImpl {
                "EngineOptions.specialize_after: expected 0 (off) or a run count, found {}",
                opts.specialize_after);
     s.device = cuda::driver_available(&s.no_device);
+    choose_device(&s);
     if (opts.arch.empty()) {
-      s.info = s.device ? cuda::query_device_info(0) : default_device_info("sm_90");
+      s.info = s.device ? cuda::query_device_info(s.ordinal) : default_device_info("sm_90");
     } else {
       parse_arch(opts.arch, nullptr, "EngineOptions.arch");
       if (s.device) {
-        s.info = cuda::query_device_info(0);
+        s.info = cuda::query_device_info(s.ordinal);
         KILN_CHECK(!opts.load_kernels || cubin_runs_on(opts.arch, s.info.sm),
                    "EngineOptions.arch: kernels for {} cannot run on the device {} (sm_{}); leave "
                    "arch empty for the device's own, or set load_kernels=false to only compile",
@@ -168,7 +171,30 @@ class EngineImpl {
       if (!note.empty()) fmt::print(stderr, "kiln: {}\n", note);
       s.autotune = opts.autotune && s.device && opts.load_kernels;
     }
-    if (s.device && opts.load_kernels) s.modules = std::make_shared<ModuleCache>();
+    if (s.device && opts.load_kernels) s.modules = std::make_shared<ModuleCache>(s.ctx);
+  }
+
+  // The device (EngineOptions::device or the caller's current context) and, when kernels are
+  // loaded, its context.
+  static void choose_device(EngineState* s) {
+    const EngineOptions& o = s->opts;
+    KILN_CHECK(o.device >= 0,
+               "EngineOptions.device: expected a device ordinal (0, 1, ...), found {}", o.device);
+    s->ordinal = o.device;
+    if (o.use_current_context) {
+      KILN_CHECK(s->device, "EngineOptions.use_current_context: no CUDA device: {}", s->no_device);
+      s->ctx = cuda::current_context("EngineOptions.use_current_context");
+      KILN_CHECK(o.device == 0 || o.device == s->ctx.device,
+                 "EngineOptions.device is {}, but the context current on this thread "
+                 "(use_current_context) is on device {}: leave device at 0 or make them agree",
+                 o.device, s->ctx.device);
+      s->ordinal = s->ctx.device;
+    } else if (s->device) {
+      // Compiling only needs the device's facts, not a context on it.
+      s->ctx = o.load_kernels ? cuda::primary_context(o.device, "EngineOptions.device")
+                              : cuda::Context{nullptr, o.device};
+      if (!o.load_kernels) cuda::check_device_ordinal(o.device, "EngineOptions.device");
+    }
   }
 
   std::shared_ptr<EngineState> st;
@@ -186,8 +212,9 @@ std::map<int, std::string> tune_sites(EngineState& e, const Graph& graph, const 
                                       const std::vector<TuningSite>& sites) {
   std::map<int, std::string> notes;
   std::lock_guard<std::mutex> lock(e.tune_mu);
+  cuda::ContextScope scope(e.ctx);  // candidates are timed on the engine's device
   for (const AutotuneResult& r :
-       autotune_contractions(graph, plan, sites, *e.cache, e.info.arch, *e.tuning)) {
+       autotune_contractions(graph, plan, sites, *e.cache, e.info.arch, e.info.name, *e.tuning)) {
     (r.reused ? e.autotune_reused : e.autotune_measured).fetch_add(1);
     if (r.winner.empty()) continue;
     notes[r.group] = fmt::format(
@@ -213,8 +240,10 @@ std::shared_ptr<GraphCore> build_core(const std::shared_ptr<EngineState>& stp,
   std::map<int, std::string> tuning_notes;  // group -> KernelInfo::tuning
   if (e.tuning) {
     std::shared_ptr<TuningTable> table = e.tuning;
-    lo.tuned = [table](const std::string& key) -> std::optional<ContractionConfig> {
-      std::optional<TuningEntry> t = table->find(key);
+    // Results are the device's own; compiling without a device takes any device's.
+    std::string device = e.device ? e.info.name : "";
+    lo.tuned = [table, device](const std::string& key) -> std::optional<ContractionConfig> {
+      std::optional<TuningEntry> t = table->find_for(key, device);
       if (!t) return std::nullopt;
       return t->config;
     };
@@ -425,6 +454,10 @@ Engine::~Engine() = default;
 
 bool Engine::has_device() const {
   return impl_->st->device;
+}
+
+int Engine::device() const {
+  return impl_->st->ordinal;
 }
 
 std::string Engine::arch() const {

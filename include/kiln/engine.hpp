@@ -8,6 +8,10 @@
 // NOT safe concurrently; with EngineOptions::cuda_graphs each (names, pointers, shapes,
 // workspace) has its own captured graph, launched under a lock. kernels()' bytes/flops are those
 // of the last bound shapes: read them while no run with other shapes is in flight.
+// Devices: an Engine belongs to one device (EngineOptions::device) or to the caller's context
+// (use_current_context); every driver call it makes runs in that context and leaves the calling
+// thread's current context as it found it. Engines on several devices may run concurrently, each
+// from its own threads and streams; a stream passed to run() must belong to the engine's context.
 #pragma once
 
 #include <cstdint>
@@ -22,6 +26,14 @@
 namespace kiln {
 
 struct EngineOptions {
+  // The CUDA device (ordinal, after CUDA_VISIBLE_DEVICES, which also selects MIG instances) whose
+  // primary context the engine's modules, constants, workspace and launches live in. One that
+  // does not exist is a user error listing the devices. Without a driver: compile only, as ever.
+  int device = 0;
+  // Embedders: run in the CUDA context current on the thread that creates the Engine (not
+  // retained: keep it alive while the engine lives), instead of `device`'s primary context;
+  // `device` must then be 0 or that context's device. No current context is a user error.
+  bool use_current_context = false;
   std::string arch;        // "sm_90", "sm_80"...; empty = the device's own (sm_90 with no device)
   bool fusion = true;      // false: one kernel per op (also KILN_DISABLE=fusion)
   bool disk_cache = true;  // also KILN_DISABLE=disk_cache
@@ -139,6 +151,8 @@ class Engine {
   EngineStats stats() const;
   // True when a CUDA driver and a device were found (kernels can run).
   bool has_device() const;
+  // The device ordinal the engine runs on (its context's device with use_current_context).
+  int device() const;
   // The target arch in use ("sm_90").
   std::string arch() const;
 

@@ -10,7 +10,12 @@
  * kiln_workspace_size() bytes). With workspace 0 the compiled graph's internal arena is used, which
  * is NOT safe for concurrent runs. A kiln_graph must not be modified while compiled.
  * kiln_run_host() may run concurrently on one graph. kiln_last_error() is per thread.
- * See docs/EMBEDDING.md.
+ *
+ * Devices: an engine runs on one device (kiln_engine_options.device) or in the caller's context
+ * (use_current_context). Every call runs the driver in the context it concerns and leaves the
+ * calling thread's current CUDA context (and context stack) exactly as it found it. Engines on
+ * several devices may be used concurrently, each from its own threads; a stream passed to
+ * kiln_run() must belong to the engine's context. See docs/EMBEDDING.md.
  */
 #ifndef KILN_KILN_H_
 #define KILN_KILN_H_
@@ -45,7 +50,8 @@ typedef struct kiln_tensor {
   int64_t shape[KILN_MAX_RANK];
 } kiln_tensor;
 
-/* Fill with kiln_engine_options_default() first: before 1.0, fields may be appended. */
+/* Fill with kiln_engine_options_default() first. Fields are only ever appended, and the library
+ * reads no byte past the struct the caller was built with: see kiln_engine_options_init below. */
 typedef struct kiln_engine_options {
   const char* arch;         /* "sm_90"...; NULL or "" = the device's own */
   int32_t fusion;           /* 1 (default) or 0 */
@@ -56,6 +62,11 @@ typedef struct kiln_engine_options {
   int32_t specialize_after; /* 0 (default, off); K = shape-specialized kernels after K runs */
   int32_t autotune;         /* 0 (default); 1 = time conv/matmul candidates, keep the fastest */
   const char* tuning_file;  /* NULL = <cache dir>/tuning.json */
+  /* Added after 0.1.0 (a larger struct: kiln_engine_options_init). */
+  int32_t device; /* CUDA device ordinal (after CUDA_VISIBLE_DEVICES), 0 (default), 1, ... */
+  /* 0 (default); 1 = run in the CUDA context current on the thread calling kiln_engine_create
+   * (not retained: keep it alive while the engine lives); device must then be 0 or its device */
+  int32_t use_current_context;
 } kiln_engine_options;
 
 /* Element types. KILN_BOOL is one byte holding 0 or 1 (any nonzero byte reads as true). */
@@ -93,7 +104,12 @@ typedef struct kiln_stats {
 const char* kiln_version(void);
 /* The message of the last failed call on this thread ("" when none). Valid until the next call. */
 const char* kiln_last_error(void);
-void kiln_engine_options_default(kiln_engine_options* opts);
+/* Options versioning: these take the size of the caller's struct, fill / read only the fields
+ * within it, and give every field past it its default. The macros below make the familiar names
+ * pass sizeof(kiln_engine_options) of the header a program is built with; a program built against
+ * an older header calls the functions of those names, which see the struct as it was before
+ * `device` (fields up to tuning_file). */
+void kiln_engine_options_init(kiln_engine_options* opts, size_t size);
 
 kiln_status kiln_graph_load_file(const char* path, kiln_graph* out);
 kiln_status kiln_graph_load_string(const char* json, const char* base_dir, kiln_graph* out);
@@ -104,11 +120,20 @@ kiln_status kiln_graph_num_outputs(kiln_graph g, int32_t* n);
 kiln_status kiln_graph_input_name(kiln_graph g, int32_t i, const char** name);
 kiln_status kiln_graph_output_name(kiln_graph g, int32_t i, const char** name);
 
-kiln_status kiln_engine_create(const kiln_engine_options* opts, kiln_engine* out);
+kiln_status kiln_engine_create_sized(const kiln_engine_options* opts, size_t size,
+                                     kiln_engine* out);
+void(kiln_engine_options_default)(kiln_engine_options* opts);
+kiln_status(kiln_engine_create)(const kiln_engine_options* opts, kiln_engine* out);
+#define kiln_engine_options_default(opts) \
+  kiln_engine_options_init((opts), sizeof(kiln_engine_options))
+#define kiln_engine_create(opts, out) \
+  kiln_engine_create_sized((opts), sizeof(kiln_engine_options), (out))
 void kiln_engine_destroy(kiln_engine e);
 kiln_status kiln_engine_stats(kiln_engine e, kiln_stats* out);
 /* 1 when kernels can run on a device here, else 0. */
 int32_t kiln_engine_has_device(kiln_engine e);
+/* The device ordinal the engine runs on (its context's device with use_current_context). */
+kiln_status kiln_engine_device(kiln_engine e, int32_t* device);
 
 kiln_status kiln_compile(kiln_engine e, kiln_graph g, kiln_compiled* out);
 void kiln_compiled_destroy(kiln_compiled c);
@@ -140,14 +165,28 @@ kiln_status kiln_graph_tensor_dtype(kiln_graph g, const char* name, kiln_dtype* 
 kiln_status kiln_run_host(kiln_graph g, const kiln_host_tensor* inputs, int32_t n_inputs,
                           kiln_host_tensor* outputs, int32_t n_outputs);
 
-/* Device memory helpers (primary context of device 0), so that a C program needs no CUDA
- * headers: a buffer from kiln_device_alloc is 256-byte aligned. Copies are synchronous. */
+/* Device memory helpers, so that a C program needs no CUDA headers: a buffer from
+ * kiln_device_alloc is 256-byte aligned. Copies are synchronous. The *_on forms take the device:
+ * an ordinal (its primary context) or KILN_DEVICE_CURRENT_CONTEXT (the context current on the
+ * calling thread); the plain forms are device 0. A device that does not exist is
+ * KILN_ERROR_USER, its message listing the devices. */
+#define KILN_DEVICE_CURRENT_CONTEXT (-1)
+/* CUDA devices visible to this process (0, and KILN_OK, without a driver). */
+kiln_status kiln_device_count(int32_t* n);
 kiln_status kiln_device_alloc(uint64_t bytes, uint64_t* ptr);
+kiln_status kiln_device_alloc_on(int32_t device, uint64_t bytes, uint64_t* ptr);
+/* Frees on the device the buffer belongs to. */
 void kiln_device_free(uint64_t ptr);
 kiln_status kiln_memcpy_htod(uint64_t dst, const void* src, uint64_t bytes);
+kiln_status kiln_memcpy_htod_on(int32_t device, uint64_t dst, const void* src, uint64_t bytes);
+/* Waits for the device's work on every stream first. */
 kiln_status kiln_memcpy_dtoh(void* dst, uint64_t src, uint64_t bytes);
-/* Waits for all work on `stream` (NULL = the legacy default stream). */
+kiln_status kiln_memcpy_dtoh_on(int32_t device, void* dst, uint64_t src, uint64_t bytes);
+/* Waits for all work on `stream` (NULL = the legacy default stream of the device's context). */
 kiln_status kiln_stream_synchronize(void* stream);
+kiln_status kiln_stream_synchronize_on(int32_t device, void* stream);
+/* Waits for all work on the device (its context). */
+kiln_status kiln_device_synchronize(int32_t device);
 
 #ifdef __cplusplus
 }

@@ -101,7 +101,7 @@ std::map<std::string, HostTensor> run_kernel(const Graph& g,
                                              const std::map<std::string, HostTensor>& inputs,
                                              std::string* kernel_name,
                                              const ContractionConfig* cfg = nullptr) {
-  cuda::make_current();
+  cuda::retain_primary();
   DeviceInfo dev = cuda::query_device_info();
   CodegenOptions o;
   o.sm = dev.sm;
@@ -567,7 +567,7 @@ std::vector<ContractionConfig> forced_configs(const Graph& g, int sm) {
 
 TEST(ContractionGpu, KernelForcedVariantsConv) {
   REQUIRE_GPU();
-  cuda::make_current();
+  cuda::retain_primary();
   int sm = cuda::query_device_info().sm;
   int i = 0;
   for (const auto& c : conv_cases()) {
@@ -582,7 +582,7 @@ TEST(ContractionGpu, KernelForcedVariantsConv) {
 
 TEST(ContractionGpu, TmaForcedVariants) {
   REQUIRE_GPU();
-  cuda::make_current();
+  cuda::retain_primary();
   int sm = cuda::query_device_info().sm;
   if (sm != 90) GTEST_SKIP() << "TMA kernels are sm_90a";
   int i = 0, ran = 0;
@@ -611,7 +611,7 @@ TEST(ContractionGpu, TmaForcedVariants) {
 
 TEST(ContractionGpu, KernelForcedVariantsMatmul) {
   REQUIRE_GPU();
-  cuda::make_current();
+  cuda::retain_primary();
   int sm = cuda::query_device_info().sm;
   int i = 0;
   for (const auto& c : matmul_cases()) {
@@ -701,7 +701,7 @@ TEST(ContractionGpu, EngineUnfoldableBatchnormRunsInTheEpilogue) {
 // matmul of concrete shape (so split-K candidates are listed too), matches the reference.
 TEST(ContractionGpu, EveryAutotuneCandidateMatchesTheReference) {
   REQUIRE_GPU();
-  cuda::make_current();
+  cuda::retain_primary();
   int sm = cuda::query_device_info().sm;
   auto each_candidate = [&](const Graph& g, const std::map<std::string, HostTensor>& in, DType dt) {
     contraction::Problem p = contraction::describe(g, contraction_group(g));

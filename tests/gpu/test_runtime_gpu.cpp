@@ -115,7 +115,7 @@ TEST_F(RuntimeGpu, HandWrittenSpecsTwoSizesNoRecompile) {
   Axpb a;
   DeviceInfo dev = cuda::query_device_info(0);
   KernelCache cache({dir_.string(), false});
-  auto modules = std::make_shared<ModuleCache>();
+  auto modules = std::make_shared<ModuleCache>(cuda::primary_context(0));
   std::vector<ExecutorKernel> ks;
   for (const KernelSpec& s : a.specs) ks.push_back({s, cache.get(s.source, s.name, dev.arch)});
   Executor ex(a.g, ks, modules, "");
@@ -148,7 +148,7 @@ TEST_F(RuntimeGpu, CallerWorkspaceAndTiming) {
   KernelCache cache({dir_.string(), false});
   std::vector<ExecutorKernel> ks;
   for (const KernelSpec& s : a.specs) ks.push_back({s, cache.get(s.source, s.name, dev.arch)});
-  Executor ex(a.g, ks, std::make_shared<ModuleCache>(), "");
+  Executor ex(a.g, ks, std::make_shared<ModuleCache>(cuda::primary_context(0)), "");
   const int64_t n = 1 << 20;
   HostTensor x = random_tensor(DType::F32, {n}, 42);
   DeviceData dx = upload(x);
@@ -194,7 +194,7 @@ TEST_F(RuntimeGpu, RunErrorsAreLocatedUserErrors) {
   KernelCache cache({dir_.string(), false});
   std::vector<ExecutorKernel> ks;
   for (const KernelSpec& s : a.specs) ks.push_back({s, cache.get(s.source, s.name, dev.arch)});
-  Executor ex(a.g, ks, std::make_shared<ModuleCache>(), "");
+  Executor ex(a.g, ks, std::make_shared<ModuleCache>(cuda::primary_context(0)), "");
   DeviceData dx = upload(random_tensor(DType::F32, {100}, 3));
   DeviceData dy = alloc_poisoned(DType::F32, {100});
   DeviceData bad = alloc_poisoned(DType::F32, {99});

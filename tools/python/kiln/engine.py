@@ -49,6 +49,11 @@ class Engine:
     def arch(self):
         return self.native.arch()
 
+    @property
+    def device(self):
+        """The CUDA device ordinal the engine runs on (Engine(device=N); cuda:N in torch)."""
+        return self.native.device()
+
     def explain(self, graph):
         return graph.explain(arch=self.arch, fusion=self.options.fusion,
                              schedule=self.options.schedule)
@@ -163,9 +168,11 @@ class CompiledGraph:
             raise _kiln.UserError(f"{where}: a {x.device} tensor given to a graph compiled for "
                                   f"the GPU: move it with .cuda(), or pass numpy arrays to run "
                                   f"on kiln's CPU reference")
-        if x.device.index not in (0, None) or (device is not None and x.device != device):
-            raise _kiln.UserError(f"{where}: on {x.device}: kiln runs every tensor of a call on "
-                                  f"cuda:0")
+        engine_device = self.engine.device
+        index = x.device.index if x.device.index is not None else torch.cuda.current_device()
+        if index != engine_device or (device is not None and x.device != device):
+            raise _kiln.UserError(f"{where}: on {x.device}: this engine runs every tensor of a "
+                                  f"call on cuda:{engine_device} (Engine(device=N) for cuda:N)")
         return x.device
 
     def run_torch(self, given, outputs=None, bindings=None):
@@ -176,7 +183,7 @@ class CompiledGraph:
         device = None
         for t in self._inputs:
             device = self._check_torch(t, given[t.name], device)
-        device = device or torch.device("cuda", 0)
+        device = device or torch.device("cuda", self.engine.device)
         shapes = {t.name: list(given[t.name].shape) for t in self._inputs}
         bindings = self.native.bind(shapes, dict(bindings or {}))
         out_shapes = self.native.output_shapes(bindings)

@@ -62,6 +62,8 @@ nb::list kernel_list(const CompiledGraph& c) {
 void bind_options(nb::module_& m) {
   nb::class_<EngineOptions>(m, "EngineOptions")
       .def(nb::init<>())
+      .def_rw("device", &EngineOptions::device)
+      .def_rw("use_current_context", &EngineOptions::use_current_context)
       .def_rw("arch", &EngineOptions::arch)
       .def_rw("fusion", &EngineOptions::fusion)
       .def_rw("disk_cache", &EngineOptions::disk_cache)
@@ -110,7 +112,8 @@ void bind_engine(nb::module_& m) {
           nb::arg("graph"), nb::keep_alive<0, 1>())
       .def("stats", [](const Engine& e) { return stats_dict(e.stats()); })
       .def("has_device", &Engine::has_device)
-      .def("arch", &Engine::arch);
+      .def("arch", &Engine::arch)
+      .def("device", &Engine::device);
 }
 
 }  // namespace kiln::py

@@ -68,10 +68,13 @@ def find_constants(gm, example_inputs):
     return out
 
 
-def _engine(options):
-    if not _ENGINE:
-        _ENGINE.append(Engine(**options))
-    return _ENGINE[0]
+def _engine(options, device=0):
+    """The backend's engine for CUDA device `device` (one per device, made on first use)."""
+    for e in _ENGINE:
+        if e.device == device:
+            return e
+    _ENGINE.append(Engine(**dict(options, device=device)))
+    return _ENGINE[-1]
 
 
 class KilnPart(torch.nn.Module):
@@ -107,7 +110,7 @@ class KilnPart(torch.nn.Module):
         if self.failed is not None:
             return self.fallback(*args)
         if self._on_gpu(given):
-            if self.compiled is None and not self._compile():
+            if self.compiled is None and not self._compile(self._device(given)):
                 return self.fallback(*args)
             _STATS["kiln_runs"] += 1
             given = {t.name: self._layout(given[t.name], t.layout == "NHWC")
@@ -123,11 +126,19 @@ class KilnPart(torch.nn.Module):
     def _on_gpu(given):
         return any(t.is_cuda for t in given.values())
 
-    def _compile(self):
+    @staticmethod
+    def _device(given):
+        """The CUDA device ordinal of the call's tensors (the engine compiled for it)."""
+        for t in given.values():
+            if t.is_cuda:
+                return t.device.index if t.device.index is not None else torch.cuda.current_device()
+        return 0
+
+    def _compile(self, device):
         """Compiles the kiln graph for the GPU; a graph kiln cannot build (a kiln.Error) runs
         eagerly from then on, said once on stderr and in stats()["fallbacks"]."""
         try:
-            self.compiled = _engine(self.options).compile(self.graph)
+            self.compiled = _engine(self.options, device).compile(self.graph)
         except _kiln.Error as e:
             self.failed = str(e)
             _STATS["fallbacks"] += 1
