@@ -130,6 +130,9 @@ def found_by_fuzzing():
     # auto_pad bytes that are not UTF-8: UnicodeDecodeError.
     write("auto_pad_not_utf8", conv(auto_pad=b"SAME_\xa5UPPER"),
           ["node 'conv1' (Conv)", "auto_pad", "is not supported"])
+    # An op type holding a carriage return: printed raw, it split the one error line in two.
+    write("op_type_carriage_return", replace_bytes(one("Relu", ["x"]), b"Relu", b"\rRlu"),
+          ["unsupported ONNX op", "\\rRlu"])
     # An op type that is not UTF-8: protobuf gives Python bytes, sorting them with str failed.
     m = replace_bytes(one("Relu", ["x"]), b"Relu", b"R\xffl\xfe")
     write("op_type_not_utf8", m, ["not UTF-8 text", "model.graph.node[0].op_type"])
@@ -264,6 +267,17 @@ def external_data():
     m = conv()
     external(m.graph.initializer[0], "external_weights.bin", offset=400)
     write("external_past_end", m, ["initializer 'w'", "exceed the file"])
+    # An external-data key onnx does not know: onnx's UserWarning reached stderr beside the
+    # error line (and unprefixed beside a summary); it is the importer's warning after a
+    # conversion and nothing beside a refusal.
+    for name, attrs, expect in [("external_unknown_key", {}, "converts"),
+                                ("external_unknown_key_refused", {"strides": [0, 1]},
+                                 ["node 'conv1' (Conv)", "strides [0, 1]"])]:
+        m = conv(**attrs)
+        external(m.graph.initializer[0], "external_weights.bin")
+        e = m.graph.initializer[0].external_data.add()
+        e.key, e.value = "off\x00et", "0"
+        write(name, m, expect)
 
 
 def main():

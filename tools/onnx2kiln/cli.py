@@ -11,9 +11,10 @@ import os
 import sys
 import tempfile
 import traceback
+import warnings
 
 from . import stamp as stamps
-from .errors import ConvertError
+from .errors import ConvertError, one_line
 
 DESCRIPTION = "convert an ONNX model to a kiln graph file (format version 1) plus its weights"
 
@@ -52,7 +53,7 @@ def main(argv=None):
             return 2 if e.code else 0
         return run(args)
     except ConvertError as e:
-        print(f"onnx2kiln: error: {' '.join(str(e).split(chr(10)))}", file=sys.stderr)
+        print(f"onnx2kiln: error: {one_line(e)}", file=sys.stderr)
         return 2
     except Exception as e:  # noqa: BLE001 - anything else is a bug in the importer
         traceback.print_exc()
@@ -139,6 +140,24 @@ def convert_file(model_path, out_dir, name=None, layout="NCHW", dtype=None, kiln
                  report=False):
     """Converts model_path into out_dir; prints warnings (and with `report` the op report, also
     when the conversion fails) and returns (the summary lines, the paths written)."""
+    # What the onnx package warns while reading the model (an unknown external-data key) is
+    # printed as the importer's own warning after a conversion, never beside an error line.
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model, cx, gpath, wpath, info, kiln = _convert(model_path, out_dir, name, layout, dtype,
+                                                       kiln, report)
+    for w in caught:
+        print(f"onnx2kiln: warning: {one_line(model_path)}: {one_line(w.message)}",
+              file=sys.stderr)
+    for w in cx.warnings:
+        print(f"onnx2kiln: warning: {one_line(w)}", file=sys.stderr)
+    if kiln is None:
+        print("onnx2kiln: warning: no kiln CLI found (--kiln PATH or kiln on PATH): the written "
+              "graph is not checked by kiln", file=sys.stderr)
+    return summary_lines(cx, gpath, wpath, info), [p for p in (gpath, wpath) if p]
+
+
+def _convert(model_path, out_dir, name, layout, dtype, kiln, report):
     import numpy as np
     from . import kiln_check, model as onnx_model, writer
     from .convert import convert
@@ -159,12 +178,7 @@ def convert_file(model_path, out_dir, name=None, layout="NCHW", dtype=None, kiln
         raise
     if report:
         print_report(model, cx, model_path)
-    for w in cx.warnings:
-        print(f"onnx2kiln: warning: {w}", file=sys.stderr)
-    if kiln is None:
-        print("onnx2kiln: warning: no kiln CLI found (--kiln PATH or kiln on PATH): the written "
-              "graph is not checked by kiln", file=sys.stderr)
-    return summary_lines(cx, gpath, wpath, info), [p for p in (gpath, wpath) if p]
+    return model, cx, gpath, wpath, info, kiln
 
 
 def print_report(model, cx, source, failed=None):
