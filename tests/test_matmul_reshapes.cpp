@@ -103,7 +103,7 @@ TEST(MatmulReshapes, VitOutProjectionStoresTransposed) {
 }
 
 // Left alone: a reshape that regroups the columns, a matmul output read twice, a reshape that is
-// a graph output, a transposed A.
+// a graph output, a transposed A, an A that is strided memory.
 TEST(MatmulReshapes, OnlyRowReshapesOfPrivateResults) {
   auto lifted = [](const Graph& g) {
     Graph c = g;
@@ -134,6 +134,13 @@ TEST(MatmulReshapes, OnlyRowReshapesOfPrivateResults) {
     Graph g;
     Tensor x = g.input("x", DType::F32, {16, 12});
     g.output(g.relu(g.reshape(g.matmul(x, w(g, {16, 24}), {}, true), {3, 4, 24})));
+    EXPECT_EQ(lifted(g), 0);
+  }
+  {  // A a transpose the matmul reads in place (reshaped, it would need a copy)
+    Graph g;
+    Tensor x = g.input("x", DType::F32, {16, 12});
+    Tensor a = g.transpose(x, {1, 0});
+    g.output(g.relu(g.reshape(g.matmul(a, w(g, {16, 24})), {3, 4, 24})));
     EXPECT_EQ(lifted(g), 0);
   }
   {  // the rewrite itself: [12, 16] x [16, 24] -> [3, 4, 24]

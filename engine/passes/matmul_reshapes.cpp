@@ -8,11 +8,33 @@
 #include <fmt/format.h>
 
 #include "engine/ir/graph_queries.hpp"
+#include "engine/ir/op_table.hpp"
 #include "engine/passes/graph_edit.hpp"
 #include "engine/passes/passes.hpp"
 
 namespace kiln {
 namespace {
+
+// Whether tensor `t` is dense row-major memory, so that reshaping it for the matmul is a view
+// (else the lifted reshape would cost a copy kernel where the matmul read a strided operand in
+// place): not made by a movement op, through reshapes, except a transpose of a matmul's private
+// result (the matmul stores it transposed: attention's heads merge).
+bool rows_dense(const Graph& g, int t) {
+  for (;;) {
+    const int p = g.tensor(t).producer;
+    if (p < 0) return true;
+    const Node& n = g.nodes()[p];
+    if (n.op == OpKind::Reshape) {
+      t = n.inputs[0];
+      continue;
+    }
+    if (n.op == OpKind::Transpose) {
+      const int in = n.inputs[0], q = g.tensor(in).producer;
+      return q >= 0 && g.nodes()[q].op == OpKind::Matmul && consumers_of(g, in).size() == 1;
+    }
+    return op_info(n.op).category != OpCategory::Movement;
+  }
+}
 
 // The reshape node that alone reads matmul node `mi`'s 2-D output and gives it batch dims with
 // the same columns ([R, M] -> [d0, .., M], d0 x .. = R), or -1.
@@ -65,7 +87,8 @@ int lift_matmul_reshapes(Graph& g, std::vector<std::string>* lifted) {
     const Node& m = g.nodes()[mi];
     if (m.op != OpKind::Matmul || m.attr_int("transpose_a") != 0) continue;
     const TensorDesc& ad = g.tensor(m.inputs[0]).desc;
-    if (ad.rank() != 2 || ad.layout != Layout::NCHW || g.tensor(m.inputs[1]).desc.rank() != 2)
+    if (ad.rank() != 2 || ad.layout != Layout::NCHW || g.tensor(m.inputs[1]).desc.rank() != 2 ||
+        !rows_dense(g, m.inputs[0]))
       continue;
     const int ri = row_reshape(g, static_cast<int>(mi));
     if (ri < 0) continue;
