@@ -242,7 +242,7 @@ def test_a_graph_the_engine_cannot_build_falls_back_to_eager(monkeypatch, capfd)
         def compile(self, g):
             raise kiln.UserError(f"graph '{g.name}': refused for this test")
 
-    monkeypatch.setattr(kb, "_engine", lambda options: Refusing())
+    monkeypatch.setattr(kb, "_engine", lambda *args: Refusing())
     monkeypatch.setattr(kb.KilnPart, "_on_gpu", staticmethod(lambda given: True))
     m = nn.Sequential(nn.Linear(8, 8), nn.ReLU()).eval()
     x = torch.randn(3, 8)
