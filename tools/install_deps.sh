@@ -67,6 +67,11 @@ if command -v python3 >/dev/null 2>&1; then
       python3 -m pip install -q torch torchvision ||
       echo "install_deps: warning: torch did not install; the torch.compile tests will skip" >&2
   fi
+  if ! python3 -c "import onnxscript" >/dev/null 2>&1; then
+    echo "install_deps: installing onnxscript (torch's dynamo ONNX exporter: the zoo exports that the legacy one refuses)"
+    python3 -m pip install -q onnxscript ||
+      echo "install_deps: warning: onnxscript did not install; dynamo exports will fail" >&2
+  fi
   if ! python3 -c "import transformers" >/dev/null 2>&1; then
     echo "install_deps: installing transformers (the zoo's Hugging Face models, built from configs)"
     python3 -m pip install -q transformers ||
