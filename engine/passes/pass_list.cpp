@@ -61,6 +61,12 @@ std::string run_lift_matmul_reshapes(Graph& g) {
   return listed("matmuls computing their reshaped output", lifted);
 }
 
+std::string run_channels_last_tokens(Graph& g) {
+  std::vector<std::string> rewritten;
+  channels_last_tokens(g, &rewritten);
+  return listed("channels-last tokens read in place", rewritten);
+}
+
 std::string run_fold_movement_views(Graph& g) {
   std::vector<std::string> views;
   fold_movement_views(g, &views);
@@ -88,6 +94,7 @@ constexpr EnginePass kEnginePasses[] = {
     {has_paddable_conv, run_pad_conv_channels},
     {has_movement, run_absorb_matmul_transposes},
     {has_matmul, run_lift_matmul_reshapes},
+    {has_reshape, run_channels_last_tokens},
     {has_movement, run_fold_movement_views},
     {has_concat, run_fold_concat_views},
     {has_slice_or_expand, run_fold_slice_views},

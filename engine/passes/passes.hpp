@@ -54,6 +54,12 @@ int absorb_matmul_transposes(Graph& g, std::vector<std::string>* absorbed = null
 int lift_matmul_reshapes(Graph& g, std::vector<std::string>* lifted = nullptr);
 bool has_matmul(const Graph& g);
 
+// A patch embedding's tokens: reshape([N, C, H, W] NHWC -> [N, C, H*W]) then transpose(0, 2, 1)
+// become transpose(x, {0, 2, 3, 1}) then reshape to [N, H*W, C], both views of the channels-last
+// memory (two copy kernels before). Returns the number rewritten ("flat + perm" in `rewritten`).
+int channels_last_tokens(Graph& g, std::vector<std::string>* rewritten = nullptr);
+bool has_reshape(const Graph& g);
+
 // Reshapes and transposes that need no copy kernel become views (TensorInfo::view_of): the
 // tensor is the same memory as its root, laid out as its desc says (Strided where it is not
 // row-major). In node order:
