@@ -188,6 +188,11 @@ void KernelCache::write_disk(const std::string& key, const std::vector<char>& cu
   warn_once(dir_, why + ": compiled kernels are not kept on disk");
 }
 
+KernelCache::InFlight& KernelCache::in_flight() {
+  static InFlight* f = new InFlight;  // never destroyed: engines may outlive static teardown
+  return *f;
+}
+
 CachedKernel KernelCache::get(const std::string& source, const std::string& name,
                               const std::string& arch, const std::vector<std::string>& extra_opts) {
   const std::string key = key_for(source, arch, extra_opts);
@@ -203,18 +208,33 @@ CachedKernel KernelCache::get(const std::string& source, const std::string& name
       out.source = CacheSource::Memory;
       return out;
     }
-    auto fl = inflight_.find(key);
-    if (fl != inflight_.end()) {
+  }
+  {
+    InFlight& f = in_flight();
+    std::unique_lock<std::mutex> flock(f.mu);
+    auto fl = f.by_key.find(key);
+    if (fl != f.by_key.end()) {
       std::shared_future<Entry> fut = fl->second;
-      lock.unlock();
+      flock.unlock();
       Entry e = fut.get();  // rethrows the compile error
-      lock.lock();
+      std::lock_guard<std::mutex> lock(mu_);
+      mem_[key] = e;
       ++stats_.memory_hits;
       out.cubin = e.cubin;
       out.source = CacheSource::Memory;
       return out;
     }
-    inflight_.emplace(key, promise.get_future().share());
+    {  // finished between the two looks (its entry goes in before it leaves the in-flight map)
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = mem_.find(key);
+      if (it != mem_.end()) {
+        ++stats_.memory_hits;
+        out.cubin = it->second.cubin;
+        out.source = CacheSource::Memory;
+        return out;
+      }
+    }
+    f.by_key.emplace(key, promise.get_future().share());
   }
   try {
     Entry e;
@@ -241,15 +261,18 @@ CachedKernel KernelCache::get(const std::string& source, const std::string& name
         stats_.nvrtc_ms += out.compile_ms;
       }
       mem_[key] = e;
-      inflight_.erase(key);
+    }
+    {
+      std::lock_guard<std::mutex> flock(in_flight().mu);
+      in_flight().by_key.erase(key);
     }
     promise.set_value(e);
     out.cubin = e.cubin;
     return out;
   } catch (...) {
     {
-      std::lock_guard<std::mutex> lock(mu_);
-      inflight_.erase(key);
+      std::lock_guard<std::mutex> flock(in_flight().mu);
+      in_flight().by_key.erase(key);
     }
     promise.set_exception(std::current_exception());
     throw;

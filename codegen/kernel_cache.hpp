@@ -100,7 +100,14 @@ class KernelCache {
   std::string disk_why_;  // why the directory cannot be used
   mutable std::mutex mu_;
   std::map<std::string, Entry> mem_;
-  std::map<std::string, std::shared_future<Entry>> inflight_;
+  // Compiles and disk reads in flight in this process, by key, across every KernelCache: engines
+  // on several devices (one cache each) compiling the same graph at once compile each kernel
+  // once, the later askers waiting for the first's cubin.
+  struct InFlight {
+    std::mutex mu;
+    std::map<std::string, std::shared_future<Entry>> by_key;
+  };
+  static InFlight& in_flight();
   KernelCacheStats stats_;
 };
 

@@ -8,9 +8,9 @@
 #include <random>
 #include <thread>
 
-#include "engine/base/hash.hpp"
 #include "codegen/kernel_cache.hpp"
 #include "engine/base/env.hpp"
+#include "engine/base/hash.hpp"
 #include "kiln/error.hpp"
 
 using namespace kiln;
@@ -210,6 +210,36 @@ TEST_F(KernelCacheTest, ConcurrentGetsCompileOnce) {
   EXPECT_EQ(s.disk_hits, 0);
   for (int t = 0; t < kThreads; ++t) EXPECT_EQ(got[t], got[0]) << t;
   EXPECT_TRUE(is_elf(*got[0]));
+}
+
+// Engines on several devices have a cache each: asked for one kernel at once (disk cache off, so
+// no entry can be shared that way), the caches compile it once between them.
+TEST_F(KernelCacheTest, ConcurrentGetsCompileOnceAcrossCaches) {
+  constexpr int kCaches = 4;
+  std::vector<std::unique_ptr<KernelCache>> caches;
+  for (int i = 0; i < kCaches; ++i)
+    caches.push_back(std::make_unique<KernelCache>(KernelCacheOptions{dir_.string(), false}));
+  std::atomic<int> ready{0};
+  std::vector<std::shared_ptr<const std::vector<char>>> got(kCaches);
+  std::vector<std::thread> ts;
+  for (int t = 0; t < kCaches; ++t) {
+    ts.emplace_back([&, t] {
+      ready.fetch_add(1);
+      while (ready.load() < kCaches) std::this_thread::yield();
+      got[t] = caches[t]->get(kernel_source(6), "k", "sm_90").cubin;
+    });
+  }
+  for (auto& t : ts) t.join();
+  int64_t compiles = 0, hits = 0;
+  for (auto& c : caches) {
+    compiles += c->stats().nvrtc_compiles;
+    hits += c->stats().memory_hits;
+  }
+  EXPECT_EQ(compiles, 1);
+  EXPECT_EQ(hits, kCaches - 1);
+  for (int t = 0; t < kCaches; ++t) EXPECT_EQ(got[t], got[0]) << t;
+  EXPECT_TRUE(is_elf(*got[0]));
+  EXPECT_EQ(caches[1]->get(kernel_source(6), "k", "sm_90").source, CacheSource::Memory);
 }
 
 TEST_F(KernelCacheTest, CompileErrorReachesEveryWaiterAndIsNotCached) {
