@@ -199,19 +199,23 @@ CachedKernel KernelCache::get(const std::string& source, const std::string& name
   CachedKernel out;
   out.key = key;
   std::promise<Entry> promise;
+  // A memory hit (under mu_): this cache's entry, or one another cache compiled meanwhile.
+  auto hit = [&](const Entry& e) {
+    ++stats_.memory_hits;
+    out.cubin = e.cubin;
+    out.source = CacheSource::Memory;
+    return out;
+  };
   {
-    std::unique_lock<std::mutex> lock(mu_);
-    auto it = mem_.find(key);
-    if (it != mem_.end()) {
-      ++stats_.memory_hits;
-      out.cubin = it->second.cubin;
-      out.source = CacheSource::Memory;
-      return out;
-    }
-  }
-  {
+    // In-flight map first, then this cache: a compile puts its entry in before it leaves the map,
+    // so a key in neither is compiled by nobody.
     InFlight& f = in_flight();
     std::unique_lock<std::mutex> flock(f.mu);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = mem_.find(key);
+      if (it != mem_.end()) return hit(it->second);
+    }
     auto fl = f.by_key.find(key);
     if (fl != f.by_key.end()) {
       std::shared_future<Entry> fut = fl->second;
@@ -219,20 +223,7 @@ CachedKernel KernelCache::get(const std::string& source, const std::string& name
       Entry e = fut.get();  // rethrows the compile error
       std::lock_guard<std::mutex> lock(mu_);
       mem_[key] = e;
-      ++stats_.memory_hits;
-      out.cubin = e.cubin;
-      out.source = CacheSource::Memory;
-      return out;
-    }
-    {  // finished between the two looks (its entry goes in before it leaves the in-flight map)
-      std::lock_guard<std::mutex> lock(mu_);
-      auto it = mem_.find(key);
-      if (it != mem_.end()) {
-        ++stats_.memory_hits;
-        out.cubin = it->second.cubin;
-        out.source = CacheSource::Memory;
-        return out;
-      }
+      return hit(e);
     }
     f.by_key.emplace(key, promise.get_future().share());
   }

@@ -234,12 +234,16 @@ std::map<std::string, std::vector<int64_t>> Executor::output_shapes(const Bindin
   return out;
 }
 
+cuda::ContextScope Executor::enter(const char* what) const {
+  KILN_CHECK(loaded(), "{}: graph '{}' was compiled without loading its kernels ({})", what,
+             graph_->name(), not_loaded_reason_);
+  return cuda::ContextScope(modules_->context());
+}
+
 Executor::Prepared Executor::prepare(const std::map<std::string, DeviceTensor>& inputs,
                                      const std::map<std::string, DeviceTensor>& outputs,
                                      uint64_t workspace) const {
-  const Graph& g = *graph_;
-  KILN_CHECK(loaded(), "run: graph '{}' was compiled without loading its kernels ({})", g.name(),
-             not_loaded_reason_);
+  const Graph& g = *graph_;  // callers entered the engine's context (enter: kernels loaded)
   // Names first: every given name must exist, every declared one must be given.
   std::map<std::string, int> in_ids, out_ids;
   for (int id : g.inputs()) in_ids[g.tensor(id).name] = id;
@@ -511,9 +515,7 @@ Bindings Executor::run_graph(const std::map<std::string, DeviceTensor>& inputs,
                              const std::map<std::string, DeviceTensor>& outputs, void* stream,
                              uint64_t workspace) const {
   const EnvConfig& cfg = env();
-  KILN_CHECK(loaded(), "run: graph '{}' was compiled without loading its kernels ({})",
-             graph_->name(), not_loaded_reason_);
-  cuda::ContextScope scope(modules_->context());
+  const cuda::ContextScope scope = enter("run");
   GraphKey key = graph_key(inputs, outputs, workspace);
   std::shared_ptr<GraphExec> ge;
   {
@@ -586,9 +588,7 @@ int64_t Executor::cuda_graph_captures() const {
 Bindings Executor::run(const std::map<std::string, DeviceTensor>& inputs,
                        const std::map<std::string, DeviceTensor>& outputs, void* stream,
                        uint64_t workspace) const {
-  KILN_CHECK(loaded(), "run: graph '{}' was compiled without loading its kernels ({})",
-             graph_->name(), not_loaded_reason_);
-  cuda::ContextScope scope(modules_->context());
+  const cuda::ContextScope scope = enter("run");
   Prepared p = prepare(inputs, outputs, workspace);
   const EnvConfig& cfg = env();
   bool dump = cfg.dump_launch;
@@ -613,9 +613,7 @@ std::vector<double> Executor::time_kernels(const std::map<std::string, DeviceTen
                                            int warmup, int iters, Bindings* bound) const {
   KILN_CHECK(iters >= 1, "time_kernels: iters must be at least 1, found {}", iters);
   KILN_CHECK(warmup >= 0, "time_kernels: warmup must be non-negative, found {}", warmup);
-  KILN_CHECK(loaded(), "time_kernels: graph '{}' was compiled without loading its kernels ({})",
-             graph_->name(), not_loaded_reason_);
-  cuda::ContextScope scope(modules_->context());
+  const cuda::ContextScope scope = enter("time_kernels");
   Prepared p = prepare(inputs, outputs, 0);
   if (bound) *bound = p.bindings;
   zero_counters(p, nullptr);

@@ -113,6 +113,10 @@ class Executor {
     std::vector<Launch> launches;
     std::vector<Copy> copies;  // graph outputs that are inputs/constants
   };
+  // The engine's context on this thread for one call (`what` names it in the error), after the
+  // check that the kernels were loaded (a graph compiled with load_kernels off has no context).
+  cuda::ContextScope enter(const char* what) const;
+  // Needs the context entered.
   Prepared prepare(const std::map<std::string, DeviceTensor>& inputs,
                    const std::map<std::string, DeviceTensor>& outputs, uint64_t workspace) const;
   void launch(Launch& l, void* stream) const;

@@ -16,10 +16,12 @@
 #include "kiln/reference.hpp"
 #include "runtime/memory_plan.hpp"
 #include "tests/concat_view_graphs.hpp"
-#include "tests/random_input.hpp"
+#include "tests/same_values.hpp"
 
 namespace kiln {
 namespace {
+
+using test::expect_same_values;
 
 using Groups = std::vector<std::vector<std::string>>;
 
@@ -76,29 +78,6 @@ void expect_view(const Graph& g, const std::string& name, const std::string& roo
   EXPECT_EQ(t.view_offset, offset) << name << ": offset " << t.view_offset.str();
   EXPECT_EQ(t.desc.strides, strides) << name;
   if (t.view_of >= 0) EXPECT_EQ(g.tensor(t.view_of).view_of, -1) << "a root is never a view";
-}
-
-// The passes' graph computes what the original computes, for N = 3 (f64 reference math rounded to
-// each tensor's dtype, so the two agree to the last bit).
-void expect_same_values(const Graph& before, const Graph& after) {
-  std::map<std::string, HostTensor> in;
-  uint64_t seed = 31;
-  for (int id : before.inputs()) {
-    const TensorInfo& t = before.tensor(id);
-    std::vector<int64_t> shape = eval_shape(t.desc.shape, {{"N", 3}});
-    in[t.name] = test::random_input(t.desc.dtype, shape, t.desc.layout, seed++);
-  }
-  auto want = run_reference(before, in);
-  auto got = run_reference(after, in);
-  ASSERT_EQ(want.size(), got.size());
-  for (auto& [name, w] : want) {
-    std::vector<double> a = got.at(name).to_f64(), b = w.to_f64();
-    ASSERT_EQ(a.size(), b.size()) << name;
-    for (size_t i = 0; i < a.size(); ++i) {
-      ASSERT_FALSE(std::isnan(a[i])) << name << " [" << i << "]";
-      ASSERT_NEAR(a[i], b[i], 1e-9 * (1 + std::abs(b[i]))) << name << " [" << i << "]";
-    }
-  }
 }
 
 // Every kernel compiles (NVRTC, no device): sm_80, and sm_90 with its sm_90a kernels.

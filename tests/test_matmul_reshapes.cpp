@@ -14,32 +14,16 @@
 #include "kiln/engine.hpp"
 #include "kiln/reference.hpp"
 #include "tests/linear_graphs.hpp"
-#include "tests/random_input.hpp"
+#include "tests/same_values.hpp"
 
 namespace kiln {
 namespace {
 
+using test::expect_same_values;
+
 int count_kind(const Plan& p, GroupKind k) {
   return static_cast<int>(std::count_if(p.groups.begin(), p.groups.end(),
                                         [&](const FusionGroup& g) { return g.kind == k; }));
-}
-
-void expect_same_values(const Graph& before, const Graph& after) {
-  std::map<std::string, HostTensor> in;
-  uint64_t seed = 7;
-  for (int id : before.inputs()) {
-    const TensorInfo& t = before.tensor(id);
-    in[t.name] = test::random_input(t.desc.dtype, eval_shape(t.desc.shape, {{"N", 3}}),
-                                    Layout::NCHW, seed++);
-  }
-  auto want = run_reference(before, in);
-  auto got = run_reference(after, in);
-  for (auto& [name, w] : want) {
-    std::vector<double> a = got.at(name).to_f64(), b = w.to_f64();
-    ASSERT_EQ(a.size(), b.size()) << name;
-    for (size_t i = 0; i < a.size(); ++i)
-      ASSERT_NEAR(a[i], b[i], 1e-9 * (1 + std::abs(b[i]))) << name << " [" << i << "]";
-  }
 }
 
 std::vector<KernelInfo> kernels_for(const Graph& g, const char* arch) {

@@ -8,13 +8,6 @@
 namespace kiln {
 namespace {
 
-const TensorDesc& in(const InferArgs& a, size_t i) {
-  return a.in[i]->desc;
-}
-const std::string& in_name(const InferArgs& a, size_t i) {
-  return a.in[i]->name;
-}
-
 constexpr const char* kOperand[] = {"q", "k", "v", "cu_seqlens_q", "cu_seqlens_k"};
 
 // Operand i is a rank-3 floating tensor [tokens, heads, dim] with static heads and dim.

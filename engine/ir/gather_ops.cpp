@@ -7,13 +7,6 @@
 namespace kiln {
 namespace {
 
-const TensorDesc& in(const InferArgs& a, size_t i) {
-  return a.in[i]->desc;
-}
-const std::string& in_name(const InferArgs& a, size_t i) {
-  return a.in[i]->name;
-}
-
 // The data (input 0) has rank >= 1, the indices (input 1) are i32 or i64; returns the axis.
 int64_t check_operands(const InferArgs& a) {
   const TensorDesc& data = in(a, 0);

@@ -9,10 +9,6 @@
 namespace kiln {
 namespace {
 
-const TensorDesc& in(const InferArgs& a, size_t i) {
-  return a.in[i]->desc;
-}
-
 void require_flag(const InferArgs& a, const char* flag) {
   KILN_CHECK(a.node.attr_int(flag) == 0 || a.node.attr_int(flag) == 1,
              "{}.{}: expected 0 or 1, found {}", a.where, flag, a.node.attr_int(flag));

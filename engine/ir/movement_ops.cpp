@@ -16,13 +16,6 @@ using Ints = std::vector<int64_t>;
 // 4 KiB of parameters with room for the dims).
 constexpr int kMaxConcatInputs = 256;
 
-const TensorDesc& in(const InferArgs& a, size_t i) {
-  return a.in[i]->desc;
-}
-const std::string& in_name(const InferArgs& a, size_t i) {
-  return a.in[i]->name;
-}
-
 Layout kept_layout(const TensorDesc& d) {
   return d.layout == Layout::Strided ? Layout::NCHW : d.layout;
 }

@@ -22,12 +22,6 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 using Ints = std::vector<int64_t>;
 
 // ---------------------------------------------------------------- helpers for inference
-const TensorDesc& in(const InferArgs& a, size_t i) {
-  return a.in[i]->desc;
-}
-const std::string& in_name(const InferArgs& a, size_t i) {
-  return a.in[i]->name;
-}
 
 Layout out_layout(const TensorDesc& d) {
   return d.layout == Layout::Strided ? Layout::NCHW : d.layout;

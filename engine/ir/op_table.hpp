@@ -24,6 +24,13 @@ struct InferArgs {
   const std::vector<const TensorInfo*>& in;  // the node's inputs
   const Node& node;                          // op and normalized attributes
 };
+// Input i's desc and name, as every inference function reads them.
+inline const TensorDesc& in(const InferArgs& a, size_t i) {
+  return a.in[i]->desc;
+}
+inline const std::string& in_name(const InferArgs& a, size_t i) {
+  return a.in[i]->name;
+}
 
 using InferFn = std::vector<TensorDesc> (*)(const InferArgs&);
 // Pointwise math. `x` holds the operands, `p` the op's scalar params (see op_params).

@@ -62,9 +62,7 @@ int channels_last_tokens(Graph& g, std::vector<std::string>* rewritten) {
     // permute before it.
     move_last_node_to(g, static_cast<int>(ri));
     move_last_node_to(g, static_cast<int>(ri));
-    for (Node& n : g.mutable_nodes())
-      for (int& t : n.inputs)
-        if (t == tokens) t = f.id;
+    replace_uses(g, tokens, f.id);
     ri += 2;
     ++count;
   }

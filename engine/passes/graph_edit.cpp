@@ -25,4 +25,10 @@ void move_last_node_to(Graph& g, int at) {
   }
 }
 
+void replace_uses(Graph& g, int from, int to) {
+  for (Node& n : g.mutable_nodes())
+    for (int& t : n.inputs)
+      if (t == from) t = to;
+}
+
 }  // namespace kiln

@@ -15,4 +15,7 @@ std::string fresh_name(const Graph& g, const std::string& stem);
 // topological order when the moved node's inputs are produced before `at`).
 void move_last_node_to(Graph& g, int at);
 
+// Every node input that is tensor `from` becomes `to` (the graph outputs stay as they are).
+void replace_uses(Graph& g, int from, int to);
+
 }  // namespace kiln

@@ -68,9 +68,7 @@ void lift(Graph& g, int mi, int ri) {
   Node& m = g.mutable_nodes()[mi + 1];
   m.inputs[0] = a3.id;
   g.mutable_tensors()[y].desc = g.tensor(z).desc;
-  for (Node& n : g.mutable_nodes())
-    for (int& t : n.inputs)
-      if (t == z) t = y;
+  replace_uses(g, z, y);
 }
 
 }  // namespace
