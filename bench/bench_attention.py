@@ -27,6 +27,7 @@ import tempfile
 
 DTYPES = ("f16", "bf16")
 BACKENDS = ("flash", "cudnn", "efficient")
+KILN_TIMEOUT_S = 120
 
 
 def cases(args):
@@ -34,7 +35,7 @@ def cases(args):
     out = []
     seqs = [int(s) for s in args.seqs.split(",")]
     for dt in args.dtypes.split(","):
-        for d in (64, 128, 256):
+        for d in (int(x) for x in args.dims.split(",")):
             for s in seqs:
                 b = max(1, 16384 // s)  # 16k tokens a batch
                 hq = 2048 // d  # model width 2048
@@ -96,8 +97,11 @@ def run_kiln(kiln, c, work, schedule):
     env = dict(os.environ)
     if schedule:
         env["KILN_SCHEDULE"] = schedule
-    p = subprocess.run([kiln, "bench", gpath, "--json", jpath], capture_output=True, text=True,
-                       env=env)
+    try:  # a kernel that hangs costs its case, not the run
+        p = subprocess.run([kiln, "bench", gpath, "--json", jpath], capture_output=True,
+                           text=True, env=env, timeout=KILN_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        return {"error": f"kiln bench did not finish in {KILN_TIMEOUT_S} s"}
     if p.returncode != 0:
         return {"error": (p.stderr or p.stdout).strip()[-2000:]}
     with open(jpath) as f:
@@ -199,6 +203,7 @@ def main():
     ap.add_argument("--dtypes", default=",".join(DTYPES))
     ap.add_argument("--seqs", default="512,1024,2048,4096,8192,16384",
                     help="sequence lengths of the prefill and GQA cases")
+    ap.add_argument("--dims", default="64,128,256", help="head dims of the prefill cases")
     ap.add_argument("--only", default="", help="run only cases whose name (prefill, gqa, decode) "
                                                "is in this comma-separated list")
     ap.add_argument("--warmup-ms", type=int, default=25)
@@ -208,6 +213,8 @@ def main():
     ap.add_argument("--md", default=os.path.join(os.environ.get("OUT", "/tmp"),
                                                  "bench_attention.md"))
     ap.add_argument("--dry-run", action="store_true", help="print the cases and exit")
+    ap.add_argument("--graphs", default="", help="with --dry-run: write each case's graph JSON "
+                    "into this directory (to warm a kernel cache ahead with `kiln cache warm`)")
     args = ap.parse_args()
     todo = cases(args)
     if args.only:
@@ -220,6 +227,11 @@ def main():
                               "GFLOP": round(flops(c) / 1e9, 2),
                               "KV_MB": round(kv_bytes(c) / 1e6, 1),
                               "graph": graph_json(c)["name"]}))
+            if args.graphs:
+                os.makedirs(args.graphs, exist_ok=True)
+                g = graph_json(c)
+                with open(os.path.join(args.graphs, g["name"] + ".json"), "w") as f:
+                    json.dump(g, f)
         print(f"{len(todo)} cases", file=sys.stderr)
         return 0
     import torch

@@ -574,7 +574,8 @@ std::map<std::string, HostTensor> run_reference(const Graph& g,
       outs.push_back(std::make_unique<std::vector<double>>(
           static_cast<size_t>(ref::numel(concrete[out_id])), 0.0));
     const int out0 = node.outputs[0];
-    ref::NodeArgs args{node, node_where, {}, {}, outs[0]->data(), concrete[out0], threads, {}};
+    ref::NodeArgs args{node, node_where, {}, {}, outs[0]->data(), concrete[out0], threads,
+                       {},   DType::F32, {}, {}};
     args.out_dtype = tensors[out0].desc.dtype;
     for (size_t k = 0; k < outs.size(); ++k) {
       args.outs.push_back(outs[k]->data());
