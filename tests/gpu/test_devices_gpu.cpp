@@ -277,14 +277,15 @@ TEST(DevicesGpu, UseCurrentContextAllocatesInTheCallersContext) {
     Engine e(o);
     EXPECT_EQ(e.device(), 0);
     CompiledGraph cg = e.compile(g);
+    const std::vector<int64_t> y_shape{6, 32};  // y = layernorm(relu(x w + b)): [N, 32]
+    HostTensor y = HostTensor::zeros(DType::F32, y_shape);
     uint64_t dx = 0, dy = 0;
     ASSERT_EQ(kiln_device_alloc_on(KILN_DEVICE_CURRENT_CONTEXT, x.data.size(), &dx), KILN_OK);
-    ASSERT_EQ(kiln_device_alloc_on(KILN_DEVICE_CURRENT_CONTEXT, x.data.size(), &dy), KILN_OK);
+    ASSERT_EQ(kiln_device_alloc_on(KILN_DEVICE_CURRENT_CONTEXT, y.data.size(), &dy), KILN_OK);
     EXPECT_EQ(d.owner(dx), mine.get());
     ASSERT_EQ(kiln_memcpy_htod_on(KILN_DEVICE_CURRENT_CONTEXT, dx, x.data.data(), x.data.size()),
               KILN_OK);
-    cg.run({{"x", {dx, x.shape}}}, {{"y", {dy, x.shape}}}, nullptr, 0);  // internal arena
-    HostTensor y = HostTensor::zeros(DType::F32, x.shape);
+    cg.run({{"x", {dx, x.shape}}}, {{"y", {dy, y_shape}}}, nullptr, 0);  // internal arena
     ASSERT_EQ(kiln_memcpy_dtoh_on(KILN_DEVICE_CURRENT_CONTEXT, y.data.data(), dy, y.data.size()),
               KILN_OK)
         << kiln_last_error();

@@ -111,11 +111,12 @@ class Converter:
         return self.consts[t]
 
     def act(self, node, t, dtype=None):
-        """The kiln tensor for ONNX tensor t; constants are materialized (in `dtype`)."""
+        """The kiln tensor for ONNX tensor t; constants are materialized (in `dtype`; without
+        one, bool and integer values keep their own dtype and floats take the graph's)."""
         if t in self.tmap:
             return self.tmap[t]
         if t in self.consts:
-            return self.materialize(node, t, dtype)
+            return self.materialize(node, t, dtype or self.natural_dtype(t))
         self.fail(node, f"input '{t}' is not defined")
 
     def act_dtype(self, *ts):
