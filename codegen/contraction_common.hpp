@@ -82,7 +82,8 @@ class ArgList {
   std::string error_word(int id);
   // A TMA descriptor over tensor `id` (see KernelArg::Kind::TensorMap; innermost dim first).
   std::string tensor_map(int id, std::vector<Dim> dims, std::vector<Dim> strides,
-                         std::vector<int> box, std::vector<int> elem_strides, int swizzle = 128);
+                         std::vector<int> box, std::vector<int> elem_strides, int swizzle = 128,
+                         Dim offset = Dim(0));
   // The row-major 2-D case: `rows` x `cols`, rows `row_stride` apart, boxes box_rows x box_cols.
   std::string tensor_map_2d(int id, const Dim& rows, const Dim& cols, const Dim& row_stride,
                             int box_rows, int box_cols) {

@@ -33,10 +33,11 @@ int map_rank(const std::vector<Dim>& st) {
 }
 
 // Registers the map of one operand ({D, rows, batch dims}, boxes of 64 columns x `rows_box`
-// rows) and returns {map name, "{b.., 0}": the CTA's coordinates on the map's batch dims}.
+// rows, starting `offset` elements into its tensor) and returns {map name, "{b.., 0}": the CTA's
+// coordinates on the map's batch dims}.
 std::pair<std::string, std::string> operand_map(contraction::ArgList& a, const Graph& g, int id,
                                                 const AttentionChain& c, const std::vector<Dim>& st,
-                                                const Dim& len, int rows_box) {
+                                                const Dim& len, const Dim& offset, int rows_box) {
   a.tensor(g, id, true);  // the executor's pointer of the map's tensor
   std::vector<Dim> dims{Dim(c.head_dim), len}, strides{st.back()};
   std::vector<int> box{64, rows_box}, es{1, 1};
@@ -50,7 +51,7 @@ std::pair<std::string, std::string> operand_map(contraction::ArgList& a, const G
   }
   KILN_ASSERT(coords.size() <= 3, "attention map of rank {}", dims.size());
   while (coords.size() < 3) coords.push_back("0");
-  const std::string name = a.tensor_map(id, dims, strides, box, es);
+  const std::string name = a.tensor_map(id, dims, strides, box, es, 128, offset);
   return {name, fmt::format("{{{}, {}, {}}}", coords[0], coords[1], coords[2])};
 }
 
@@ -65,10 +66,10 @@ std::optional<KernelSpec> emit_attention_wgmma(const EmitContext& cx, const Fusi
                               cx.opts.schedule.attention_wgmma,
                               attention_split_blocks(cx, grp) > 0) != AttentionKernel::Wgmma)
     return std::nullopt;
-  // The tensor maps start at their tensor's pointer: operands read at an offset into their root
-  // (ViT's q, k, v thirds of one projection) stay on the mma.sync kernel, which adds it.
-  if (!(c.q_offset == Dim(0)) || !(c.k_offset == Dim(0)) || !(c.v_offset == Dim(0)))
-    return std::nullopt;
+  // Operands read at an offset into their tensor (q, k, v thirds of one projection) start their
+  // maps there: a static multiple of 8 elements, the 16-byte alignment TMA needs.
+  for (const Dim* off : {&c.q_offset, &c.k_offset, &c.v_offset})
+    if (!off->is_static() || off->value() % 8 != 0) return std::nullopt;
   const TensorDesc& qd = g.tensor(c.q).desc;
   const size_t r = c.batch.size() + 2;
   const bool bf16 = qd.dtype == DType::BF16;
@@ -76,9 +77,9 @@ std::optional<KernelSpec> emit_attention_wgmma(const EmitContext& cx, const Fusi
   const AttentionWgmmaLayout lay = choose_attention_wgmma_layout(d);
 
   contraction::ArgList a;
-  const auto [qm, qb] = operand_map(a, g, c.q, c, c.q_strides, c.q_len, lay.query_rows);
-  const auto [km, kb] = operand_map(a, g, c.k, c, c.k_strides, c.k_len, lay.key_rows);
-  const auto [vm, vb] = operand_map(a, g, c.v, c, c.v_strides, c.k_len, lay.key_rows);
+  const auto [qm, qb] = operand_map(a, g, c.q, c, c.q_strides, c.q_len, c.q_offset, lay.query_rows);
+  const auto [km, kb] = operand_map(a, g, c.k, c, c.k_strides, c.k_len, c.k_offset, lay.key_rows);
+  const auto [vm, vb] = operand_map(a, g, c.v, c, c.v_strides, c.k_len, c.v_offset, lay.key_rows);
   const std::string os = a.tensor(g, c.o, false);
   const std::string tq_c = a.dim(c.q_len), tk_c = a.dim(c.k_len);
   Dim batch(1);

@@ -42,6 +42,9 @@ struct KernelArg {
   std::vector<Dim> map_dims = {}, map_strides = {};
   std::vector<int> map_box = {}, map_elem_strides = {};
   int map_swizzle = 128;  // the boxes' shared-memory swizzle in bytes: 128, or 0 (none)
+  // The map starts this many elements past the tensor's pointer (an operand that is a slice of
+  // its tensor, as q, k, v of one projection are): 16-byte aligned, as TMA needs.
+  Dim map_offset = Dim(0);
   // Non-empty: the map is in im2col mode (a 4-D NHWC input of a conv, map_box unused):
   // {lower_w, lower_h, upper_w, upper_h, channels per pixel, pixels per load}. A load at
   // (c, w, h, n) with offsets (dw, dh) reads `pixels` consecutive output positions' window

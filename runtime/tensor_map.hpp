@@ -24,6 +24,7 @@ inline void encode_kernel_tensor_map(TensorMapBytes* out, const KernelArg& a, DT
   for (const Dim& d : a.map_strides) strides.push_back(static_cast<uint64_t>(d.eval(b)) * es);
   for (int v : a.map_box) box.push_back(static_cast<uint32_t>(v));
   for (int v : a.map_elem_strides) estr.push_back(static_cast<uint32_t>(v));
+  ptr += static_cast<uint64_t>(a.map_offset.eval(b)) * es;
   if (!a.map_im2col.empty()) {
     const std::vector<int>& i = a.map_im2col;
     const int lower[2] = {i[0], i[1]}, upper[2] = {i[2], i[3]};

@@ -189,6 +189,28 @@ TEST(AttentionVit, EveryKernelCompiles) {
   EXPECT_EQ(compiled, 2 * 3 * 3);  // three kernels each
 }
 
+// On sm_90a the wgmma kernel reads q, k and v by TMA maps that start at their thirds of the
+// projection (the maps' base offsets), and compiles.
+TEST(AttentionVit, WgmmaMapsStartAtTheThirds) {
+  Planned p = plan_vit(DType::F16);
+  CodegenOptions co;
+  co.sm = 90;
+  co.arch_specific = true;
+  int found = 0;
+  for (const KernelSpec& k : generate_kernels(*p.g, p.plan, co)) {
+    if (k.name.rfind("attention_", 0) != 0) continue;
+    ++found;
+    EXPECT_NE(k.name.find("_wg"), std::string::npos) << k.name;  // not the mma.sync kernel
+    std::vector<Dim> offsets;
+    for (const KernelArg& a : k.args)
+      if (a.kind == KernelArg::Kind::TensorMap) offsets.push_back(a.map_offset);
+    const Dim e(kHeads * kD);
+    EXPECT_EQ(offsets, (std::vector<Dim>{Dim(0), e, Dim(2) * e}));
+    EXPECT_FALSE(nvrtc_compile(k.source, k.name, "sm_90a").cubin.empty());
+  }
+  EXPECT_EQ(found, 1);
+}
+
 // The attention kernel's generated part (offsets and strides over the projection) is pinned
 // (UPDATE_GOLDEN=1 rewrites tests/golden/attention_vit.cu).
 TEST(AttentionVit, GoldenSource) {

@@ -66,7 +66,8 @@ std::string ArgList::error_word(int id) {
 }
 
 std::string ArgList::tensor_map(int id, std::vector<Dim> dims, std::vector<Dim> strides,
-                                std::vector<int> box, std::vector<int> elem_strides, int swizzle) {
+                                std::vector<int> box, std::vector<int> elem_strides, int swizzle,
+                                Dim offset) {
   KILN_ASSERT(swizzle == 128 || swizzle == 0, "tensor map swizzle {}", swizzle);
   KILN_ASSERT(dims.size() >= 1 && dims.size() <= 5 && strides.size() + 1 == dims.size() &&
                   box.size() == dims.size() && elem_strides.size() == dims.size(),
@@ -80,6 +81,7 @@ std::string ArgList::tensor_map(int id, std::vector<Dim> dims, std::vector<Dim> 
   a.map_box = std::move(box);
   a.map_elem_strides = std::move(elem_strides);
   a.map_swizzle = swizzle;
+  a.map_offset = std::move(offset);
   args_.push_back(a);
   decls_.push_back("const __grid_constant__ KcTmaDesc " + name);
   return name;

@@ -308,6 +308,36 @@ def test_erf_gelu_patterns(tmp_path):
     assert [n["name"] for n in g["nodes"]] == ["a_gelu", "b_gelu", "c_gelu"]
 
 
+def test_tanh_gelu_patterns(tmp_path):
+    # HF gelu_new as torch exports it: (x * 0.5) * (1 + tanh(c * (x + 0.044715 * x^3))), and a
+    # form with every operand order swapped; a third whose cube is also an output stays unfused.
+    c = init("c", np.array(math.sqrt(2 / math.pi), np.float32))
+    k = init("k", np.array(0.044715, np.float32))
+    three = init("three", np.array(3.0, np.float32))
+    one = init("one", np.array(1.0, np.float32))
+    half = init("half", np.array(0.5, np.float32))
+
+    def chain(p, swap):
+        o = (lambda a, b: [b, a]) if swap else (lambda a, b: [a, b])
+        return [helper.make_node("Mul", o("x", "half"), [p + "h"], name=p + "_half"),
+                helper.make_node("Pow", ["x", "three"], [p + "p"], name=p + "_pow"),
+                helper.make_node("Mul", o(p + "p", "k"), [p + "q"], name=p + "_mulk"),
+                helper.make_node("Add", o("x", p + "q"), [p + "r"], name=p + "_add"),
+                helper.make_node("Mul", o(p + "r", "c"), [p + "u"], name=p + "_mulc"),
+                helper.make_node("Tanh", [p + "u"], [p + "t"], name=p + "_tanh"),
+                helper.make_node("Add", o(p + "t", "one"), [p + "a"], name=p + "_add1"),
+                helper.make_node("Mul", o(p + "h", p + "a"), ["y" + p], name=p + "_gelu")]
+    nodes = chain("a", False) + chain("b", True) + chain("c", False)
+    m = model(nodes, [vi("x", [4, 16])],
+              [vi("ya", None), vi("yb", None), vi("yc", None), vi("cp", None)],
+              [c, k, three, one, half])
+    g = check(tmp_path, m, {"x": rand(4, 16, lo=-4, hi=4)})
+    gelus = [n for n in g["nodes"] if n["op"] == "gelu"]
+    assert [n["name"] for n in gelus] == ["a_gelu", "b_gelu"]
+    assert all(n["approximate"] == "tanh" for n in gelus)
+    assert "tanh" in ops_of(g) and "pow" in ops_of(g)  # chain c: its cube is read elsewhere
+
+
 def test_gelu_op_opset20(tmp_path):
     nodes = [helper.make_node("Gelu", ["x"], ["y"], name="g0"),
              helper.make_node("Gelu", ["x"], ["z"], name="g1", approximate="tanh")]

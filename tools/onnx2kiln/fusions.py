@@ -3,8 +3,8 @@
 A fusion registered for an op is tried when a node of that op is reached (its inputs are
 converted by then); a match emits one kiln node defining the pattern's last output and marks the
 later nodes of the pattern as taken (cx.skip). Earlier nodes that only fed the pattern are dropped
-by prune(). The gelu pattern starts in the middle (at the Erf), so a pre-pass finds it before
-conversion and registers what to emit at its last node (cx.replace).
+by prune(). The gelu patterns start in the middle (at the Erf or Tanh), so a pre-pass finds them
+before conversion and registers what to emit at the last node (cx.replace).
 
 Every intermediate value of a pattern must have no other use (single_consumer).
 """
@@ -21,6 +21,8 @@ def prepass(cx):
     for n in cx.g.node:
         if n.op_type == "Erf":
             match_gelu(cx, n)
+        elif n.op_type == "Tanh":
+            match_gelu_tanh(cx, n)
 
 
 # ------------------------------------------------------------------------------ gelu
@@ -77,13 +79,72 @@ def match_gelu(cx, erf):
     chain = [d, erf, a, m1] + ([half] if half is not None else [])
     if final is not m1:
         chain.append(final)
+    _register_gelu(cx, x, chain, final, "none")
+
+
+def _register_gelu(cx, x, chain, final, approximate):
+    """Every node of the matched chain but its last taken; the last emits gelu(x)."""
     for n in chain:
         if n is not final:
             cx.skip.add(id(n))
 
     def emit_gelu(cx, n):
-        cx.emit(n, "gelu", [cx.act(n, x)], {"approximate": "none"}, out=n.output[0])
+        cx.emit(n, "gelu", [cx.act(n, x)], {"approximate": approximate}, out=n.output[0])
     cx.replace[id(final)] = emit_gelu
+
+
+def _scaled(cx, node, v):
+    """The other operand of Mul `node` when one operand is the scalar v, else None."""
+    if node is None or node.op_type != "Mul":
+        return None
+    for i in (0, 1):
+        if cx.scalar_is(node.input[1 - i], v):
+            return node.input[i]
+    return None
+
+
+def _tanh_gelu_input(cx, u):
+    """(x, nodes) when node u computes sqrt(2/pi) * (x + 0.044715 * x^3) (either operand order,
+    the cube as Pow(x, 3)), else (None, None): HF's NewGELUActivation / gelu_new as exported."""
+    r_out = _scaled(cx, u, math.sqrt(2 / math.pi))
+    r = cx.producer(r_out) if r_out is not None else None
+    if r is None or r.op_type != "Add" or cx.single_consumer(r_out, {"Mul"}) is not u:
+        return None, None
+    for j in (0, 1):
+        x, q_out = r.input[j], r.input[1 - j]
+        q = cx.producer(q_out)
+        p_out = _scaled(cx, q, 0.044715)
+        if p_out is None or cx.single_consumer(q_out, {"Add"}) is not r:
+            continue
+        p = cx.producer(p_out)
+        if (p is not None and p.op_type == "Pow" and p.input[0] == x
+                and cx.scalar_is(p.input[1], 3.0) and cx.single_consumer(p_out, {"Mul"}) is q):
+            return x, [p, q, r, u]
+    return None, None
+
+
+def match_gelu_tanh(cx, tanh):
+    """x * 0.5 * (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))  =>  gelu (approximate tanh), so the
+    kernel computes one fast sigmoid instead of powf and tanhf (GPT-2's MLP)."""
+    u = cx.producer(tanh.input[0])
+    if u is None or cx.single_consumer(tanh.input[0], {"Tanh"}) is None:
+        return
+    x, inner = _tanh_gelu_input(cx, u)
+    if x is None:
+        return
+    a = cx.single_consumer(tanh.output[0], {"Add"})
+    if a is None or not cx.scalar_is(cx.other(a, tanh.output[0]), 1.0):
+        return
+    m1 = cx.single_consumer(a.output[0], {"Mul"})
+    if m1 is None:
+        return
+    final, half = _gelu_tail(cx, x, a, m1)
+    if final is None:
+        return
+    chain = inner + [tanh, a, m1] + ([half] if half is not None else [])
+    if final is not m1:
+        chain.append(final)
+    _register_gelu(cx, x, chain, final, "tanh")
 
 
 # ------------------------------------------------------------------------------ groupnorm
