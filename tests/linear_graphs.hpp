@@ -71,4 +71,17 @@ inline std::shared_ptr<Graph> vit_out_proj(DType dt) {
   return g;
 }
 
+// torchvision ViT's QKV projection: layernormed [N, S, E] tokens transposed to [S, N, E]
+// (batch_first=False) into a 3-D matmul with a 2-D weight and bias, then split into heads.
+inline std::shared_ptr<Graph> vit_qkv_proj(DType dt) {
+  auto g = std::make_shared<Graph>("vit_qkv_proj");
+  const int64_t s = 11, e = 64;
+  Tensor x = g->input("x", dt, {"N", s, e});
+  Tensor t = g->transpose(x, {1, 0, 2});  // [S, N, E], strided over x
+  Tensor y = g->matmul(t, weight(*g, dt, "in_proj.w", {e, 3 * e}, 1.0 / 8.0, 61),
+                       weight(*g, dt, "in_proj.b", {3 * e}, 0.1, 62));
+  g->output(g->relu(g->reshape(y, {Dim(s), Dim("N"), Dim(3), Dim(e)})));
+  return g;
+}
+
 }  // namespace kiln::test

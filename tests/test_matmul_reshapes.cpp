@@ -86,6 +86,41 @@ TEST(MatmulReshapes, VitOutProjectionStoresTransposed) {
   }
 }
 
+// ViT's QKV projection over transposed tokens: the matmul reads the tokens as they are (one GEMM
+// of N x S rows, not S batched GEMMs of N rows) and the transpose moves to its output.
+TEST(MatmulReshapes, VitQkvReadsTokensUnpermuted) {
+  auto g = test::vit_qkv_proj(DType::F16);
+  std::string note;
+  auto f = apply_engine_passes(g, true, &note);
+  EXPECT_NE(note.find("matmuls reading their rows unpermuted: transpose_"), std::string::npos)
+      << note;
+  for (const Node& n : f->nodes())
+    if (n.op == OpKind::Matmul) EXPECT_EQ(f->tensor(n.inputs[0]).name, "x") << n.name;
+  expect_same_values(*g, *f);
+  for (const char* arch : {"sm_90a", "sm_80"}) {
+    bool matmul = false;
+    for (const KernelInfo& k : kernels_for(*g, arch)) {
+      if (k.name.find("matmul") == std::string::npos) continue;
+      matmul = true;
+      EXPECT_EQ(k.name.find("_batched"), std::string::npos) << arch << " " << k.name;
+    }
+    EXPECT_TRUE(matmul) << arch;
+  }
+}
+
+// Left alone: a permute that moves K (the last dim), and a B with batch dims.
+TEST(MatmulReshapes, RowPermutesOnlyOverTwoDimWeights) {
+  Graph g("left_alone");
+  Tensor x = g.input("x", DType::F32, {"N", 5, 8});
+  Tensor moved_k = g.transpose(x, {0, 2, 1});  // [N, 8, 5]: K is no longer last
+  g.output(g.matmul(moved_k, test::weight(g, DType::F32, "w1", {5, 4}, 0.3, 1)));
+  Tensor b3 = g.input("b3", DType::F32, {5, 8, 3});
+  g.output(g.matmul(g.transpose(x, {1, 0, 2}), b3));  // [5, N, 8] x [5, 8, 3]: batched B
+  Graph before = g;
+  EXPECT_EQ(lift_matmul_row_permutes(g), 0);
+  EXPECT_EQ(g.nodes().size(), before.nodes().size());
+}
+
 // Left alone: a reshape that regroups the columns, a matmul output read twice, a reshape that is
 // a graph output, a transposed A, an A that is strided memory.
 TEST(MatmulReshapes, OnlyRowReshapesOfPrivateResults) {

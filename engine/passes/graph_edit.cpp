@@ -5,6 +5,9 @@
 
 #include <algorithm>
 
+#include "engine/ir/graph_queries.hpp"
+#include "engine/ir/op_table.hpp"
+
 namespace kiln {
 
 std::string fresh_name(const Graph& g, const std::string& stem) {
@@ -29,6 +32,23 @@ void replace_uses(Graph& g, int from, int to) {
   for (Node& n : g.mutable_nodes())
     for (int& t : n.inputs)
       if (t == from) t = to;
+}
+
+bool rows_dense(const Graph& g, int t) {
+  for (;;) {
+    const int p = g.tensor(t).producer;
+    if (p < 0) return true;
+    const Node& n = g.nodes()[p];
+    if (n.op == OpKind::Reshape) {
+      t = n.inputs[0];
+      continue;
+    }
+    if (n.op == OpKind::Transpose) {
+      const int in = n.inputs[0], q = g.tensor(in).producer;
+      return q >= 0 && g.nodes()[q].op == OpKind::Matmul && consumers_of(g, in).size() == 1;
+    }
+    return op_info(n.op).category != OpCategory::Movement;
+  }
 }
 
 }  // namespace kiln

@@ -18,4 +18,10 @@ void move_last_node_to(Graph& g, int at);
 // Every node input that is tensor `from` becomes `to` (the graph outputs stay as they are).
 void replace_uses(Graph& g, int from, int to);
 
+// Whether tensor `t` is dense row-major memory, so that reshaping it for a matmul is a view (else
+// the reshape would cost a copy kernel where the matmul read a strided operand in place): not
+// made by a movement op, through reshapes, except a transpose of a matmul's private result (the
+// matmul stores it transposed: attention's heads merge).
+bool rows_dense(const Graph& g, int t);
+
 }  // namespace kiln

@@ -15,27 +15,6 @@
 namespace kiln {
 namespace {
 
-// Whether tensor `t` is dense row-major memory, so that reshaping it for the matmul is a view
-// (else the lifted reshape would cost a copy kernel where the matmul read a strided operand in
-// place): not made by a movement op, through reshapes, except a transpose of a matmul's private
-// result (the matmul stores it transposed: attention's heads merge).
-bool rows_dense(const Graph& g, int t) {
-  for (;;) {
-    const int p = g.tensor(t).producer;
-    if (p < 0) return true;
-    const Node& n = g.nodes()[p];
-    if (n.op == OpKind::Reshape) {
-      t = n.inputs[0];
-      continue;
-    }
-    if (n.op == OpKind::Transpose) {
-      const int in = n.inputs[0], q = g.tensor(in).producer;
-      return q >= 0 && g.nodes()[q].op == OpKind::Matmul && consumers_of(g, in).size() == 1;
-    }
-    return op_info(n.op).category != OpCategory::Movement;
-  }
-}
-
 // The reshape node that alone reads matmul node `mi`'s 2-D output and gives it batch dims with
 // the same columns ([R, M] -> [d0, .., M], d0 x .. = R), or -1.
 int row_reshape(const Graph& g, int mi) {

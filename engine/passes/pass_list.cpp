@@ -61,6 +61,12 @@ std::string run_lift_matmul_reshapes(Graph& g) {
   return listed("matmuls computing their reshaped output", lifted);
 }
 
+std::string run_lift_matmul_row_permutes(Graph& g) {
+  std::vector<std::string> lifted;
+  lift_matmul_row_permutes(g, &lifted);
+  return listed("matmuls reading their rows unpermuted", lifted);
+}
+
 std::string run_channels_last_tokens(Graph& g) {
   std::vector<std::string> rewritten;
   channels_last_tokens(g, &rewritten);
@@ -94,6 +100,7 @@ constexpr EnginePass kEnginePasses[] = {
     {has_paddable_conv, run_pad_conv_channels},
     {has_movement, run_absorb_matmul_transposes},
     {has_matmul, run_lift_matmul_reshapes},
+    {has_matmul, run_lift_matmul_row_permutes},
     {has_reshape, run_channels_last_tokens},
     {has_movement, run_fold_movement_views},
     {has_concat, run_fold_concat_views},

@@ -54,6 +54,12 @@ int absorb_matmul_transposes(Graph& g, std::vector<std::string>* absorbed = null
 int lift_matmul_reshapes(Graph& g, std::vector<std::string>* lifted = nullptr);
 bool has_matmul(const Graph& g);
 
+// A matmul whose A is a permute of a dense x's dims before K (the last dim stays), with B 2-D
+// (torchvision ViT's [T, N, E] attention input over [N, T, E] tokens), reads x itself (one GEMM
+// of every row) and the permute moves to its output (a view or the GEMM's store layout). Returns
+// the number rewritten ("perm -> fc" in `lifted`).
+int lift_matmul_row_permutes(Graph& g, std::vector<std::string>* lifted = nullptr);
+
 // A patch embedding's tokens: reshape([N, C, H, W] NHWC -> [N, C, H*W]) then transpose(0, 2, 1)
 // become transpose(x, {0, 2, 3, 1}) then reshape to [N, H*W, C], both views of the channels-last
 // memory (two copy kernels before). Returns the number rewritten ("flat + perm" in `rewritten`).

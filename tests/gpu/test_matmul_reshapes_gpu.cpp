@@ -57,4 +57,9 @@ TEST(MatmulReshapesGpu, VitOutProjection) {
   for (DType dt : {DType::F16, DType::BF16, DType::F32}) check(test::vit_out_proj, dt);
 }
 
+TEST(MatmulReshapesGpu, VitQkvProjection) {
+  KILN_REQUIRE_DEVICE();
+  for (DType dt : {DType::F16, DType::BF16, DType::F32}) check(test::vit_qkv_proj, dt);
+}
+
 }  // namespace
