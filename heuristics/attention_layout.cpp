@@ -40,7 +40,7 @@ AttentionWgmmaLayout choose_attention_wgmma_layout(int64_t head_dim) {
   const int d = l.padded_dim;
   auto tiles = [&](int stages) { return (l.query_rows * d + 2 * stages * l.key_rows * d) * 2; };
   l.stages = tiles(3) <= kWgmmaThreeStageTileBytes ? 3 : 2;
-  l.smem_bytes = tiles(l.stages) + 1024 + 8 * (3 * l.stages + 1);
+  l.smem_bytes = tiles(l.stages) + 1024 + 8 * (4 * l.stages + 1);
   return l;
 }
 

@@ -9,13 +9,17 @@
 // Roles (one if / else, so setmaxnreg takes effect): warpgroups 0 and 1 are consumers, 64 query
 // rows each; warpgroup 2 is the producer, whose first thread loads the Q block once and then
 // K and V tiles of BK keys by TMA into a STAGES-deep ring, each tile completing its own mbarrier
-// (full_k, full_v), each stage released by the consumers' warps (empty). Per key tile a consumer
-// computes S = Q K^T (DP / 16 wgmma k steps), the logits through the score functor, the online
-// softmax in exp2 on the accumulator fragments (the m64 accumulator of a warp is the mma.sync
-// m16n8 layout, so the rows and keys are those of kiln_attention.cuh), converts P to 16-bit in
-// registers, where it is already the A fragment of the next product, and runs O += P V (BK / 16
-// k steps, A from registers). Masked positions and padding keys are -inf before the max; rows
-// with no visible key keep the max at -inf and end as zeros, never NaN.
+// (full_k, full_v), and each stage's K and V released apart by the consumers' warps (empty_k,
+// empty_v). Per key tile a consumer computes S = Q K^T (DP / 16 wgmma k steps), the logits
+// through the score functor, the online softmax in exp2 on the accumulator fragments (the m64
+// accumulator of a warp is the mma.sync m16n8 layout, so the rows and keys are those of
+// kiln_attention.cuh), converts P to 16-bit in registers, where it is already the A fragment of
+// the next product, and runs O += P V (BK / 16 k steps, A from registers). The two products are
+// software-pipelined within the warpgroup (FlashAttention-3's intra-warpgroup overlap): tile t's
+// S = Q K^T and tile t-1's O += P V are issued together, and tile t's softmax runs while the PV
+// product is still on the tensor cores. K of a stage is released once its S is done, V once its
+// PV is, so the next K tile loads while the PV product runs. Masked positions and padding keys
+// are -inf before the max; rows with no visible key keep the max at -inf and end as zeros.
 //
 // Shared tiles: 128-byte swizzled slabs of 64 head columns, as TMA boxes of {64, rows} land them:
 // Q is DP / 64 slabs of [BQ][64], each K and V tile DP / 64 slabs of [BK][64], DP the head dim
@@ -47,7 +51,7 @@ struct KcAttentionWg {
   static constexpr int SLABS = DP / 64;
   static constexpr int Q_ELEMS = BQ * DP, KV_ELEMS = BK * DP;
   static constexpr int TILES_BYTES = (Q_ELEMS + 2 * STAGES * KV_ELEMS) * 2;
-  static constexpr int SMEM_BYTES = TILES_BYTES + 1024 + 8 * (3 * STAGES + 1);
+  static constexpr int SMEM_BYTES = TILES_BYTES + 1024 + 8 * (4 * STAGES + 1);
   static constexpr int PRODUCER_REGS = 24, CONSUMER_REGS = 240;
 
   __device__ static __forceinline__ unsigned pack(float lo, float hi) {
@@ -61,15 +65,28 @@ struct KcAttentionWg {
       for (int e = 0; e < 4; ++e) kc_reg_fence(a[0][i][e]);
   }
 
-  // Barrier addresses: full_k[s], full_v[s], empty[s], then the Q barrier.
+  // Barrier addresses: full_k[s], full_v[s], empty_k[s], empty_v[s], then the Q barrier.
   __device__ static __forceinline__ unsigned full_k(unsigned bars, int s) {
     return bars + 8 * s;
   }
   __device__ static __forceinline__ unsigned full_v(unsigned bars, int s) {
     return bars + 8 * (STAGES + s);
   }
-  __device__ static __forceinline__ unsigned empty(unsigned bars, int s) {
+  __device__ static __forceinline__ unsigned empty_k(unsigned bars, int s) {
     return bars + 8 * (2 * STAGES + s);
+  }
+  __device__ static __forceinline__ unsigned empty_v(unsigned bars, int s) {
+    return bars + 8 * (3 * STAGES + s);
+  }
+  __device__ static __forceinline__ unsigned q_bar(unsigned bars) {
+    return bars + 8 * 4 * STAGES;
+  }
+  // Stage s's K and V tiles in shared memory.
+  __device__ static __forceinline__ unsigned k_tile(unsigned base, int s) {
+    return base + Q_ELEMS * 2 + s * 2 * KV_ELEMS * 2;
+  }
+  __device__ static __forceinline__ unsigned v_tile(unsigned base, int s) {
+    return k_tile(base, s) + KV_ELEMS * 2;
   }
 
   // The producer's thread: Q once, then every key tile's K and V as their stages free up.
@@ -77,18 +94,19 @@ struct KcAttentionWg {
                                                  const KcTmaDesc* km, const KcTmaDesc* vm,
                                                  const int (&qb)[3], const int (&kb)[3],
                                                  const int (&vb)[3], int q0, int kb0, int nkb) {
-    const unsigned qbar = bars + 8 * 3 * STAGES;
+    const unsigned qbar = q_bar(bars);
     kc_mbar_arrive_expect_tx(qbar, Q_ELEMS * 2);
 #pragma unroll
     for (int j = 0; j < SLABS; ++j) kc_attn_box<QR>(base + j * BQ * 128, qm, j * 64, q0, qb, qbar);
     for (int t = 0; t < nkb - kb0; ++t) {  // stage counter t, key tile kb0 + t
       const int s = t % STAGES;
-      if (t >= STAGES) kc_mbar_wait(empty(bars, s), ((t / STAGES) - 1) & 1);
-      const unsigned sk = base + Q_ELEMS * 2 + s * 2 * KV_ELEMS * 2, sv = sk + KV_ELEMS * 2;
+      const unsigned freed = ((t / STAGES) - 1) & 1, sk = k_tile(base, s), sv = v_tile(base, s);
+      if (t >= STAGES) kc_mbar_wait(empty_k(bars, s), freed);
       kc_mbar_arrive_expect_tx(full_k(bars, s), KV_ELEMS * 2);
 #pragma unroll
       for (int j = 0; j < SLABS; ++j)
         kc_attn_box<KR>(sk + j * BK * 128, km, j * 64, (kb0 + t) * BK, kb, full_k(bars, s));
+      if (t >= STAGES) kc_mbar_wait(empty_v(bars, s), freed);
       kc_mbar_arrive_expect_tx(full_v(bars, s), KV_ELEMS * 2);
 #pragma unroll
       for (int j = 0; j < SLABS; ++j)
@@ -127,7 +145,81 @@ struct KcAttentionWg {
     l1 = l1 * a1 + r1;
   }
 
-  // One consumer warpgroup `wg`: its 64 rows over every key tile, then the output rows.
+  // S = Q K^T of the key tile in `sk` into sacc, issued and committed (not waited for).
+  __device__ static __forceinline__ void issue_s(unsigned sq, unsigned sk,
+                                                 float (&sacc)[1][BK / 8][4]) {
+#pragma unroll
+    for (int i = 0; i < BK / 8; ++i)
+      sacc[0][i][0] = sacc[0][i][1] = sacc[0][i][2] = sacc[0][i][3] = 0.f;
+    fence(sacc);
+    kc_wg_fence();
+#pragma unroll
+    for (int j = 0; j < SLABS; ++j) {  // S += Q[:, 64 j ..] K[:, 64 j ..]^T
+      unsigned long long da[4], db[4];
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk) {
+        da[kk] = kc_wg_desc(sq + j * BQ * 128 + kk * 32, 16, 1024);
+        db[kk] = kc_wg_desc(sk + j * BK * 128 + kk * 32, 16, 1024);
+      }
+      MMA::s(da, db, sacc);
+    }
+    kc_wg_commit();
+  }
+
+  // O += P V of the key tile in `sv`, issued and committed (not waited for).
+  __device__ static __forceinline__ void issue_o(const unsigned (&pa)[BK / 64][4][4], unsigned sv,
+                                                 float (&oacc)[1][DP / 8][4]) {
+    fence(oacc);
+    kc_wg_fence();
+#pragma unroll
+    for (int c = 0; c < BK / 64; ++c) {  // O += P[:, 64 c ..] V[64 c .., :]
+      unsigned long long db[4];
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk) db[kk] = kc_wg_desc(sv + (c * 4 + kk) * 2048, BK * 128, 1024);
+      MMA::o(pa[c], db, oacc);
+    }
+    kc_wg_commit();
+  }
+
+  // P (the exponentials in sacc) as 16-bit A fragments of the 16-key steps.
+  __device__ static __forceinline__ void to_p(const float (&sacc)[1][BK / 8][4],
+                                              unsigned (&pa)[BK / 64][4][4]) {
+#pragma unroll
+    for (int j = 0; j < BK / 16; ++j) {
+      pa[j / 4][j % 4][0] = pack(sacc[0][2 * j][0], sacc[0][2 * j][1]);
+      pa[j / 4][j % 4][1] = pack(sacc[0][2 * j][2], sacc[0][2 * j][3]);
+      pa[j / 4][j % 4][2] = pack(sacc[0][2 * j + 1][0], sacc[0][2 * j + 1][1]);
+      pa[j / 4][j % 4][3] = pack(sacc[0][2 * j + 1][2], sacc[0][2 * j + 1][3]);
+    }
+  }
+
+  // The stored output rows: O / l, the head dim's columns only (not the padding).
+  __device__ static __forceinline__ void store(const float (&oacc)[1][DP / 8][4], float l0,
+                                               float l1, unsigned short* o, long long o_rs,
+                                               int row0, int tq) {
+    const int lane = threadIdx.x & 31;
+#pragma unroll
+    for (int off = 1; off < 4; off <<= 1) {
+      l0 += __shfl_xor_sync(0xffffffffu, l0, off);
+      l1 += __shfl_xor_sync(0xffffffffu, l1, off);
+    }
+    // l is 0 exactly when the row saw no key (a fully masked row): its output is zeros.
+    const float i0 = l0 > 0.f ? 1.f / l0 : 0.f, i1 = l1 > 0.f ? 1.f / l1 : 0.f;
+    const int row1 = row0 + 8;
+#pragma unroll
+    for (int dt = 0; dt < D / 8; ++dt) {
+      const int d = dt * 8 + (lane & 3) * 2;
+      if (row0 < tq)
+        *reinterpret_cast<unsigned*>(o + (long long)row0 * o_rs + d) =
+            pack(oacc[0][dt][0] * i0, oacc[0][dt][1] * i0);
+      if (row1 < tq)
+        *reinterpret_cast<unsigned*>(o + (long long)row1 * o_rs + d) =
+            pack(oacc[0][dt][2] * i1, oacc[0][dt][3] * i1);
+    }
+  }
+
+  // One consumer warpgroup `wg`: its 64 rows over every key tile, then the output rows. Tile t's
+  // S and tile t-1's PV are in flight together; tile t's softmax overlaps the PV product.
   __device__ static __forceinline__ void consume(unsigned base, unsigned bars, int wg,
                                                  unsigned short* o, long long o_rs, int tq, int tk,
                                                  int q0, int kb0, int nkb, const Score& sc) {
@@ -139,82 +231,50 @@ struct KcAttentionWg {
     for (int i = 0; i < DP / 8; ++i)
       oacc[0][i][0] = oacc[0][i][1] = oacc[0][i][2] = oacc[0][i][3] = 0.f;
     float m0 = -KILN_INF, m1 = -KILN_INF, l0 = 0.f, l1 = 0.f;  // rows lane/4 and lane/4 + 8
-    kc_mbar_wait(bars + 8 * 3 * STAGES, 0);                    // the Q block
-    for (int t = 0; t < nkb - kb0; ++t) {                      // stage counter t, key tile kb0 + t
-      const int s = t % STAGES;
-      const unsigned ph = (t / STAGES) & 1;
-      const unsigned sk = base + Q_ELEMS * 2 + s * 2 * KV_ELEMS * 2, sv = sk + KV_ELEMS * 2;
-      float sacc[1][BK / 8][4];
-#pragma unroll
-      for (int i = 0; i < BK / 8; ++i)
-        sacc[0][i][0] = sacc[0][i][1] = sacc[0][i][2] = sacc[0][i][3] = 0.f;
-      kc_mbar_wait(full_k(bars, s), ph);
-      fence(sacc);
-      kc_wg_fence();
-#pragma unroll
-      for (int j = 0; j < SLABS; ++j) {  // S += Q[:, 64 j ..] K[:, 64 j ..]^T
-        unsigned long long da[4], db[4];
-#pragma unroll
-        for (int kk = 0; kk < 4; ++kk) {
-          da[kk] = kc_wg_desc(sq + j * BQ * 128 + kk * 32, 16, 1024);
-          db[kk] = kc_wg_desc(sk + j * BK * 128 + kk * 32, 16, 1024);
-        }
-        MMA::s(da, db, sacc);
-      }
-      kc_wg_commit();
+    const int n = nkb - kb0;                                   // stage counter t: key tile kb0 + t
+    kc_mbar_wait(q_bar(bars), 0);
+    float sacc[1][BK / 8][4], a0, a1;
+    unsigned pa[BK / 64][4][4];  // P of the tile before the current one
+    if (n > 0) {
+      kc_mbar_wait(full_k(bars, 0), 0);
+      issue_s(sq, k_tile(base, 0), sacc);
       kc_wg_wait<0>();
       fence(sacc);
-      float a0, a1;
+      if (lane == 0) kc_mbar_arrive(empty_k(bars, 0));
+      softmax_tile(sacc, sc, kb0, row0, tq, tk, m0, m1, l0, l1, a0, a1);  // O is still zero
+      to_p(sacc, pa);
+    }
+    for (int t = 1; t < n; ++t) {
+      const int s = t % STAGES, ps = (t - 1) % STAGES;
+      kc_mbar_wait(full_k(bars, s), (t / STAGES) & 1);
+      issue_s(sq, k_tile(base, s), sacc);
+      kc_mbar_wait(full_v(bars, ps), ((t - 1) / STAGES) & 1);
+      issue_o(pa, v_tile(base, ps), oacc);
+      kc_wg_wait<1>();  // S of tile t (the older group) is done; PV of tile t-1 may still run
+      fence(sacc);
+      if (lane == 0) kc_mbar_arrive(empty_k(bars, s));  // this warp is done with K of stage s
       softmax_tile(sacc, sc, kb0 + t, row0, tq, tk, m0, m1, l0, l1, a0, a1);
+      kc_wg_wait<0>();
+      fence(oacc);
+      if (lane == 0) kc_mbar_arrive(empty_v(bars, ps));
 #pragma unroll
-      for (int dt = 0; dt < DP / 8; ++dt) {
+      for (int dt = 0; dt < DP / 8; ++dt) {  // what came before, to tile t's maxima
         oacc[0][dt][0] *= a0;
         oacc[0][dt][1] *= a0;
         oacc[0][dt][2] *= a1;
         oacc[0][dt][3] *= a1;
       }
-      unsigned pa[BK / 64][4][4];  // P as the A fragments of the 16-key steps
-#pragma unroll
-      for (int j = 0; j < BK / 16; ++j) {
-        pa[j / 4][j % 4][0] = pack(sacc[0][2 * j][0], sacc[0][2 * j][1]);
-        pa[j / 4][j % 4][1] = pack(sacc[0][2 * j][2], sacc[0][2 * j][3]);
-        pa[j / 4][j % 4][2] = pack(sacc[0][2 * j + 1][0], sacc[0][2 * j + 1][1]);
-        pa[j / 4][j % 4][3] = pack(sacc[0][2 * j + 1][2], sacc[0][2 * j + 1][3]);
-      }
-      kc_mbar_wait(full_v(bars, s), ph);
-      fence(oacc);
-      kc_wg_fence();
-#pragma unroll
-      for (int c = 0; c < BK / 64; ++c) {  // O += P[:, 64 c ..] V[64 c .., :]
-        unsigned long long db[4];
-#pragma unroll
-        for (int kk = 0; kk < 4; ++kk)
-          db[kk] = kc_wg_desc(sv + (c * 4 + kk) * 2048, BK * 128, 1024);
-        MMA::o(pa[c], db, oacc);
-      }
-      kc_wg_commit();
+      to_p(sacc, pa);
+    }
+    if (n > 0) {  // the last tile's PV
+      const int ps = (n - 1) % STAGES;
+      kc_mbar_wait(full_v(bars, ps), ((n - 1) / STAGES) & 1);
+      issue_o(pa, v_tile(base, ps), oacc);
       kc_wg_wait<0>();
       fence(oacc);
-      if (lane == 0) kc_mbar_arrive(empty(bars, s));  // this warp is done with the stage
+      if (lane == 0) kc_mbar_arrive(empty_v(bars, ps));
     }
-#pragma unroll
-    for (int off = 1; off < 4; off <<= 1) {
-      l0 += __shfl_xor_sync(0xffffffffu, l0, off);
-      l1 += __shfl_xor_sync(0xffffffffu, l1, off);
-    }
-    // l is 0 exactly when the row saw no key (a fully masked row): its output is zeros.
-    const float i0 = l0 > 0.f ? 1.f / l0 : 0.f, i1 = l1 > 0.f ? 1.f / l1 : 0.f;
-    const int row1 = row0 + 8;
-#pragma unroll
-    for (int dt = 0; dt < D / 8; ++dt) {  // the head dim's columns only, not the padding
-      const int d = dt * 8 + (lane & 3) * 2;
-      if (row0 < tq)
-        *reinterpret_cast<unsigned*>(o + (long long)row0 * o_rs + d) =
-            pack(oacc[0][dt][0] * i0, oacc[0][dt][1] * i0);
-      if (row1 < tq)
-        *reinterpret_cast<unsigned*>(o + (long long)row1 * o_rs + d) =
-            pack(oacc[0][dt][2] * i1, oacc[0][dt][3] * i1);
-    }
+    store(oacc, l0, l1, o, o_rs, row0, tq);
   }
 
   // qm, km, vm: TMA maps of Q, K, V ({D, rows, batch dims that do not broadcast}); qb, kb, vb:
@@ -233,9 +293,10 @@ struct KcAttentionWg {
       for (int s = 0; s < STAGES; ++s) {
         kc_mbar_init(full_k(bars, s), 1);
         kc_mbar_init(full_v(bars, s), 1);
-        kc_mbar_init(empty(bars, s), CONSUMERS * 4);
+        kc_mbar_init(empty_k(bars, s), CONSUMERS * 4);
+        kc_mbar_init(empty_v(bars, s), CONSUMERS * 4);
       }
-      kc_mbar_init(bars + 8 * 3 * STAGES, 1);
+      kc_mbar_init(q_bar(bars), 1);
       kc_fence_proxy_async();  // the initialized barriers, visible to the TMA unit
     }
     __syncthreads();
