@@ -68,16 +68,18 @@ TEST(AttentionVit, HeadSplitAndMergeJoinTheGroup) {
     EXPECT_EQ(kernels, 3);  // QKV projection, attention, output projection
     EXPECT_EQ(attention, 1);
     const AttentionChain& ch = *p.attention->attention;
+    // the projection's moved transpose (lift_matmul_row_permutes) and its two reshapes,
     // transpose, squeeze, 3 x (slice, reshape, reshape, transpose, reshape), k^T's reshape,
     // transpose, reshape, the two muls and the heads merge's transpose
-    EXPECT_EQ(ch.operand_views.size(), 2u + 15u + 3u + 2u + 1u);
+    EXPECT_EQ(ch.operand_views.size(), 3u + 2u + 15u + 3u + 2u + 1u);
     const Dim n("N"), e(kHeads * kD);
     EXPECT_EQ(ch.q, ch.k);  // all three read the projection (its 5-d view) ...
     EXPECT_EQ(ch.q, ch.v);
     EXPECT_EQ(ch.q_offset, Dim(0));  // ... at their thirds of the 3 * E channels
     EXPECT_EQ(ch.k_offset, e);
     EXPECT_EQ(ch.v_offset, Dim(2) * e);
-    const std::vector<Dim> qv{Dim(3) * e, Dim(kD), Dim(3) * e * n};  // N, head, token
+    // N, head, token: the projection is [N, T, 3E] (its matmul reads the tokens unpermuted)
+    const std::vector<Dim> qv{Dim(3) * e * Dim(kTokens), Dim(kD), Dim(3) * e};
     EXPECT_EQ(ch.q_strides, qv);
     EXPECT_EQ(ch.k_strides, qv);
     EXPECT_EQ(ch.v_strides, qv);
@@ -106,6 +108,11 @@ TEST(AttentionVit, ComposedStridesMatchTheReference) {
     std::map<std::string, HostTensor> in{
         {"x", test::random_input(DType::F16, {nv, kTokens, kHeads * kD}, Layout::NCHW, 7 + nv)}};
     std::map<std::string, HostTensor> ref = run_reference(inspect, in);
+    // The root the kernel reads is the projection as the passes left it ([N, T, 3E]: the QKV
+    // matmul reads the tokens unpermuted): its values from the planned graph.
+    Graph planned = *p.g;
+    planned.output(Tensor{ch.q});
+    for (auto& [k, v] : run_reference(planned, in)) ref.emplace(k, std::move(v));
     const Bindings b{{"N", nv}};
     // Operand `t` (the reference's values, row-major over `shape`) against `src` read at
     // offset + sum(index * stride), D contiguous at dim `d_dim`, the row at the other of the last
