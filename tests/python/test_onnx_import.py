@@ -338,6 +338,20 @@ def test_tanh_gelu_patterns(tmp_path):
     assert "tanh" in ops_of(g) and "pow" in ops_of(g)  # chain c: its cube is read elsewhere
 
 
+def test_folded_bool_expanded_to_runtime_shape_stays_bool(tmp_path):
+    # transformers 5.17's ViT export: Where(Expand(GreaterOrEqual(consts), Shape(x)), ...). The
+    # comparison folds to a bool constant; the expand (to a run-time shape) must keep it bool.
+    nodes = [helper.make_node("GreaterOrEqual", ["r", "zero"], ["ge"], name="ge"),
+             helper.make_node("Shape", ["x"], ["sh"], name="shape"),
+             helper.make_node("Expand", ["ge", "sh"], ["e"], name="expand"),
+             helper.make_node("Where", ["e", "x", "fill"], ["y"], name="where")]
+    inits = [init("r", np.array([[-1, 0, 1, 2]], np.int64)), init("zero", np.array(0, np.int64)),
+             init("fill", np.array(-5.0, np.float32))]
+    m = model(nodes, [vi("x", ["N", 4])], [vi("y", None)], inits)
+    g = check(tmp_path, m, {"x": rand(3, 4)})
+    assert "where" in ops_of(g)
+
+
 def test_gelu_op_opset20(tmp_path):
     nodes = [helper.make_node("Gelu", ["x"], ["y"], name="g0"),
              helper.make_node("Gelu", ["x"], ["z"], name="g1", approximate="tanh")]
