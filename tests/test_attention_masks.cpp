@@ -498,13 +498,13 @@ TEST(AttentionLayout, WgmmaRule) {
     EXPECT_LE(tiles, kWgmmaThreeStageTileBytes);
     EXPECT_LE(l.smem_bytes, 227 * 1024);  // sm_90's opt-in limit
   }
-  EXPECT_EQ(choose_attention_wgmma_layout(64).smem_bytes, 115792);  // 3 stages
-  EXPECT_EQ(choose_attention_wgmma_layout(96).smem_bytes, 164920);  // as 128: 2 stages
-  EXPECT_EQ(choose_attention_wgmma_layout(128).smem_bytes, 164920);
+  EXPECT_EQ(choose_attention_wgmma_layout(64).smem_bytes, 115816);  // 3 stages
+  EXPECT_EQ(choose_attention_wgmma_layout(96).smem_bytes, 164936);  // as 128: 2 stages
+  EXPECT_EQ(choose_attention_wgmma_layout(128).smem_bytes, 164936);
   EXPECT_EQ(choose_attention_wgmma_layout(192).stages, 3);  // 64-key tiles
-  EXPECT_EQ(choose_attention_wgmma_layout(192).smem_bytes, 197712);
+  EXPECT_EQ(choose_attention_wgmma_layout(192).smem_bytes, 197736);
   EXPECT_EQ(choose_attention_wgmma_layout(256).stages, 2);
-  EXPECT_EQ(choose_attention_wgmma_layout(256).smem_bytes, 197688);
+  EXPECT_EQ(choose_attention_wgmma_layout(256).smem_bytes, 197704);
 }
 
 std::vector<MaskCase> wgmma_cases() {
