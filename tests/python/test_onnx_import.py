@@ -382,6 +382,32 @@ def test_clip_forms(tmp_path):
     check(tmp_path, m6, {"x": rand(3, 5, lo=-8, hi=8)}, name="clip6")
 
 
+@pytest.mark.parametrize("bound", ["Clip", "Max"])
+def test_normalize_eps_survives_f16(tmp_path, bound):
+    # F.normalize as exported (Swin V2's cosine attention): x / Expand(Clip(ReduceL2(x), 1e-12))
+    # (the dynamo exporter: Max). In f16 the bound 1e-12 is 0, so a zero row (a padded window
+    # token) became 0/0 = NaN; the clamp's result is kept in f32 and the zero row stays 0.
+    nodes = [helper.make_node("ReduceL2", ["x"], ["n"], name="l2", axes=[1], keepdims=1),
+             helper.make_node(bound, ["n", "eps"], ["c"], name="clip"),
+             helper.make_node("Shape", ["x"], ["sh"], name="shape"),
+             helper.make_node("Expand", ["c", "sh"], ["e"], name="expand"),
+             helper.make_node("Div", ["x", "e"], ["y"], name="div")]
+    m = model(nodes, [vi("x", ["N", 8])], [vi("y", None)], [init("eps", np.array(1e-12, np.float32))])
+    graph, _ = convert(tmp_path, m, "--dtype", "f16")
+    x = rand(3, 8)
+    x[1] = 0.0  # the padded token
+    inp, outp = tmp_path / "in16.safetensors", tmp_path / "out16.safetensors"
+    write_safetensors(str(inp), {"x": ("f16", x)})
+    r = subprocess.run([KILN, "run", str(graph), "--device", "cpu", "--inputs", str(inp),
+                        "--output", str(outp)], capture_output=True, text=True, env=KILN_ENV)
+    assert r.returncode == 0, r.stderr
+    got = read_safetensors(str(outp))["y"]
+    assert np.all(got[1] == 0.0), got[1]
+    assert rel_err(got, ort_run(m, {"x": x})["y"]) <= 1e-2
+    g = json.loads(graph.read_text())
+    assert [n["dtype"] for n in g["nodes"] if n["op"] == "cast"] == ["f32"]
+
+
 def test_reductions(tmp_path):
     nodes = [
         helper.make_node("ReduceMean", ["x"], ["a"], name="rmean", axes=[1, 3], keepdims=1),

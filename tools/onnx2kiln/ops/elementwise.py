@@ -4,6 +4,7 @@ import math
 
 import numpy as np
 
+from ..fold import is_sym_array
 from ..model import str_attr
 from ..registry import converter
 from ..shapes import bcast
@@ -29,7 +30,12 @@ def binary(cx, n, at):
         cx.fail(n, f"expected 2 inputs, found {len(n.input)}")
     a, b = n.input
     dt = cx.act_dtype(a, b)
-    at_, bt_ = cx.act(n, a, dt), cx.act(n, b, dt)
+    if n.op_type in ("Max", "Min") and dt == "f16" and _tiny_scalar(cx, a, b):
+        # max(x, eps) as Clip with a tiny bound: computed and kept in f32 (_f32_copy).
+        at_, bt_ = (_f32_copy(cx, n, cx.act(n, t)) if cx.is_act(t) else cx.act(n, t, "f32")
+                    for t in (a, b))
+    else:
+        at_, bt_ = cx.act(n, a, dt), cx.act(n, b, dt)
     cx.emit(n, BINARY[n.op_type], [at_, bt_], out=n.output[0],
             shape=bcast(cx.shp(at_), cx.shp(bt_)))
 
@@ -97,8 +103,37 @@ def clip(cx, n, at):
     if math.isnan(lo) or math.isnan(hi):
         cx.fail(n, f"a NaN bound (min {lo}, max {hi}) is not supported")
     lo = min(lo, hi)
+    if cx.dtype[xt] == "f16" and (_tiny(lo) or _tiny(hi)):
+        xt = _f32_copy(cx, n, xt)
     cx.emit(n, "clamp", [xt], {"min": _bound(float(lo)), "max": _bound(float(hi))},
             out=n.output[0])
+
+
+def _tiny_scalar(cx, a, b):
+    """Whether a conversion-time scalar operand of a, b is nonzero and below f16's normal range."""
+    for t in (a, b):
+        v = cx.consts.get(t) if not cx.is_act(t) else None
+        if v is not None and not is_sym_array(v) and np.asarray(v).size == 1:
+            if _tiny(float(np.asarray(v, dtype=np.float64).reshape(()))):
+                return True
+    return False
+
+
+# f16's smallest normal number. A bound below it is flushed (1e-12 is 0 in f16) or kept with a
+# few bits at most.
+F16_MIN_NORMAL = 2.0 ** -14
+
+
+def _tiny(v):
+    return 0 < abs(v) < F16_MIN_NORMAL
+
+
+def _f32_copy(cx, n, xt):
+    """f16 tensor xt cast to f32, for a clamp to a bound that f16 cannot hold: the epsilon of
+    F.normalize's x / max(||x||, 1e-12) must survive, or a zero row (Swin V2's padded window
+    tokens) divides 0 by 0. The cast and the clamp fuse into the producer's epilogue; the f32
+    result is the small reduced tensor, and its consumer computes in f32 anyway."""
+    return cx.emit(n, "cast", [xt], {"dtype": "f32"}, dtype="f32", suffix="f32")
 
 
 @converter("Cast")
