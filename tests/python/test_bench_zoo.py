@@ -29,7 +29,9 @@ def sample_lines():
               "stages": {"build": ok_stage, "export": dict(ok_stage, exporter="legacy"),
                          "import_f32": ok_stage, "import_f16": ok_stage,
                          "f32": {"ok": True, "max_rel_err": 3.1e-5, "top1_agree": 64, "images": 64},
-                         "f16": {"ok": True, "max_rel_err": 2.5e-3, "top1_agree": 63, "images": 64}},
+                         "f16": {"ok": True, "max_rel_err": 2.5e-3, "top1_agree": 63, "images": 64,
+                                 "reference": "torch f32 (TF32 off)", "torch_f16_vs_f32": 2.1e-3,
+                                 "kiln_vs_torch_f16": 1.7e-3}},
               "timing": {"32": {"kiln": {"ms": 2.0}, "eager": {"ms": 4.0}, "eager_graph": {"ms": 3.5},
                                 "compile": {"ms": 3.0}},
                          "1": {"kiln": {"ms": 0.5}, "eager": {"ms": 1.0}, "eager_graph": {"ms": 0.8},
@@ -128,6 +130,7 @@ def test_table_from_jsonl(jsonl, tmp_path):
     r50 = by_model["resnet50"]
     assert len(r50) == 2 and "| 1 |" in r50[0] and "| 32 |" in r50[1]  # batches in numeric order
     assert "3.1e-05 ✓" in r50[0] and "f32 64/64, f16 63/64" in r50[0] and "0.0025 ✓" in r50[0]
+    assert "(torch f16 0.0021; kiln vs torch f16 0.0017)" in r50[0]  # f16 judged against f32
     assert "**1.50×**" in r50[1] and "skipped" in r50[0]
     assert "killed during stage f32" in by_model["vgg16"][0]
     bert = by_model["hf_bert_base"][0]
