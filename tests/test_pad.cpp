@@ -405,6 +405,25 @@ TEST(PadConvChannels, SharedTensorsAndBatchnorm) {
   }
 }
 
+// A node with fewer than two inputs (a range has none: the torch backend's graphs compute
+// interpolation indices with it) beside the stem: the pass reads only convs' inputs (it read
+// inputs[0] and [1] of every node and crashed on the range, FCN-ResNet50 through
+// torch.compile).
+TEST(PadConvChannels, NodesWithoutInputsBesideTheStem) {
+  std::shared_ptr<Graph> g = stem({DType::F16, 3, 8, 7, 2, 3, false});
+  Tensor r = g->add_node1("range", {},
+                          {{"start", 0.0},
+                           {"delta", 1.0},
+                           {"length", std::vector<Dim>{Dim(8)}},
+                           {"dtype", std::string("f16")}},
+                          "idx");
+  g->output(r);
+  std::string note;
+  std::shared_ptr<const Graph> f = apply_engine_passes(g, true, &note);
+  EXPECT_EQ(count_op(*f, OpKind::Pad), 1) << note;
+  EXPECT_EQ(count_op(*f, OpKind::Range), 1);
+}
+
 // What the Engine builds for the stem: the conv kernel with the 8-byte loader ("_c4", not
 // "_cscalar") and a pad kernel, both compiled by NVRTC for sm_80 and
 // sm_90a; `kiln plan`'s text names the pad node.

@@ -82,13 +82,13 @@ int pad_conv_channels(Graph& g, std::vector<std::string>* padded) {
   std::map<std::tuple<int, int64_t, int64_t>, int> padded_w;  // (filter, left, cols) -> new
   int rewritten = 0;
   for (int ci = 0; ci < static_cast<int>(g.nodes().size()); ++ci) {
+    // Only a conv's inputs are read: other nodes may have fewer than two (a range has none).
+    if (g.nodes()[ci].op != OpKind::Conv2d) continue;
     const int64_t cp = padded_channels(g, g.nodes()[ci]);
     const int xt = g.nodes()[ci].inputs[0], wt = g.nodes()[ci].inputs[1];
-    const bool is_conv = g.nodes()[ci].op == OpKind::Conv2d;
-    const int64_t c =
-        is_conv && g.tensor(xt).desc.rank() == 4 && g.tensor(xt).desc.shape[1].is_static()
-            ? g.tensor(xt).desc.shape[1].value()
-            : 0;
+    const int64_t c = g.tensor(xt).desc.rank() == 4 && g.tensor(xt).desc.shape[1].is_static()
+                          ? g.tensor(xt).desc.shape[1].value()
+                          : 0;
     const Widening wide = row_fold_widening(g, g.nodes()[ci], cp != 0 ? cp : c);
     if (cp == 0 && wide.cols == 0) continue;
     const int64_t ce = cp != 0 ? cp : c;  // channels after padding
