@@ -871,7 +871,17 @@ Graph load_graph_file(const std::string& path) {
   return g;
 }
 
-std::string save_graph_string(const Graph& g) {
+namespace {
+
+// A float constant with more elements than this goes to the weights file beside a saved graph
+// file: the graph file holds structure and small values (text, under the loader's size limit),
+// the weights file holds the tensors (binary, exact).
+constexpr int64_t kInlineElements = 256;
+
+// The graph-file text; with `spill`, float data constants over kInlineElements are moved into
+// *spill and referenced as tensors of `weights_file`.
+std::string graph_text(const Graph& g, const std::string& weights_file,
+                       std::map<std::string, HostTensor>* spill) {
   ojson root = ojson::object();
   root["kiln"] = 1;
   root["name"] = g.name();
@@ -888,6 +898,11 @@ std::string save_graph_string(const Graph& g) {
     switch (s.kind) {
       case ConstantSource::Kind::Data: {
         KILN_ASSERT(t.data.has_value(), "constant {} has no data", t.name);
+        if (spill && is_float(t.desc.dtype) && t.data->numel() > kInlineElements) {
+          (*spill)[t.name] = *t.data;
+          c["file"] = weights_file;
+          break;
+        }
         ojson data = ojson::array();
         if (!is_float(t.desc.dtype)) {
           for (int64_t v : t.data->to_i64())
@@ -914,6 +929,11 @@ std::string save_graph_string(const Graph& g) {
         break;
       }
       case ConstantSource::Kind::File:
+        if (spill && s.file == weights_file) {  // the file this save rewrites: carried over
+          (*spill)[t.name] = *t.data;
+          c["file"] = weights_file;
+          break;
+        }
         c["file"] = s.file;
         if (!s.key.empty()) c["key"] = s.key;
         break;
@@ -960,8 +980,19 @@ std::string save_graph_string(const Graph& g) {
   return e.out;
 }
 
+}  // namespace
+
+std::string save_graph_string(const Graph& g) {
+  return graph_text(g, "", nullptr);
+}
+
 void save_graph_file(const Graph& g, const std::string& path) {
-  std::string text = save_graph_string(g);
+  // The weights beside the graph: <stem>.safetensors, named relative to the graph file.
+  std::filesystem::path p(path);
+  std::string weights = p.stem().string() + ".safetensors";
+  std::map<std::string, HostTensor> spill;
+  std::string text = graph_text(g, weights, &spill);
+  if (!spill.empty()) write_safetensors((p.parent_path() / weights).string(), spill);
   std::ofstream f(path, std::ios::binary | std::ios::trunc);
   KILN_CHECK(f.good(), "{}: cannot write graph file: {}", path, std::strerror(errno));
   f << text;

@@ -14,7 +14,10 @@ Graph load_graph_file(const std::string& path);
 // The same from text; `source_name` is used in messages, `base_dir` resolves constant files.
 Graph load_graph_string(const std::string& text, const std::string& source_name = "<string>",
                         const std::string& base_dir = ".");
-// Serializes to the graph-file form; loading the result gives the same graph.
+// Serializes to the graph-file form; loading the result gives the same graph. The string form
+// holds every constant's values inline; the file form writes float constants of more than 256
+// elements to <stem>.safetensors beside the graph file (referenced by "file"), so that a model's
+// weights stay exact and binary and the graph file stays small.
 std::string save_graph_string(const Graph& g);
 void save_graph_file(const Graph& g, const std::string& path);
 
