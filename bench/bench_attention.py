@@ -7,8 +7,7 @@ Usage (from the repository root, after building the kiln CLI):
 Each case is one attention, q @ k^T * (1 / sqrt(D)) -> [causal where] -> softmax -> @ v, written
 as a kiln JSON graph with static shapes and timed with `kiln bench --json` (the whole-graph
 median, L2 flushed before each run: tools/cli_bench.cpp), once with the schedule rules (sm_90a:
-the wgmma kernel), with KILN_SCHEDULE=attention.pipeline=1 (its software-pipelined consumers,
-until their A/B) and with KILN_SCHEDULE=attention.wgmma=2 (the mma.sync kernel); kiln's
+the wgmma kernel) and with KILN_SCHEDULE=attention.wgmma=2 (the mma.sync kernel); kiln's
 ms is the attention kernel's own median (the causal graphs also run two copy kernels building
 the [S, S] mask the fused kernel never reads: the whole graph is kiln_graph_ms). torch's
 scaled_dot_product_attention runs under torch.nn.attention.sdpa_kernel with each backend
@@ -157,8 +156,7 @@ def measure(c, args, work):
     best = [r[f"{be}_ms"] for be in BACKENDS if f"{be}_ms" in r]
     if best:
         r["best_torch_ms"] = min(best)
-    variants = [("kiln", ""), ("kiln_pipe", "attention.pipeline=1"),
-                ("kiln_mma", "attention.wgmma=2")]
+    variants = [("kiln", ""), ("kiln_mma", "attention.wgmma=2")]
     if name == "decode":  # the anchor: one CTA per (batch, head), as before flash-decoding
         variants.append(("kiln_nosplit", "attention.splits=1"))
     for prefix, sched in variants:
@@ -190,7 +188,7 @@ def kv_bytes(c):
 
 def markdown(rows):
     cols = ["case", "dtype", "B", "Hq", "Hkv", "Sq", "Sk", "D", "causal", "kiln_TFLOP/s",
-            "kiln_pipe_TFLOP/s", "kiln_mma_TFLOP/s", "flash_TFLOP/s", "cudnn_TFLOP/s", "efficient_TFLOP/s",
+            "kiln_mma_TFLOP/s", "flash_TFLOP/s", "cudnn_TFLOP/s", "efficient_TFLOP/s",
             "kiln_vs_best_torch", "kiln_kv_GB/s", "kiln_nosplit_kv_GB/s", "kiln_vs_nosplit",
             "kiln_kernel"]
     lines = ["| " + " | ".join(cols) + " |", "|" + " --- |" * len(cols)]

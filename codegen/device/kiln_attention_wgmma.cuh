@@ -14,11 +14,10 @@
 // through the score functor, the online softmax in exp2 on the accumulator fragments (the m64
 // accumulator of a warp is the mma.sync m16n8 layout, so the rows and keys are those of
 // kiln_attention.cuh), converts P to 16-bit in registers, where it is already the A fragment of
-// the next product, and runs O += P V (BK / 16 k steps, A from registers). With PIPELINED the two
-// products overlap within the warpgroup (FlashAttention-3's intra-warpgroup pipelining): tile t's
-// S = Q K^T and tile t-1's O += P V are issued together, and tile t's softmax runs while the PV
-// product is still on the tensor cores; K of a stage is released once its S is done, V once its
-// PV is, so the next K tile loads while the PV product runs. Masked positions and padding keys
+// the next product, and runs O += P V (BK / 16 k steps, A from registers). K and V of a stage
+// are released apart, each once its product is done. (The two products software-pipelined
+// within the warpgroup, FlashAttention-3's intra-warpgroup overlap, lost its A/B on the H200 at
+// head dim 128: docs/PERFORMANCE.md, run 100.) Masked positions and padding keys
 // are -inf before the max; rows with no visible key keep the max at -inf and end as zeros.
 //
 // Shared tiles: 128-byte swizzled slabs of 64 head columns, as TMA boxes of {64, rows} land them:
@@ -42,8 +41,7 @@ __device__ __forceinline__ void kc_attn_box(unsigned dst, const KcTmaDesc* m, in
   if constexpr (R == 5) kc_tma_load_5d(dst, m, col, row, b[0], b[1], b[2], bar);
 }
 
-template <int D, bool BF16, int BK, int STAGES, int QR, int KR, int VR, class Score, class MMA,
-          bool PIPELINED>
+template <int D, bool BF16, int BK, int STAGES, int QR, int KR, int VR, class Score, class MMA>
 struct KcAttentionWg {
   static_assert(D % 8 == 0 && D >= 64 && D <= 256, "wgmma attention: head dim 64 to 256");
   static_assert(BK % 64 == 0 && BK <= 256, "key tile: whole 64-key wgmma groups");
@@ -219,12 +217,11 @@ struct KcAttentionWg {
     }
   }
 
-  // One consumer warpgroup `wg`, each tile's two products in turn (the rule until the pipelined
-  // form below wins its A/B on the H200): its 64 rows over every key tile, then the output rows.
-  __device__ static __forceinline__ void consume_serial(unsigned base, unsigned bars, int wg,
-                                                        unsigned short* o, long long o_rs, int tq,
-                                                        int tk, int q0, int kb0, int nkb,
-                                                        const Score& sc) {
+  // One consumer warpgroup `wg`, each tile's two products in turn: its 64 rows over every key
+  // tile, then the output rows.
+  __device__ static __forceinline__ void consume(unsigned base, unsigned bars, int wg,
+                                                 unsigned short* o, long long o_rs, int tq, int tk,
+                                                 int q0, int kb0, int nkb, const Score& sc) {
     const int warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
     const int row0 = q0 + wg * 64 + warp * 16 + (lane >> 2);
     const unsigned sq = base + wg * 64 * 128;
@@ -265,66 +262,6 @@ struct KcAttentionWg {
     store(oacc, l0, l1, o, o_rs, row0, tq);
   }
 
-  // The same, software-pipelined (PIPELINED, KILN_SCHEDULE attention.pipeline=1 until its A/B):
-  // tile t's S and tile t-1's PV are in flight together; tile t's softmax overlaps the PV product.
-  __device__ static __forceinline__ void consume_pipelined(unsigned base, unsigned bars, int wg,
-                                                           unsigned short* o, long long o_rs,
-                                                           int tq, int tk, int q0, int kb0, int nkb,
-                                                           const Score& sc) {
-    const int warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
-    const int row0 = q0 + wg * 64 + warp * 16 + (lane >> 2);
-    const unsigned sq = base + wg * 64 * 128;
-    float oacc[1][DP / 8][4];
-#pragma unroll
-    for (int i = 0; i < DP / 8; ++i)
-      oacc[0][i][0] = oacc[0][i][1] = oacc[0][i][2] = oacc[0][i][3] = 0.f;
-    float m0 = -KILN_INF, m1 = -KILN_INF, l0 = 0.f, l1 = 0.f;  // rows lane/4 and lane/4 + 8
-    const int n = nkb - kb0;                                   // stage counter t: key tile kb0 + t
-    kc_mbar_wait(q_bar(bars), 0);
-    float sacc[1][BK / 8][4], a0, a1;
-    unsigned pa[BK / 64][4][4];  // P of the tile before the current one
-    if (n > 0) {
-      kc_mbar_wait(full_k(bars, 0), 0);
-      issue_s(sq, k_tile(base, 0), sacc);
-      kc_wg_wait<0>();
-      fence(sacc);
-      if (lane == 0) kc_mbar_arrive(empty_k(bars, 0));
-      softmax_tile(sacc, sc, kb0, row0, tq, tk, m0, m1, l0, l1, a0, a1);  // O is still zero
-      to_p(sacc, pa);
-    }
-    for (int t = 1; t < n; ++t) {
-      const int s = t % STAGES, ps = (t - 1) % STAGES;
-      kc_mbar_wait(full_k(bars, s), (t / STAGES) & 1);
-      issue_s(sq, k_tile(base, s), sacc);
-      kc_mbar_wait(full_v(bars, ps), ((t - 1) / STAGES) & 1);
-      issue_o(pa, v_tile(base, ps), oacc);
-      kc_wg_wait<1>();  // S of tile t (the older group) is done; PV of tile t-1 may still run
-      fence(sacc);
-      if (lane == 0) kc_mbar_arrive(empty_k(bars, s));  // this warp is done with K of stage s
-      softmax_tile(sacc, sc, kb0 + t, row0, tq, tk, m0, m1, l0, l1, a0, a1);
-      kc_wg_wait<0>();
-      fence(oacc);
-      if (lane == 0) kc_mbar_arrive(empty_v(bars, ps));
-#pragma unroll
-      for (int dt = 0; dt < DP / 8; ++dt) {  // what came before, to tile t's maxima
-        oacc[0][dt][0] *= a0;
-        oacc[0][dt][1] *= a0;
-        oacc[0][dt][2] *= a1;
-        oacc[0][dt][3] *= a1;
-      }
-      to_p(sacc, pa);
-    }
-    if (n > 0) {  // the last tile's PV
-      const int ps = (n - 1) % STAGES;
-      kc_mbar_wait(full_v(bars, ps), ((n - 1) / STAGES) & 1);
-      issue_o(pa, v_tile(base, ps), oacc);
-      kc_wg_wait<0>();
-      fence(oacc);
-      if (lane == 0) kc_mbar_arrive(empty_v(bars, ps));
-    }
-    store(oacc, l0, l1, o, o_rs, row0, tq);
-  }
-
   // qm, km, vm: TMA maps of Q, K, V ({D, rows, batch dims that do not broadcast}); qb, kb, vb:
   // this CTA's coordinates on those batch dims; o: this batch element's output rows.
   __device__ static __forceinline__ void run(unsigned short* smem, const KcTmaDesc* qm,
@@ -354,10 +291,7 @@ struct KcAttentionWg {
       if (threadIdx.x == CONSUMERS * 128) produce(base, bars, qm, km, vm, qb, kb, vb, q0, kb0, nkb);
     } else {
       asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(CONSUMER_REGS));
-      if constexpr (PIPELINED)
-        consume_pipelined(base, bars, wg, o, o_rs, tq, tk, q0, kb0, nkb, sc);
-      else
-        consume_serial(base, bars, wg, o, o_rs, tq, tk, q0, kb0, nkb, sc);
+      consume(base, bars, wg, o, o_rs, tq, tk, q0, kb0, nkb, sc);
     }
   }
 };

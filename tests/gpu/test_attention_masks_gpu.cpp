@@ -281,17 +281,16 @@ TEST(AttentionMasksGpu, GroupedQuerySymbolicLengthsAndHeadDims) {
 }
 
 // The sm_90a wgmma kernel (the rule on an H200: head dims 64 to 256; 96 padded to 128, 192 and
-// 256 on 64-key tiles), the same with its consumers software-pipelined (attention.pipeline=1)
-// and the mma.sync kernel forced by the schedule key attention.wgmma=2, on the same cases: plain
-// and causal (several key tiles, the stage ring wrapping, lengths not multiples of the 128-row
-// tiles), a causal diagonal below zero (fully masked first rows), key padding with a sequence all
-// padding, a bool mask, grouped-query K / V and symbolic query and key lengths that differ,
-// rebound.
+// 256 on 64-key tiles) and the mma.sync kernel forced by the schedule key attention.wgmma=2, on the
+// same cases: plain and causal (several key tiles, the stage ring wrapping, lengths not multiples
+// of the 128-row tiles), a causal diagonal below zero (fully masked first rows), key padding with a
+// sequence all padding, a bool mask, grouped-query K / V and symbolic query and key lengths that
+// differ, rebound.
 TEST(AttentionMasksGpu, WgmmaAndMmaSyncKernels) {
   KILN_REQUIRE_DEVICE();
   if (cuda::query_device_info().sm != 90) GTEST_SKIP() << "the wgmma kernel needs sm_90a";
-  // The rule's wgmma kernel, its software-pipelined consumers, the mma.sync kernel.
-  for (const std::string sched : {"", "attention.pipeline=1", "attention.wgmma=2"}) {
+  // The rule's wgmma kernel, the mma.sync kernel.
+  for (const std::string sched : {"", "attention.wgmma=2"}) {
     const bool wg = sched != "attention.wgmma=2";
     EngineOptions eo;
     eo.schedule = sched;
