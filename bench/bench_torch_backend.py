@@ -50,7 +50,11 @@ def cpp_ms(graph, shapes, kiln_cli):
         path = os.path.join(d, "g.json")
         graph.save(path)
         args = [kiln_cli, "bench", path] + [a for k, v in shapes.items() for a in ("--shape", f"{k}={v}")]
-        out = subprocess.run(args, capture_output=True, text=True, check=True).stdout
+        r = subprocess.run(args, capture_output=True, text=True)
+        if r.returncode != 0:
+            print(f"kiln bench exit {r.returncode}: {r.stderr.strip()[-600:]}")
+            return float("nan"), r.stdout
+        out = r.stdout
     m = re.search(r"^whole graph \(median run\)\s+([0-9.]+)", out, re.M)
     return float(m.group(1)) if m else float("nan"), out
 

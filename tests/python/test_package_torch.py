@@ -284,3 +284,43 @@ def test_backend_graphs_compile_for_the_gpu(arch, tmp_path):
         # "memory": a kernel whose source an earlier kernel of this Engine already had
         assert kernels and all(k["cache"] in ("nvrtc", "memory") for k in kernels), kernels
     assert e.stats()["nvrtc_compiles"] >= 10
+
+
+class StemUpsample(nn.Module):
+    """An RGB stem conv (the channel-pad pass applies in f16 NHWC), a bilinear upsample to the
+    input's size (FCN's head: the decomposition computes its indices with aten.arange, kiln range
+    nodes of no inputs), an open-ended slice (torch's end 2^63 - 1) and a Linear wide enough that
+    its weights leave the saved graph's text."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 7, stride=2, padding=3)
+        self.fc = nn.Linear(32, 32)
+
+    def forward(self, x):
+        y = F.interpolate(self.conv(x), size=x.shape[-2:], mode="bilinear", align_corners=False)
+        return self.fc(y[:, 1:])
+
+
+def test_stem_upsample_graph_compiles_for_the_gpu_and_saves(tmp_path):
+    """Engine passes over a graph with nodes of no inputs (the pad pass read every node's first
+    two inputs: a segfault on FCN-ResNet50 on the H200), and the backend's graph saved as a file
+    that `kiln check` loads (slice ends within the file's integers, weights beside it)."""
+    import subprocess
+    from conftest import KILN, KILN_ENV
+    m = StemUpsample().eval().half().to(memory_format=torch.channels_last)
+    x = torch.randn(2, 3, 32, 32).half().contiguous(memory_format=torch.channels_last)
+    with torch.no_grad():
+        torch.compile(m, backend="kiln")(x)
+    graphs = kd.kiln_graphs()
+    assert any(n["target"].startswith("aten.arange") for r in kd.partition_report()
+               for n in r["nodes"] if n["where"] != "eager"), kd.format_report()
+    e = kiln.Engine(arch="sm_90", cache_dir=str(tmp_path / "kc"), load_kernels=False,
+                    disk_cache=False)
+    for i, g in enumerate(graphs):
+        assert e.compile(g).kernels()
+        path = tmp_path / f"g{i}.json"
+        g.save(str(path))
+        r = subprocess.run([KILN, "check", str(path)], capture_output=True, text=True, env=KILN_ENV)
+        assert r.returncode == 0, r.stderr
+    assert any((tmp_path / f"g{i}.safetensors").exists() for i in range(len(graphs)))

@@ -1,6 +1,7 @@
 """The zoo of bench/bench_zoo.py through torch.compile(model, backend="kiln") on the GPU: each
-model against eager PyTorch, f32 with TF32 off within 1e-4 and f16 (channels-last) within 1e-2
-(max |kiln - torch| / max |torch|, bench_zoo's targets), every op the backend leaves to eager
+model against eager PyTorch f32 with TF32 off: f32 within 1e-4 and f16 (channels-last) within 1e-2,
+or within eager f16's own error where that is larger (max |kiln - torch| / max |torch|, bench_zoo's
+targets; kiln f16 against eager f16 printed beside), every op the backend leaves to eager
 printed; and a batch sweep 1..64 with a dynamic batch that compiles the kiln part once. Skipped
 visibly without a CUDA device.
 
@@ -34,6 +35,7 @@ def rel_err(got, want):
 
 
 def run(m, xs):
+    """(kiln's output, eager's output, the ops left to eager) of m through the backend."""
     torch._dynamo.reset()
     with torch.inference_mode():
         want = m(*xs)
@@ -41,7 +43,7 @@ def run(m, xs):
         got = torch.compile(m, backend="kiln")(*xs)
     torch.cuda.synchronize()
     eager = [n for r in kd.partition_report() for n in r["nodes"] if n["where"] == "eager"]
-    return rel_err(got, want), eager
+    return got, want, eager
 
 
 @pytest.mark.parametrize("name", [e.name for e in bz.ZOO])
@@ -53,14 +55,24 @@ def test_zoo_model_matches_eager(name):
     kd.reset()
     kd.clear_reports()
     with bz.Fp32Strict(torch):
-        err32, eager32 = run(copy.deepcopy(m).cuda(), bz.to_device(torch, xs, half=False))
+        got32, want32, eager32 = run(copy.deepcopy(m).cuda(), bz.to_device(torch, xs, half=False))
+    err32 = rel_err(got32, want32)
     kd.clear_reports()
-    err16, eager16 = run(bz.model16(torch, e, m), bz.to_device(torch, xs, half=True))
-    print(f"{name}: f32 {err32:.3g}, f16 {err16:.3g}; eager ops: "
+    got16, want16, eager16 = run(bz.model16(torch, e, m), bz.to_device(torch, xs, half=True))
+    # f16 is judged against the f32 truth, as bench_zoo judges it: eager f16 carries its own
+    # rounding (on shufflenet as much as 1.4e-2, and inf on swin_v2_t), which the difference of
+    # two f16 results adds; kiln against eager f16 is printed beside.
+    err16 = rel_err(got16, want32)
+    vs16 = ((got16.float() - want16.float()).abs().max() / want16.float().abs().max()).item()
+    print(f"{name}: f32 {err32:.3g}, f16 {err16:.3g} (eager f16 {rel_err(want16, want32):.3g}, "
+          f"kiln vs eager f16 {vs16:.3g}); eager ops: "
           f"{sorted({n['target'] for n in eager16}) or 'none'}; {kd.stats()}")
     assert kd.stats()["kiln_runs"] >= 2
     assert err32 <= bz.F32_TARGET, kd.format_report()
-    assert err16 <= bz.F16_TARGET, kd.format_report()
+    # 1e-2, or no further from the f32 truth than eager f16 itself where eager f16 is further
+    # (ShuffleNetV2 at batch 4: eager f16 1.19e-2, kiln 1.03e-2)
+    own16 = rel_err(want16, want32) if torch.isfinite(want16).all() else bz.F16_TARGET
+    assert err16 <= max(bz.F16_TARGET, own16), kd.format_report()
 
 
 def test_batch_sweep_compiles_the_kiln_part_once():
@@ -70,11 +82,17 @@ def test_batch_sweep_compiles_the_kiln_part_once():
     kd.reset()
     torch._dynamo.reset()
     f = torch.compile(m, backend="kiln", dynamic=True)
+    first = None
     with torch.no_grad():
         for n in range(2, 65, 2):
             x = torch.randn(n, 3, 64, 64, device="cuda", dtype=torch.float16)
             assert rel_err(f(x), m(x)) <= 1e-2
+            first = first or dict(kd.stats(), engine=dict(kd.stats()["engine"]))
     s = kd.stats()
-    print("batch sweep 2..64:", s)
-    # dynamo specializes batch 1 (and any size-1 dim) by itself: that is a compile of its own
-    assert s["engine_compiles"] == 1 and s["engine"]["plans"] == 1, s
+    print("batch sweep 2..64:", s, "\n", kd.format_report())
+    # dynamo specializes batch 1 (and any size-1 dim) by itself: that is a compile of its own.
+    # Every kiln part compiles on the first batch and never again.
+    assert s["graphs"] == 1 and s["engine_compiles"] == s["kiln_graphs_built"], s
+    assert s["engine_compiles"] == first["engine_compiles"], (first, s)
+    assert s["engine"]["plans"] == first["engine"]["plans"], (first, s)
+    assert s["engine"]["nvrtc_compiles"] == first["engine"]["nvrtc_compiles"], (first, s)

@@ -55,26 +55,31 @@ def _split(cx, n, a, kw):
     return tuple(cx.op("split", [x], {"axis": dim, "split": list(sizes)}, multi=True))
 
 
+# "To the end" of a slice: torch writes 2^63 - 1; the graph file's integers stop at 2^31 - 1 (a
+# saved graph must load), and a bound past the dim clamps to it (ONNX Slice) either way.
+_END = 2 ** 31 - 1
+
+
 @converter("slice")
 def _slice(cx, n, a, kw):
     x = a[0]
     dim = int(a[1]) if len(a) > 1 else 0
     start = a[2] if len(a) > 2 and a[2] is not None else 0
-    end = a[3] if len(a) > 3 and a[3] is not None else 2 ** 62
+    end = a[3] if len(a) > 3 and a[3] is not None else _END
     step = a[4] if len(a) > 4 else 1
     need(all(isinstance(v, int) for v in (start, end, step)), "a slice with symbolic bounds")
+    start, end = (max(-_END, min(v, _END)) for v in (start, end))
     size = x.shape[_axis(dim, len(x.shape))]
-    if start == 0 and step == 1 and (end >= 2 ** 62 or (isinstance(size, int) and end >= size)):
+    if start == 0 and step == 1 and (end >= _END or (isinstance(size, int) and end >= size)):
         return x
-    return cx.op("slice", [x], {"starts": [start], "ends": [min(end, 2 ** 62)], "axes": [dim],
-                                "steps": [step]})
+    return cx.op("slice", [x], {"starts": [start], "ends": [end], "axes": [dim], "steps": [step]})
 
 
 @converter("select")
 def _select(cx, n, a, kw):
     x, dim, idx = a[0], int(a[1]), a[2]
     need(isinstance(idx, int), "select with a symbolic index")
-    s = cx.op("slice", [x], {"starts": [idx], "ends": [idx + 1 if idx != -1 else 2 ** 62],
+    s = cx.op("slice", [x], {"starts": [idx], "ends": [idx + 1 if idx != -1 else _END],
                              "axes": [dim], "steps": [1]})
     return cx.op("reshape", [s], {"shape": cx.out_shape(n)})
 
