@@ -42,6 +42,13 @@ std::string run_fold_batchnorm(Graph& g) {
                      folded == 1 ? "" : "s");
 }
 
+std::string run_channels_last_filters(Graph& g) {
+  const int n = channels_last_filters(g);
+  return n == 0 ? std::string()
+                : fmt::format("{} conv filter{} laid out NHWC as their inputs (KRSC)", n,
+                              n == 1 ? "" : "s");
+}
+
 std::string run_pad_conv_channels(Graph& g) {
   std::vector<std::string> padded;
   pad_conv_channels(g, &padded);
@@ -91,12 +98,14 @@ std::string run_fold_slice_views(Graph& g) {
   return listed("strided views (no copy kernel)", views);
 }
 
-// Each pass sees the graph the ones above it left: the padding copies the folded weights, and a
+// Each pass sees the graph the ones above it left: the filters are relaid after batchnorm folding
+// made new ones and before the padding copies them, the padding copies the folded weights, and a
 // transpose a matmul absorbs is gone before the views are made; a concat's inputs become views
 // before the slices (a slice of a concat input then composes with its place).
 constexpr EnginePass kEnginePasses[] = {
     {has_split, run_lower_splits, true},
     {has_batchnorm_after_contraction, run_fold_batchnorm},
+    {has_channels_last_conv_with_nchw_filter, run_channels_last_filters},
     {has_paddable_conv, run_pad_conv_channels},
     {has_movement, run_absorb_matmul_transposes},
     {has_matmul, run_lift_matmul_reshapes},

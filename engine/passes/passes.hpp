@@ -23,6 +23,15 @@ int fold_batchnorm(Graph& g);
 // Cheap test: some batchnorm reads a conv2d / matmul output (fold_batchnorm may change `g`).
 bool has_batchnorm_after_contraction(const Graph& g);
 
+// The constant filter of a conv2d over NHWC activations, held [K, C, R, S] (NCHW: the torch
+// backend's weights, a C++ graph's), becomes a constant laid out NHWC ([K, R, S, C] in memory,
+// "<w>_krsc", the same values): the TMA and im2col loaders read a filter row (r, s, c) as one
+// contiguous run and take NHWC filters only (codegen/contraction/support.cpp), as the ONNX
+// importer writes them. A filter several such convs read is relaid once. Returns the number of
+// filters relaid.
+int channels_last_filters(Graph& g);
+bool has_channels_last_conv_with_nchw_filter(const Graph& g);
+
 // Channel padding for the vectorized implicit-GEMM conv: its loads are 16-byte chunks of 8
 // consecutive f16/bf16 channels, so a conv whose input has C % 8 != 0 channels (the RGB stem:
 // C = 3) would load them one by one. A conv2d qualifies when x is f16/bf16 NHWC, groups is 1,
