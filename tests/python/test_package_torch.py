@@ -324,3 +324,26 @@ def test_stem_upsample_graph_compiles_for_the_gpu_and_saves(tmp_path):
         r = subprocess.run([KILN, "check", str(path)], capture_output=True, text=True, env=KILN_ENV)
         assert r.returncode == 0, r.stderr
     assert any((tmp_path / f"g{i}.safetensors").exists() for i in range(len(graphs)))
+
+
+class Normalize(nn.Module):
+    """F.normalize (Swin V2's cosine attention) and its clamped norm as a second output."""
+
+    def forward(self, x):
+        n = x.norm(dim=-1, keepdim=True).clamp_min(1e-12)
+        return F.normalize(x, dim=-1) * 2.0, n
+
+
+def test_normalize_eps_survives_f16():
+    """max(||x||, 1e-12) in f16: the bound is 0 in f16, so a zero row divided 0 by 0 (NaN, as
+    eager f16 does); kiln clamps in f32 and rounds the quotient once. The clamped norm, an output
+    itself, comes back in its FX dtype (f16)."""
+    x = torch.randn(4, 16).half()
+    x[1] = 0
+    with torch.no_grad():
+        y, n = torch.compile(Normalize(), backend="kiln")(x)
+    assert y.dtype == torch.float16 and n.dtype == torch.float16
+    assert not torch.isnan(y).any() and (y[1] == 0).all()
+    want = F.normalize(x.float(), dim=-1) * 2.0
+    torch.testing.assert_close(y.float(), want, rtol=1e-2, atol=1e-2)
+    assert kd.stats()["reference_runs"] >= 1

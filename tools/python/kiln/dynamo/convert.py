@@ -168,6 +168,9 @@ class Converter:
             t = self.env.get(a) if isinstance(a, torch.fx.Node) else None
             if not isinstance(t, Tensor):
                 raise Unsupported(f"output {a} is not a tensor kiln computes")
+            want = self.dtype_of(a)
+            if t.dtype != want:  # a value kept in f32 inside the graph (_clamp): its FX dtype
+                t = self.g.add_op("cast", [t], {"dtype": want})
             role = self.g._tensor(t.id)["role"]
             if role != "intermediate" or t in outs:
                 t = self.g.add_op("identity", [t])

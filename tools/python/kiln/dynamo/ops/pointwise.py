@@ -57,7 +57,21 @@ def _clamp(cx, n, a, kw):
     need(not cx.is_tensor(lo) and not cx.is_tensor(hi), "clamp with tensor bounds")
     lo = -math.inf if lo is None else lo
     hi = math.inf if hi is None else hi
-    return cx.op("clamp", [a[0]], {"min": float(lo), "max": float(hi)})
+    x = a[0]
+    if cx.dtype_of_tensor(x) == "f16" and (_tiny(lo) or _tiny(hi)):
+        # F.normalize's max(||x||, 1e-12): the bound is 0 in f16, and a zero row divides 0 by 0
+        # (eager f16 gives NaN). Clamped in f32 and kept so: the binary op reading it computes
+        # in f32 (_binary) and rounds its result once (as onnx2kiln does for the ONNX Clip).
+        x = cx.op("cast", [x], {"dtype": "f32"})
+    return cx.op("clamp", [x], {"min": float(lo), "max": float(hi)})
+
+
+# f16's smallest normal number: a bound below it is flushed (1e-12 is 0 in f16).
+F16_MIN_NORMAL = 2.0 ** -14
+
+
+def _tiny(v):
+    return 0 < abs(float(v)) < F16_MIN_NORMAL
 
 
 _BINARY = {"add": "add", "sub": "sub", "mul": "mul", "div": "div", "maximum": "max",
@@ -81,6 +95,13 @@ def _binary(kop):
         # a Python number takes the dtype of the tensor operand (a comparison's result is bool)
         like = x if cx.is_tensor(x) else y if cx.is_tensor(y) else n
         xs = [cx.as_tensor(v, like=like, operand=True) for v in (x, y)]
+        dts = {cx.dtype_of_tensor(t) for t in xs}
+        if len(dts) == 2 and dts <= {"f32", "f16", "bf16"} and "f32" in dts:
+            # an operand kept in f32 (_clamp's tiny bound): computed in f32, rounded once
+            xs = [t if cx.dtype_of_tensor(t) == "f32" else cx.op("cast", [t], {"dtype": "f32"})
+                  for t in xs]
+            out, want = cx.op(kop, xs), cx.dtype_of(n)
+            return out if want == "f32" else cx.op("cast", [out], {"dtype": want})
         return cx.op(kop, xs)
     return fn
 
