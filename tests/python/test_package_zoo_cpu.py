@@ -3,6 +3,7 @@ sizes (kiln's CPU reference against eager PyTorch f32, max |kiln - torch| / max 
 1e-4): real architectures for the FX conversion (squeeze-excite, hardswish, stochastic depth off,
 ceil-mode pools, channel shuffles, layer norms over permuted NHWC, attention with masks)."""
 import os
+import subprocess
 import sys
 
 import pytest
@@ -22,18 +23,21 @@ MODELS = {
     "shufflenet_v2_x1_0": set(),
     # the attention mask's broadcast index (two index tensors)
     "hf_bert_base": {"aten.index.Tensor"},
+    # the bilinear upsample's gathers (index tensors) and their clamped weights; its kiln parts
+    # hold range nodes (no inputs), which crashed an Engine pass on the H200 (febb12b)
+    "lraspp_mobilenet_v3_large": {"aten.index.Tensor", "aten.clamp.default", "aten.sub.Tensor"},
 }
 
 
 @pytest.mark.parametrize("name", sorted(MODELS))
-def test_zoo_model_on_the_cpu_reference(name):
+def test_zoo_model_on_the_cpu_reference(name, tmp_path):
     torch._dynamo.reset()
     kd.reset()
     kd.clear_reports()
     e = bz.BY_NAME[name]
     pytest.importorskip("transformers" if name.startswith("hf_") else "torchvision")
     args = bz.parse_args([])
-    args.image_size, args.seq = 64, 16
+    args.image_size, args.seg_size, args.seq = 64, 64, 16
     m = bz.build_model(torch, e, 0)
     xs = bz.make_inputs(torch, e, args, 2, torch.Generator().manual_seed(1))
     with torch.no_grad():
@@ -45,3 +49,39 @@ def test_zoo_model_on_the_cpu_reference(name):
     assert off <= MODELS[name] | {"<built-in function getitem>"}, kd.format_report()
     assert kd.stats()["reference_runs"] >= 1
     assert err <= bz.F32_TARGET, err
+    # Each kiln graph saved (weights beside it) and planned by the CLI: the Engine's passes and
+    # the planner over what the GPU would build, with no GPU and no NVRTC.
+    from conftest import KILN, KILN_ENV
+    for i, g in enumerate(kd.kiln_graphs()):
+        path = tmp_path / f"{name}_{i}.json"
+        g.save(str(path))
+        r = subprocess.run([KILN, "plan", str(path)], capture_output=True, text=True, env=KILN_ENV)
+        assert r.returncode == 0, (path, r.returncode, r.stderr[-2000:])
+
+
+@pytest.mark.parametrize("name", ["lraspp_mobilenet_v3_large", "googlenet"])
+def test_zoo_f16_channels_last_graphs_plan(name, tmp_path):
+    """The graphs the GPU gets: f16 channels-last, where the Engine pads the RGB stem and lays the
+    filters out NHWC. Saved and planned by the CLI (the passes, no GPU or NVRTC): before febb12b
+    the pad pass crashed on LR-ASPP's range nodes (the bilinear upsample's indices)."""
+    torch._dynamo.reset()
+    kd.reset()
+    e = bz.BY_NAME[name]
+    pytest.importorskip("torchvision")
+    args = bz.parse_args([])
+    args.image_size, args.seg_size = 64, 64
+    m = bz.build_model(torch, e, 0).half().to(memory_format=torch.channels_last)
+    xs = [x.half().contiguous(memory_format=torch.channels_last)
+          for x in bz.make_inputs(torch, e, args, 1, torch.Generator().manual_seed(1))]
+    with torch.no_grad():
+        got = torch.compile(m, backend="kiln")(*xs)
+    assert torch.isfinite(got).all()
+    from conftest import KILN, KILN_ENV
+    notes = ""
+    for i, g in enumerate(kd.kiln_graphs()):
+        path = tmp_path / f"{name}_{i}.json"
+        g.save(str(path))
+        r = subprocess.run([KILN, "plan", str(path)], capture_output=True, text=True, env=KILN_ENV)
+        assert r.returncode == 0, (path, r.returncode, r.stderr[-2000:])
+        notes += r.stdout
+    assert "input channels zero-padded" in notes and "laid out NHWC as their inputs" in notes, notes[:3000]
