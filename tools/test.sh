@@ -15,6 +15,14 @@ ctest --test-dir build -L cpu --output-on-failure --no-tests=error -j "$jobs"
 # then its CPU tests (tests/python/test_package*.py; the GPU ones skip, saying why). The
 # extension's objects are those of build/ (same compiler, so ccache hits them).
 cxx=$(sed -n 's/^CMAKE_CXX_COMPILER:FILEPATH=//p' build/CMakeCache.txt)
+# A package build directory configured with another compiler (a plain `pip install .`): CMake
+# would drop its cache on the change and with it scikit-build's options (KILN_PYTHON), and the
+# build would find no _kiln target. Configured afresh instead.
+pycache=build-python/CMakeCache.txt
+if [[ -f $pycache ]] &&
+  [[ "$(sed -n 's/^CMAKE_CXX_COMPILER:[A-Z]*=//p' "$pycache")" != "$cxx" ]]; then
+  rm -f "$pycache"
+fi
 CMAKE_ARGS="-DCMAKE_CXX_COMPILER=$cxx" CMAKE_BUILD_PARALLEL_LEVEL="$jobs" \
   python3 -m pip install -q --no-build-isolation --no-deps .
 PYTHONDONTWRITEBYTECODE=1 python3 -m pytest -q -p no:cacheprovider -rs tests/python/test_package*.py
