@@ -266,8 +266,7 @@ def _damp_traced(torch, gm):
 
     depth, damped = {}, {}
     for node in gm.graph.nodes:
-        ins = [a for a in node.all_input_nodes]
-        depth[node] = 1 + max((depth[a] for a in ins), default=0)
+        depth[node] = 1 + max((depth[a] for a in node.all_input_nodes), default=0)
         is_add = (node.op == "call_function" and node.target in adds) or \
             (node.op == "call_method" and node.target in ("add", "add_"))
         operands = [a for a in node.args[:2] if isinstance(a, torch.fx.Node)]

@@ -94,6 +94,7 @@ class KilnPart(torch.nn.Module):
         # Swin V2's coordinate table): kiln computes them on the GPU with the rest, and gives
         # them back on the host, where the eager code after them expects them
         self.on_host = [getattr(getattr(v, "device", None), "type", None) == "cpu" for v in out_vals]
+        self.any_on_host = any(self.on_host)
         self.inputs = [t.name for t in cx.g.inputs]
         self.index = {name: i for i, name in enumerate(arg_names)}
         self.symbols = {name: sym for name, sym in cx.sym_inputs.items()}
@@ -117,11 +118,13 @@ class KilnPart(torch.nn.Module):
             if self.compiled is None and not self._compile(self._device(given)):
                 return self.fallback(*args)
             _STATS["kiln_runs"] += 1
-            dev = next(t.device for t in given.values() if t.is_cuda)
-            given = {t.name: self._layout(self._to_gpu(given[t.name], dev), t.layout == "NHWC")
+            if not all(t.is_cuda for t in given.values()):
+                given = self._to_gpu(given)
+            given = {t.name: self._layout(given[t.name], t.layout == "NHWC")
                      for t in self.graph.inputs}
             outs = self.compiled.run_torch(given, bindings=self._bindings(args))
-            outs = [o.cpu() if host else o for o, host in zip(outs, self.on_host)]
+            if self.any_on_host:
+                outs = [o.cpu() if host else o for o, host in zip(outs, self.on_host)]
         else:
             _STATS["reference_runs"] += 1
             outs = self._reference(given, self._bindings(args))
@@ -129,11 +132,12 @@ class KilnPart(torch.nn.Module):
         return outs[0] if self.single else tuple(outs)
 
     @staticmethod
-    def _to_gpu(x, dev):
+    def _to_gpu(given):
         """A CPU tensor among a GPU partition's inputs is one the traced program holds on the
         host and eager PyTorch combines with CUDA tensors (a lifted 0-dim constant, a position
         index built by torch.arange without a device): kiln reads a device copy of it."""
-        return x if x.is_cuda else x.to(device=dev)
+        dev = next(t.device for t in given.values() if t.is_cuda)
+        return {k: t if t.is_cuda else t.to(device=dev) for k, t in given.items()}
 
     @staticmethod
     def _on_gpu(given):
