@@ -4,11 +4,14 @@ GPU (the issue's acceptance: within 5 % at batch 32, <= 20 us of host time per c
 path). For each model: the backend's call (CUDA-event time per call over --iters calls), the kiln
 graph it built called directly (kiln.CompiledGraph.run_torch), and `kiln bench` on that graph saved
 as a file (the C++ path, its own timing). Host overhead: the wall time of one call of a tiny graph
-through each Python path minus the direct native run (GPU idle, so the host side is what shows).
+through each Python path minus the direct native run (GPU idle, so the host side is what shows),
+with its parts. The "import ms" column is the model through ONNX (`kiln import --dtype f16
+--layout NHWC`, `kiln bench`): the acceptance's comparison.
 
     python3 bench/bench_torch_backend.py [--models resnet50,mobilenet_v2] [--batch 32]
 """
 import argparse
+import copy
 import os
 import re
 import subprocess
@@ -45,18 +48,89 @@ def host_us(torch, fn, iters=2000):
     return dt / iters * 1e6
 
 
+def bench_cli(kiln_cli, path, shapes):
+    args = [kiln_cli, "bench", path] + [a for k, v in shapes.items() for a in ("--shape", f"{k}={v}")]
+    r = subprocess.run(args, capture_output=True, text=True)
+    if r.returncode != 0:
+        print(f"kiln bench exit {r.returncode}: {r.stderr.strip()[-600:]}")
+        return float("nan")
+    m = re.search(r"^whole graph \(median run\)\s+([0-9.]+)", r.stdout, re.M)
+    return float(m.group(1)) if m else float("nan")
+
+
 def cpp_ms(graph, shapes, kiln_cli):
+    """`kiln bench` of the backend's own kiln graph, saved as a file."""
     with tempfile.TemporaryDirectory() as d:
         path = os.path.join(d, "g.json")
         graph.save(path)
-        args = [kiln_cli, "bench", path] + [a for k, v in shapes.items() for a in ("--shape", f"{k}={v}")]
-        r = subprocess.run(args, capture_output=True, text=True)
-        if r.returncode != 0:
-            print(f"kiln bench exit {r.returncode}: {r.stderr.strip()[-600:]}")
-            return float("nan"), r.stdout
-        out = r.stdout
-    m = re.search(r"^whole graph \(median run\)\s+([0-9.]+)", out, re.M)
-    return float(m.group(1)) if m else float("nan"), out
+        return bench_cli(kiln_cli, path, shapes)
+
+
+def import_ms(torch, bz, e, m, batch, kiln_cli):
+    """The model through ONNX: export, `kiln import --dtype f16 --layout NHWC`, `kiln bench`."""
+    from bench_resnet50 import kiln_import
+    args = bz.parse_args([])
+    with tempfile.TemporaryDirectory() as d:
+        onnx = os.path.join(d, "m.onnx")
+        try:
+            bz.export_model(torch, e, m, onnx, args)
+        except RuntimeError as ex:
+            print(f"{e.name}: export failed: {str(ex)[:300]}")
+            return float("nan")
+        rec, graph = kiln_import(kiln_cli, onnx, d, "f16", "NHWC", os.environ.get(
+            "KILN_CACHE_DIR", os.path.join(d, "kc")), 600, name="m")
+        if graph is None:
+            print(f"{e.name}: kiln import failed: {rec.get('error')}")
+            return float("nan")
+        shapes = {"N": batch}
+        if bz.shape_flags(graph, args.seq):
+            shapes["S"] = args.seq
+        return bench_cli(kiln_cli, graph, shapes)
+
+
+def host_breakdown(torch, kd, kiln):
+    """Host time per call on a tiny graph (GPU idle), whole and in parts: dynamo with a backend
+    that does nothing, the backend's WholeGraph alone, CompiledGraph._launch, the native run."""
+    import kiln.dynamo.backend as kb
+    import kiln.dynamo.part as kp
+    tiny = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU()).cuda().half().eval()
+    x = torch.randn(8, 64, device="cuda", dtype=torch.float16)
+    torch._dynamo.reset()
+    kd.reset()
+    wholes = []
+    orig = kb.whole_graph
+    kb.whole_graph = lambda fused: wholes.append(orig(fused)) or wholes[-1]
+    res = {}
+    with torch.no_grad():
+        f = torch.compile(tiny, backend="kiln")
+        res["backend"] = host_us(torch, lambda: f(x))
+        y = f(x)
+        nothing = torch.compile(tiny, backend=lambda gm, ex: (lambda *a: (y,)))
+        res["dynamo, a backend doing nothing"] = host_us(torch, lambda: nothing(x))
+    kb.whole_graph = orig
+    w = wholes[0]
+    if w is not None:
+        args = [x] * (max(w.in_pos) + 1)
+        res["WholeGraph alone"] = host_us(torch, lambda: w(args))
+        cg = w.part.compiled
+        res["CompiledGraph._launch"] = host_us(torch, lambda: cg._launch([x], w.part.device))
+    g = kd.kiln_graphs()[0]
+    cg = kiln.Engine().compile(g)
+    given = {g.inputs[0].name: x}
+    res["CompiledGraph.run_torch"] = host_us(torch, lambda: cg.run_torch(given))
+    out = cg.run_torch(given)
+    stream = torch.cuda.current_stream().cuda_stream
+    ws = torch.empty(max(cg.native.workspace_size({}), 1), dtype=torch.uint8, device="cuda")
+    ins = {g.inputs[0].name: (x.data_ptr(), list(x.shape))}
+    outs = {g.outputs[0].name: (out[0].data_ptr(), list(out[0].shape))}
+    res["native run"] = host_us(torch, lambda: cg.native.run(ins, outs, stream, ws.data_ptr()))
+    res["torch.empty (CUDA)"] = host_us(torch, lambda: torch.empty(
+        (8, 64), dtype=torch.float16, device=x.device))
+    for k, v in res.items():
+        print(f"host per call, {k:34} {v:7.1f} us")
+    print(f"backend adds {res['backend'] - res['native run']:.1f} us over the native run "
+          f"(the C++ path's entry); dynamo itself takes "
+          f"{res['dynamo, a backend doing nothing']:.1f} us of it")
 
 
 def main():
@@ -64,6 +138,7 @@ def main():
     ap.add_argument("--models", default="resnet50,mobilenet_v2,vit_b_16")
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--iters", type=int, default=50)
+    ap.add_argument("--no-import", action="store_true", help="skip the ONNX / kiln import column")
     ap.add_argument("--kiln", default=os.path.join(ROOT, "build", "kiln"))
     a = ap.parse_args()
     import torch
@@ -71,10 +146,12 @@ def main():
     import kiln
     import kiln.dynamo as kd
     args = bz.parse_args([])
-    print(f"{'model':24} {'backend ms':>11} {'direct ms':>10} {'C++ ms':>8} {'eager ops':>9}")
-    for name in a.models.split(","):
+    print(f"{'model':24} {'backend ms':>11} {'direct ms':>10} {'C++ ms':>8} {'import ms':>10} "
+          f"{'backend/import':>14} {'eager ops':>9}")
+    for name in [m for m in a.models.split(",") if m]:
         e = bz.BY_NAME[name]
-        m16 = bz.model16(torch, e, bz.build_model(torch, e, args.seed))
+        m = bz.build_model(torch, e, args.seed)
+        m16 = bz.model16(torch, e, copy.deepcopy(m))
         xs = bz.to_device(torch, bz.make_inputs(torch, e, args, a.batch, torch.Generator()), True)
         torch._dynamo.reset()
         kd.reset()
@@ -91,28 +168,11 @@ def main():
             given = dict(zip([t.name for t in g.inputs], xs))
             direct = cuda_ms(torch, lambda: cg.run_torch(given), a.iters)
             shapes = {s: int(v) for s, v in cg.native.bind({k: list(v.shape) for k, v in given.items()}, {}).items()}
-            cpp, _ = cpp_ms(g, shapes, a.kiln)
-        print(f"{name:24} {backend:11.3f} {direct:10.3f} {cpp:8.3f} {eager:9d}")
-    # host time per call on a tiny graph (GPU idle)
-    tiny = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU()).cuda().half().eval()
-    x = torch.randn(8, 64, device="cuda", dtype=torch.float16)
-    torch._dynamo.reset()
-    kd.reset()
-    with torch.no_grad():
-        f = torch.compile(tiny, backend="kiln")
-        t_backend = host_us(torch, lambda: f(x))
-    g = kd.kiln_graphs()[0]
-    cg = kiln.Engine().compile(g)
-    given = {g.inputs[0].name: x}
-    t_direct = host_us(torch, lambda: cg.run_torch(given))
-    out = cg.run_torch(given)
-    stream = torch.cuda.current_stream().cuda_stream
-    ws = torch.empty(max(cg.native.workspace_size({}), 1), dtype=torch.uint8, device="cuda")
-    ins = {g.inputs[0].name: (x.data_ptr(), list(x.shape))}
-    outs = {g.outputs[0].name: (out[0].data_ptr(), list(out[0].shape))}
-    t_native = host_us(torch, lambda: cg.native.run(ins, outs, stream, ws.data_ptr()))
-    print(f"host per call (tiny graph): backend {t_backend:.1f} us, CompiledGraph {t_direct:.1f} us, "
-          f"native run {t_native:.1f} us: backend adds {t_backend - t_native:.1f} us")
+            cpp = cpp_ms(g, shapes, a.kiln)
+        imp = float("nan") if a.no_import else import_ms(torch, bz, e, m.cpu().eval(), a.batch, a.kiln)
+        print(f"{name:24} {backend:11.3f} {direct:10.3f} {cpp:8.3f} {imp:10.3f} "
+              f"{backend / imp:14.3f} {eager:9d}")
+    host_breakdown(torch, kd, kiln)
 
 
 if __name__ == "__main__":

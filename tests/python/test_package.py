@@ -130,6 +130,23 @@ def test_engine_compiles_without_a_gpu_and_calls_on_the_reference(tmp_path):
         kiln.Engine(speed=1)
 
 
+def test_per_call_plans_bind_each_shape_once(tmp_path):
+    """The GPU call path's plans (kiln/engine.py _Plan): one per distinct input shape, with the
+    bound output shapes and a prepared native run that checks how many addresses it gets."""
+    import torch
+    g, _ = mlp()
+    cg = kiln.Engine(arch="sm_80", cache_dir=str(tmp_path), load_kernels=False).compile(g)
+    p6 = cg._plan((torch.Size([6, 16]),), ())
+    assert p6.outs[0][0] == [6, 8] and p6.outs[0][1] == torch.float32
+    assert p6.in_shapes == [[6, 16]] and p6.workspace_bytes >= 0
+    assert cg._plan((torch.Size([6, 16]),), ()) is p6
+    assert cg._plan((torch.Size([9, 16]),), ()).outs[0][0] == [9, 8]
+    with pytest.raises(kiln.UserError, match="takes 1 input and 1 output addresses, found 2 and 1"):
+        p6.run.run([1, 2], [3])
+    with pytest.raises(kiln.UserError, match=r"input 'x'.*dim 1"):
+        cg._plan((torch.Size([6, 15]),), ())
+
+
 def test_explain_returns_the_plan():
     g, _ = mlp()
     plan = g.explain(arch="sm_90")

@@ -236,14 +236,15 @@ def test_transformer_block_f16_plans_flash_attention_and_fused_epilogues():
 
 
 def test_a_graph_the_engine_cannot_build_falls_back_to_eager(monkeypatch, capfd):
-    import kiln.dynamo.backend as kb
+    import kiln.dynamo.part as kp
+    import kiln.dynamo.state as ks
 
     class Refusing:
         def compile(self, g):
             raise kiln.UserError(f"graph '{g.name}': refused for this test")
 
-    monkeypatch.setattr(kb, "_engine", lambda *args: Refusing())
-    monkeypatch.setattr(kb.KilnPart, "_on_gpu", staticmethod(lambda given: True))
+    monkeypatch.setattr(ks, "engine", lambda *args: Refusing())
+    monkeypatch.setattr(kp, "_cuda_ordinal", lambda x: 0)  # every tensor counts as on the GPU
     m = nn.Sequential(nn.Linear(8, 8), nn.ReLU()).eval()
     x = torch.randn(3, 8)
     with torch.no_grad():
@@ -347,3 +348,108 @@ def test_normalize_eps_survives_f16():
     want = F.normalize(x.float(), dim=-1) * 2.0
     torch.testing.assert_close(y.float(), want, rtol=1e-2, atol=1e-2)
     assert kd.stats()["reference_runs"] >= 1
+
+
+class ReferenceLaunch:
+    """Stands in for a CompiledGraph on the GPU: its per-call entry (_launch, what the backend's
+    short path calls) runs kiln's CPU reference, so the short path runs here without a GPU."""
+
+    def __init__(self, g):
+        self.g, self.extras = g, []
+
+    def _launch(self, xs, device, extra):
+        self.extras.append(extra)
+        res = self.g.run_reference({t.name: x.numpy() for t, x in zip(self.g.inputs, xs)},
+                                   bindings=dict(extra))
+        return [torch.from_numpy(res[t.name]) for t in self.g.outputs]
+
+
+@pytest.fixture
+def device_path(monkeypatch):
+    """Every tensor counts as a GPU tensor and each kiln graph compiles to a ReferenceLaunch;
+    yields the list of those, and the WholeGraph objects the backend returned."""
+    import kiln.dynamo.backend as kb
+    import kiln.dynamo.part as kp
+    import kiln.dynamo.state as ks
+    launches, wholes = [], []
+
+    class Engine:
+        def compile(self, g):
+            launches.append(ReferenceLaunch(g))
+            return launches[-1]
+
+    def whole(fused):
+        w = kp.whole_graph(fused)
+        wholes.append(w)
+        return w
+
+    monkeypatch.setattr(ks, "engine", lambda *args: Engine())
+    monkeypatch.setattr(kp, "_cuda_ordinal", lambda x: 0)
+    monkeypatch.setattr(kb, "whole_graph", whole)
+    yield launches, wholes
+
+
+def test_short_path_whole_graph(device_path):
+    """A graph that is one kiln partition: dynamo calls the WholeGraph, whose short path hands
+    the kiln inputs (not the parameters) to the compiled graph on every call."""
+    launches, wholes = device_path
+    m = randomize_bn(TinyCNN()).eval()
+    f = torch.compile(m, backend="kiln")
+    with torch.no_grad():
+        for _ in range(3):
+            x = torch.randn(2, 3, 16, 16)
+            torch.testing.assert_close(f(x), m(x), rtol=1e-4, atol=1e-4)
+    assert len(wholes) == 1 and wholes[0] is not None
+    assert len(launches) == 1 and len(launches[0].extras) == 3
+    assert len(launches[0].g.inputs) == 1  # the weights are kiln constants
+    s = kd.stats()
+    assert s["kiln_runs"] == 3 and s["reference_runs"] == 0 and s["engine_compiles"] == 1, s
+
+
+def test_short_path_binds_dynamic_batch(device_path):
+    launches, wholes = device_path
+    m = nn.Sequential(nn.Linear(16, 32), nn.GELU(), nn.Linear(32, 4)).eval()
+    f = torch.compile(m, backend="kiln", dynamic=True)
+    with torch.no_grad():
+        for n in (2, 5, 9, 5):
+            x = torch.randn(n, 16)
+            torch.testing.assert_close(f(x), m(x), rtol=1e-4, atol=1e-4)
+    assert len(launches) == 1 and wholes[0] is not None
+    assert kd.stats()["kiln_runs"] == 4
+
+
+def test_short_path_through_partitions_with_eager_between(device_path):
+    """Two kiln partitions around an op kiln lacks: the GraphModule stays, each KilnPart takes
+    its short path from the second call on, and the outputs match eager PyTorch."""
+    launches, wholes = device_path
+    m = WithUnsupported().eval()
+    f = torch.compile(m, backend="kiln")
+    with torch.no_grad():
+        for _ in range(2):
+            x = torch.randn(4, 8)
+            torch.testing.assert_close(f(x), m(x), rtol=1e-4, atol=1e-4)
+    assert wholes == [None] and len(launches) == 2
+    assert [len(la.extras) for la in launches] == [2, 2]
+
+
+def test_short_path_keeps_multiple_outputs_and_returned_inputs(device_path):
+    class Two(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = nn.Linear(8, 8)
+
+        def forward(self, x, y):
+            h = self.a(x)
+            return h.relu(), y, h.sigmoid() * 2
+
+    launches, wholes = device_path
+    m = Two().eval()
+    f = torch.compile(m, backend="kiln")
+    with torch.no_grad():
+        for _ in range(2):
+            x, y = torch.randn(3, 8), torch.randn(5)
+            got, want = f(x, y), m(x, y)
+            assert len(got) == 3 and got[1] is y
+            for g, w in zip(got, want):
+                torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-4)
+    assert len(launches) == 1 and wholes[0] is not None

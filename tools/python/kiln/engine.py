@@ -127,6 +127,11 @@ class CompiledGraph:
         self.engine, self.graph, self.native = engine, graph, native
         self._inputs = graph.inputs
         self._outputs = graph.outputs
+        self._in_names = [t.name for t in self._inputs]
+        self._out_names = [t.name for t in self._outputs]
+        self._plans = {}       # (input shapes, extra bindings) -> _Plan
+        self._own_workspace = engine.options.cuda_graphs  # kiln's captured graphs keep their own
+        self._workspaces = {}  # CUDA stream -> the workspace tensor runs on that stream share
 
     def kernels(self):
         return self.native.kernels()
@@ -184,29 +189,99 @@ class CompiledGraph:
         for t in self._inputs:
             device = self._check_torch(t, given[t.name], device)
         device = device or torch.device("cuda", self.engine.device)
-        shapes = {t.name: list(given[t.name].shape) for t in self._inputs}
-        bindings = self.native.bind(shapes, dict(bindings or {}))
-        out_shapes = self.native.output_shapes(bindings)
-        dts = torch_dtypes()
-        outs = []
-        for i, t in enumerate(self._outputs):
-            shape = out_shapes[t.name]
-            fmt = torch.channels_last if t.layout == "NHWC" else torch.contiguous_format
-            if outputs is not None:
-                o = outputs[i]
-                self._check_torch(t, o, device)
-                _check_shape(f"graph '{self.graph.name}': output '{t.name}'", shape, o.shape)
-            elif t.layout == "Strided":
-                raise _kiln.UserError(f"graph '{self.graph.name}': output '{t.name}' has explicit "
-                                      f"strides: pass its buffer (run_torch(..., outputs=[...]))")
-            else:
-                o = torch.empty(shape, dtype=dts[t.dtype], device=device, memory_format=fmt)
-            outs.append(o)
-        ws_bytes = self.native.workspace_size(bindings)
-        ws = torch.empty(max(ws_bytes, 1), dtype=torch.uint8, device=device)
-        stream = torch.cuda.current_stream(device).cuda_stream
-        ins = {t.name: (given[t.name].data_ptr(), shapes[t.name]) for t in self._inputs}
-        od = {t.name: (o.data_ptr(), list(o.shape)) for t, o in zip(self._outputs, outs)}
-        workspace = 0 if self.engine.options.cuda_graphs else ws.data_ptr()
-        self.native.run(ins, od, stream, workspace)
+        xs = [given[n] for n in self._in_names]
+        if outputs is None:
+            for t in self._outputs:
+                if t.layout == "Strided":
+                    raise _kiln.UserError(f"graph '{self.graph.name}': output '{t.name}' has "
+                                          f"explicit strides: pass its buffer "
+                                          f"(run_torch(..., outputs=[...]))")
+            return self._launch(xs, device, tuple(sorted((bindings or {}).items())))
+        plan = self._plan(tuple(x.shape for x in xs), tuple(sorted((bindings or {}).items())))
+        for t, o, (shape, _, _) in zip(self._outputs, outputs, plan.outs):
+            self._check_torch(t, o, device)
+            _check_shape(f"graph '{self.graph.name}': output '{t.name}'", shape, o.shape)
+        self._enqueue(plan, xs, list(outputs), device)
+        return list(outputs)
+
+    def _plan(self, shapes, extra):
+        """What a call with these input shapes (and extra bindings) allocates: bound once per
+        distinct shape set, so a call with shapes seen before does no binding work."""
+        key = (shapes, extra)
+        plan = self._plans.get(key)
+        if plan is None:
+            plan = _Plan(self, shapes, dict(extra))
+            if len(self._plans) >= _MAX_PLANS:  # a sweep over many shapes stays bounded
+                self._plans.clear()
+            self._plans[key] = plan
+        return plan
+
+    def _launch(self, xs, device, extra=()):
+        """The per-call path: xs in the graph's input order, their dtypes, devices and layouts
+        already checked (by run_torch, or by dynamo's guards for the torch.compile backend);
+        returns fresh outputs from torch's allocator, computed on torch's current stream."""
+        import torch
+        shapes = tuple([x.shape for x in xs])
+        plan = self._plans.get((shapes, extra)) or self._plan(shapes, extra)
+        empty = torch.empty
+        outs = [empty(s, dtype=d, device=device, memory_format=f) for s, d, f in plan.outs]
+        self._enqueue(plan, xs, outs, device)
         return outs
+
+    def _enqueue(self, plan, xs, outs, device):
+        stream = _current_stream(device)
+        workspace = 0
+        if plan.workspace_bytes and not self._own_workspace:
+            workspace = self._workspace(stream, plan.workspace_bytes, device)
+        plan.run.run([x.data_ptr() for x in xs], [o.data_ptr() for o in outs], stream, workspace)
+
+    def _workspace(self, stream, nbytes, device):
+        """The device address of a workspace of at least nbytes for runs on `stream`. Runs on one
+        stream execute in order, so they share one buffer, grown when a larger shape comes; each
+        stream has its own. Torch's allocator holds it while this CompiledGraph lives."""
+        import torch
+        ws = self._workspaces.get(stream)
+        if ws is None or ws.numel() < nbytes:
+            ws = torch.empty(nbytes, dtype=torch.uint8, device=device)
+            self._workspaces[stream] = ws
+        return ws.data_ptr()
+
+
+_MAX_PLANS = 256
+
+
+class _Plan:
+    """One binding of a compiled graph's input shapes: the input shapes as kiln takes them, each
+    output's (shape, torch dtype, memory format), the workspace size, and the prepared native
+    run that takes only the buffers' addresses."""
+    __slots__ = ("in_shapes", "outs", "workspace_bytes", "run")
+
+    def __init__(self, cg, shapes, extra):
+        import torch
+        self.in_shapes = [list(s) for s in shapes]
+        in_shapes = dict(zip(cg._in_names, self.in_shapes))
+        bindings = cg.native.bind(in_shapes, extra)
+        out_shapes = cg.native.output_shapes(bindings)
+        dts = torch_dtypes()
+        self.outs = [(out_shapes[t.name], dts[t.dtype],
+                      torch.channels_last if t.layout == "NHWC" else torch.contiguous_format)
+                     for t in cg._outputs]
+        self.workspace_bytes = cg.native.workspace_size(bindings)
+        self.run = cg.native.prepare(in_shapes, out_shapes)
+
+
+def _current_stream(device):
+    """The raw handle of torch's current CUDA stream on `device` (what torch's generated code
+    reads: torch.cuda.current_stream() builds a Python Stream object on every call)."""
+    if not _RAW_STREAM:
+        import torch
+        raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+        _RAW_STREAM.append(raw or (lambda i: torch.cuda.current_stream(i).cuda_stream))
+    index = device.index
+    if index is None:
+        import torch
+        index = torch.cuda.current_device()
+    return _RAW_STREAM[0](index)
+
+
+_RAW_STREAM = []

@@ -9,6 +9,7 @@
 
 #include "bindings.hpp"
 #include "kiln/engine.hpp"
+#include "kiln/error.hpp"
 
 namespace kiln::py {
 
@@ -22,6 +23,48 @@ std::map<std::string, DeviceTensor> device_tensors(const Buffers& b) {
   for (const auto& [name, pb] : b) out[name] = DeviceTensor{pb.first, pb.second};
   return out;
 }
+
+// One shape binding of a CompiledGraph's inputs and outputs, prepared once: a call passes only
+// the buffers' addresses, in the graph's input and output order. The torch.compile backend's
+// per-call path runs through it (kiln/engine.py _Plan).
+class PreparedRun {
+ public:
+  PreparedRun(const CompiledGraph& c, const Shapes& inputs, const Shapes& outputs) : c_(c) {
+    const Graph& g = c.graph();
+    for (int id : g.inputs()) add(&in_, &in_order_, inputs, g.tensor(id).name);
+    for (int id : g.outputs()) add(&out_, &out_order_, outputs, g.tensor(id).name);
+  }
+
+  void run(const std::vector<uint64_t>& inputs, const std::vector<uint64_t>& outputs,
+           uint64_t stream, uint64_t workspace) const {
+    if (inputs.size() != in_order_.size() || outputs.size() != out_order_.size()) {
+      throw Error(ErrorKind::User, "graph '" + c_.graph().name() + "': a prepared run takes " +
+                                       std::to_string(in_order_.size()) + " input and " +
+                                       std::to_string(out_order_.size()) + " output addresses, found " +
+                                       std::to_string(inputs.size()) + " and " +
+                                       std::to_string(outputs.size()));
+    }
+    auto in = in_;  // a copy per call: runs of one plan may come from several threads
+    auto out = out_;
+    for (size_t i = 0; i < inputs.size(); ++i) in[in_order_[i]].ptr = inputs[i];
+    for (size_t i = 0; i < outputs.size(); ++i) out[out_order_[i]].ptr = outputs[i];
+    nb::gil_scoped_release unlocked;
+    c_.run(in, out, reinterpret_cast<void*>(stream), workspace);
+  }
+
+ private:
+  static void add(std::map<std::string, DeviceTensor>* m, std::vector<std::string>* order,
+                  const Shapes& shapes, const std::string& name) {
+    auto it = shapes.find(name);
+    if (it == shapes.end()) throw Error(ErrorKind::User, "prepared run: no shape for '" + name + "'");
+    m->emplace(name, DeviceTensor{0, it->second});
+    order->push_back(name);
+  }
+
+  const CompiledGraph& c_;
+  std::map<std::string, DeviceTensor> in_, out_;
+  std::vector<std::string> in_order_, out_order_;
+};
 
 nb::dict stats_dict(const EngineStats& s) {
   nb::dict d;
@@ -80,8 +123,17 @@ void bind_options(nb::module_& m) {
 
 void bind_engine(nb::module_& m) {
   bind_options(m);
+  nb::class_<PreparedRun>(m, "PreparedRun")
+      .def("run", &PreparedRun::run, nb::arg("inputs"), nb::arg("outputs"), nb::arg("stream") = 0,
+           nb::arg("workspace") = 0);
   nb::class_<CompiledGraph>(m, "CompiledGraph")
       .def("kernels", &kernel_list)
+      .def(
+          "prepare",
+          [](const CompiledGraph& c, const Shapes& inputs, const Shapes& outputs) {
+            return PreparedRun(c, inputs, outputs);
+          },
+          nb::arg("input_shapes"), nb::arg("output_shapes"), nb::keep_alive<0, 1>())
       .def(
           "bind",
           [](const CompiledGraph& c, const Shapes& input_shapes, const Bindings& extra) {

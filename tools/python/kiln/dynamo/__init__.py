@@ -12,12 +12,14 @@ import functools
 import sys
 
 from .. import _kiln
-from .backend import compile_inference, decompositions, find_constants, kiln_graphs, reset, stats
+from .backend import compile_inference, decompositions, export_inference, find_constants, unboxed
+from .state import kiln_graphs, reset, stats
 
 __all__ = ["kiln_backend", "partition_report", "format_report", "stats", "reset", "kiln_graphs",
            "clear_reports"]
 
 _REPORTS = []
+_NOT_EXPORTED = []  # why graphs went through aot_autograd's runtime wrappers (tests)
 
 
 def kiln_backend(gm, example_inputs, **options):
@@ -36,6 +38,10 @@ def kiln_backend(gm, example_inputs, **options):
     consts = find_constants(gm, example_inputs)
     fw = functools.partial(compile_inference, constants=consts, n_inputs=len(example_inputs),
                            options=options, on_report=_record)
+    exported, why = export_inference(gm, example_inputs)
+    if exported is not None:
+        return unboxed(fw(exported, example_inputs))
+    _NOT_EXPORTED.append(why)
     return aot_autograd(fw_compiler=fw, inference_compiler=fw,
                         decompositions=decompositions())(gm, example_inputs)
 

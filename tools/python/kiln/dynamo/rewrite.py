@@ -1,4 +1,6 @@
-"""FX rewrites before partitioning. aot_autograd lowers a linear layer on a [B, S, K] input to
+"""FX rewrites before partitioning. The export path keeps a `_assert_tensor_metadata` node for
+each dtype conversion (`x.to(dtype)`): a check of what the trace already fixed, dropped here.
+aot_autograd lowers a linear layer on a [B, S, K] input to
 view [B*S, K] -> addmm -> view [B, S, N]; kiln's matmul takes batch dims itself, and the views
 around the 2-D contraction would stand between it and the ops after it (an activation, a
 residual add) that kiln fuses into a contraction's epilogue. So the chain becomes
@@ -7,6 +9,17 @@ import torch
 
 aten = torch.ops.aten
 _VIEWS = (aten.view.default, aten._unsafe_view.default, aten.reshape.default)
+
+
+def drop_metadata_asserts(gm):
+    """Erases aten._assert_tensor_metadata: it asserts the dtype and device that tracing saw,
+    which dynamo's guards hold on every call; kiln has nothing to run for it."""
+    op = getattr(aten, "_assert_tensor_metadata", None)
+    if op is None:
+        return
+    for n in list(gm.graph.nodes):
+        if n.op == "call_function" and n.target is op.default and not n.users:
+            gm.graph.erase_node(n)
 
 
 def _shape(n):
