@@ -22,9 +22,16 @@ std::optional<std::vector<int64_t>> row_major(const Shape& s) {
   return static_strides(d);
 }
 
+// A channels-last [N, C, H, W] with H = W = 1 (a pooled map, squeeze-excite's [N, C, 1, 1]) or
+// C = 1 has its elements in row-major order too.
+bool nhwc_in_row_major_order(const Shape& s) {
+  auto one = [](const Dim& d) { return d.is_static() && d.value() == 1; };
+  return s.size() == 4 && ((one(s[2]) && one(s[3])) || one(s[1]));
+}
+
 bool is_row_major(const TensorDesc& d) {
   if (d.layout == Layout::NCHW) return true;
-  if (d.layout == Layout::NHWC) return false;
+  if (d.layout == Layout::NHWC) return nhwc_in_row_major_order(d.shape);
   auto want = row_major(d.shape);
   if (!want) return false;
   for (size_t i = 0; i < d.shape.size(); ++i)  // unit dims may carry any stride

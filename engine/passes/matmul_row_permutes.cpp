@@ -32,6 +32,32 @@ int row_permute(const Graph& g, int mi) {
   return ti;
 }
 
+// The add that alone reads matmul `mi`'s output and adds a vector along its last dim (the
+// projection's bias, which the FX lowering keeps apart from the matmul): it becomes the matmul's
+// bias input, so that the permute lifted to the output does not stand between the GEMM and its
+// bias (a separate elementwise kernel over the whole [T, N, 3E] result). Returns whether folded.
+bool fold_bias(Graph& g, int mi) {
+  const Node& m = g.nodes()[mi];
+  const int y = m.outputs[0];
+  if (m.inputs.size() != 2 || is_graph_output(g, y)) return false;
+  const std::vector<int> cs = consumers_of(g, y);
+  if (cs.size() != 1 || g.nodes()[cs[0]].op != OpKind::Add) return false;
+  const Node& add = g.nodes()[cs[0]];
+  if (add.inputs.size() != 2 || add.inputs[0] == add.inputs[1]) return false;
+  const int b = add.inputs[0] == y ? add.inputs[1] : add.inputs[0];
+  const TensorDesc& bd = g.tensor(b).desc;
+  const TensorDesc& yd = g.tensor(y).desc;
+  const TensorDesc& od = g.tensor(add.outputs[0]).desc;
+  if (bd.rank() != 1 || bd.dtype != yd.dtype || !(bd.shape[0] == yd.shape.back()) ||
+      od.shape != yd.shape || od.dtype != yd.dtype || od.layout != yd.layout)
+    return false;
+  const int sum = add.outputs[0];
+  if (is_graph_output(g, sum)) return false;
+  g.mutable_nodes()[mi].inputs.push_back(b);
+  replace_uses(g, sum, y);  // the add, read by nothing now, goes with the prune
+  return true;
+}
+
 // Matmul `mi` reads transpose `ti`'s input; a transpose with the same perm after it gives its
 // readers the result they read before.
 void lift(Graph& g, int mi, int ti) {
@@ -60,6 +86,7 @@ int lift_matmul_row_permutes(Graph& g, std::vector<std::string>* lifted) {
     const int ti = row_permute(g, static_cast<int>(mi));
     if (ti < 0) continue;
     if (lifted) lifted->push_back(fmt::format("{} -> {}", g.nodes()[ti].name, g.nodes()[mi].name));
+    fold_bias(g, static_cast<int>(mi));
     lift(g, static_cast<int>(mi), ti);
     ++mi;  // past the transpose inserted after the matmul
     ++count;

@@ -49,6 +49,12 @@ std::string run_channels_last_filters(Graph& g) {
                               n == 1 ? "" : "s");
 }
 
+std::string run_spatial_means_as_pools(Graph& g) {
+  std::vector<std::string> rewritten;
+  spatial_means_as_pools(g, &rewritten);
+  return listed("spatial means as global average pools", rewritten);
+}
+
 std::string run_pad_conv_channels(Graph& g) {
   std::vector<std::string> padded;
   pad_conv_channels(g, &padded);
@@ -106,6 +112,7 @@ constexpr EnginePass kEnginePasses[] = {
     {has_split, run_lower_splits, true},
     {has_batchnorm_after_contraction, run_fold_batchnorm},
     {has_channels_last_conv_with_nchw_filter, run_channels_last_filters},
+    {has_spatial_mean, run_spatial_means_as_pools},
     {has_paddable_conv, run_pad_conv_channels},
     {has_movement, run_absorb_matmul_transposes},
     {has_matmul, run_lift_matmul_reshapes},

@@ -75,6 +75,12 @@ int lift_matmul_row_permutes(Graph& g, std::vector<std::string>* lifted = nullpt
 int channels_last_tokens(Graph& g, std::vector<std::string>* rewritten = nullptr);
 bool has_reshape(const Graph& g);
 
+// reduce_mean over the two spatial dims of a 4-D activation, keeping them (adaptive_avg_pool2d(x,
+// 1) in core ATen), becomes global_avgpool: the same output from the window family's parallel
+// pool. Returns the number rewritten (their names in `rewritten`).
+int spatial_means_as_pools(Graph& g, std::vector<std::string>* rewritten = nullptr);
+bool has_spatial_mean(const Graph& g);
+
 // Reshapes and transposes that need no copy kernel become views (TensorInfo::view_of): the
 // tensor is the same memory as its root, laid out as its desc says (Strided where it is not
 // row-major). In node order:

@@ -48,6 +48,10 @@ class KilnPart(torch.nn.Module):
         # them back on the host, where the eager code after them expects them
         self.on_host = [getattr(getattr(v, "device", None), "type", None) == "cpu" for v in out_vals]
         self.any_on_host = any(self.on_host)
+        # a partition whose inputs are all constants (Swin V2's position-bias MLP over its
+        # coordinate buffer) has no input to say where it runs: its outputs' devices do
+        self.out_cuda = next((v.device for v in out_vals if isinstance(v, torch.Tensor) and
+                              v.device.type == "cuda"), None)
         index = {name: i for i, name in enumerate(arg_names)}
         self.in_pos = [index[t.name] for t in cx.g.inputs]  # each kiln input's argument
         self.in_formats = [_format(t.layout == "NHWC") for t in cx.g.inputs]
@@ -85,14 +89,18 @@ class KilnPart(torch.nn.Module):
         return outs
 
     def _first_or_host(self, args):
-        """A call before the graph runs on the GPU: compiles it when an input is a CUDA tensor
-        (then runs it), else runs kiln's CPU reference; a graph kiln cannot build runs its FX
+        """A call before the graph runs on the GPU: compiles it when an input or an output is a
+        CUDA tensor (then runs it), else runs kiln's CPU reference; a graph kiln cannot build runs its FX
         partition eagerly."""
         if self.failed is not None:
             return self._eager(args)
         xs = [args[i] for i in self.in_pos]
         ordinals = [_cuda_ordinal(x) for x in xs]
         device = next((o for o in ordinals if o is not None), None)
+        if device is None and self.out_cuda is not None:
+            device = self.out_cuda.index
+            if device is None:
+                device = torch.cuda.current_device()
         if device is None:
             state.STATS["reference_runs"] += 1
             outs = self._reference(xs, dict((s, int(args[i])) for s, i in self.sym_pos))
