@@ -8,20 +8,13 @@
 #include "kiln/engine.hpp"
 #include "kiln/graph.hpp"
 #include "kiln/reference.hpp"
+#include "tests/count_ops.hpp"
 #include "tests/random_input.hpp"
 
 using namespace kiln;
 using test::random_input;
 
-namespace {
-
-int count_op(const Graph& g, OpKind op) {
-  int n = 0;
-  for (const Node& x : g.nodes()) n += x.op == op;
-  return n;
-}
-
-}  // namespace
+using test::count_op;
 
 // Two NHWC convs share an NCHW filter (one relaid copy), a third conv reads NCHW activations (its
 // filter stays), a 1x1 filter given NHWC stays; the values are the same, so the reference agrees

@@ -10,18 +10,15 @@
 #include "kiln/graph.hpp"
 #include "kiln/io.hpp"
 #include "kiln/reference.hpp"
+#include "tests/count_ops.hpp"
 #include "tests/random_input.hpp"
 #include "tests/test_paths.hpp"
 
 using namespace kiln;
 
-namespace {
+using test::count_op;
 
-int count_op(const Graph& g, OpKind k) {
-  int n = 0;
-  for (const auto& nd : g.nodes()) n += nd.op == k;
-  return n;
-}
+namespace {
 
 using test::random_input;  // no exact zeros
 

@@ -12,19 +12,16 @@
 #include "kiln/engine.hpp"
 #include "kiln/graph.hpp"
 #include "kiln/reference.hpp"
+#include "tests/count_ops.hpp"
 #include "tests/random_input.hpp"
 #include "tests/user_error.hpp"
 
 namespace kiln {
+using test::count_op;
+
 namespace {
 
 using test::user_error;
-
-int count_op(const Graph& g, OpKind k) {
-  int n = 0;
-  for (const Node& nd : g.nodes()) n += nd.op == k;
-  return n;
-}
 
 const Node& only_node(const Graph& g, OpKind k) {
   for (const Node& n : g.nodes())

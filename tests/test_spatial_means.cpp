@@ -9,18 +9,15 @@
 #include "kiln/engine.hpp"
 #include "kiln/graph.hpp"
 #include "kiln/reference.hpp"
+#include "tests/count_ops.hpp"
 #include "tests/random_input.hpp"
 
 using namespace kiln;
 using test::random_input;
 
-namespace {
+using test::count_op;
 
-int count_op(const Graph& g, OpKind op) {
-  int n = 0;
-  for (const Node& x : g.nodes()) n += x.op == op;
-  return n;
-}
+namespace {
 
 // x * sigmoid(conv1x1(reshape(mean(x)))) over an NHWC f16 map.
 std::shared_ptr<Graph> squeeze_excite(std::vector<int64_t> axes, bool keepdims) {
@@ -67,9 +64,8 @@ TEST(SpatialMeans, BecomeGlobalPoolsAndTheirReshapeAView) {
 }
 
 TEST(SpatialMeans, OtherMeansStayReductions) {
-  for (auto [axes, keep] : {std::pair<std::vector<int64_t>, bool>{{2, 3}, false},
-                            {{1, 2}, true},
-                            {{1, 2, 3}, true}}) {
+  for (auto [axes, keep] :
+       {std::pair<std::vector<int64_t>, bool>{{2, 3}, false}, {{1, 2}, true}, {{1, 2, 3}, true}}) {
     auto g = std::make_shared<Graph>("m");
     Tensor x = g->input("x", DType::F32, {2, 8, 5, 5}, Layout::NHWC);
     g->output(g->reduce("reduce_mean", x, axes, keep));

@@ -40,9 +40,9 @@ class PreparedRun {
     if (inputs.size() != in_order_.size() || outputs.size() != out_order_.size()) {
       throw Error(ErrorKind::User, "graph '" + c_.graph().name() + "': a prepared run takes " +
                                        std::to_string(in_order_.size()) + " input and " +
-                                       std::to_string(out_order_.size()) + " output addresses, found " +
-                                       std::to_string(inputs.size()) + " and " +
-                                       std::to_string(outputs.size()));
+                                       std::to_string(out_order_.size()) +
+                                       " output addresses, found " + std::to_string(inputs.size()) +
+                                       " and " + std::to_string(outputs.size()));
     }
     auto in = in_;  // a copy per call: runs of one plan may come from several threads
     auto out = out_;
@@ -56,7 +56,8 @@ class PreparedRun {
   static void add(std::map<std::string, DeviceTensor>* m, std::vector<std::string>* order,
                   const Shapes& shapes, const std::string& name) {
     auto it = shapes.find(name);
-    if (it == shapes.end()) throw Error(ErrorKind::User, "prepared run: no shape for '" + name + "'");
+    if (it == shapes.end())
+      throw Error(ErrorKind::User, "prepared run: no shape for '" + name + "'");
     m->emplace(name, DeviceTensor{0, it->second});
     order->push_back(name);
   }
