@@ -58,7 +58,7 @@ NB_MODULE(_kiln, m) {
   // The torch.compile backend's engines and compiled graphs live in dynamo's caches until the
   // interpreter exits, past the point where nanobind counts instances: its leak report would be
   // printed at the end of every program that used the backend.
-  nb::set_leak_warnings(false);
+  nanobind::set_leak_warnings(false);
   kiln::py::bind_errors(m);
   kiln::py::bind_graph(m);
   kiln::py::bind_engine(m);
