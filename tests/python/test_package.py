@@ -147,6 +147,43 @@ def test_per_call_plans_bind_each_shape_once(tmp_path):
         cg._plan((torch.Size([6, 15]),), ())
 
 
+class RecordedRun:
+    """Stands in for a plan's prepared native run: records the addresses each call passes."""
+
+    def __init__(self):
+        self.calls = []
+
+    def run(self, inputs, outputs, stream, workspace):
+        self.calls.append((inputs, outputs, stream, workspace))
+
+
+def test_launch_allocates_outputs_from_templates(tmp_path, monkeypatch):
+    """The per-call path (CompiledGraph._launch) on host tensors: each output comes from its
+    plan's template with the graph's shape, dtype and memory format (an NHWC output
+    channels-last), and the prepared run gets the inputs'
+    and outputs' addresses on torch's current stream."""
+    import torch
+    monkeypatch.setattr(kiln.engine, "_current_stream_fn", lambda: (lambda index: 7000 + index))
+    g = kiln.Graph("layouts")
+    x = g.input("x", "f16", ["N", 4, 3, 5], layout="NHWC")
+    g.output(g.relu(x), g.cast(g.sigmoid(x), dtype="f32"))
+    cg = kiln.Engine(arch="sm_80", cache_dir=str(tmp_path), load_kernels=False).compile(g)
+    dev = torch.device("cpu", 0)
+    for n in (2, 3, 2):
+        xs = [torch.randn(n, 4, 3, 5).half().contiguous(memory_format=torch.channels_last)]
+        plan = cg._plan((xs[0].shape,), (), dev)
+        if not isinstance(plan.run, RecordedRun):
+            plan.run = RecordedRun()
+        a, b = cg._launch(xs, dev)
+        for o, dt in ((a, torch.float16), (b, torch.float32)):
+            want = torch.empty(n, 4, 3, 5, dtype=dt, memory_format=torch.channels_last)
+            assert (o.shape, o.dtype, o.stride()) == (want.shape, dt, want.stride())
+        ins, outs, stream, _ = plan.run.calls[-1]
+        assert ins == [xs[0].data_ptr()] and outs == [a.data_ptr(), b.data_ptr()]
+        assert stream == 7000
+    assert len(cg._plans) == 2 and len(cg._plan((torch.Size([2, 4, 3, 5]),), ()).run.calls) == 2
+
+
 def test_explain_returns_the_plan():
     g, _ = mlp()
     plan = g.explain(arch="sm_90")

@@ -8,7 +8,7 @@ import torch
 from .. import _kiln
 from . import state
 from .convert import convert_graph, dim_of
-from .part import KilnPart, whole_graph
+from .part import KilnPart, WholeGraph, whole_graph
 from .partition import describe, partition
 from .registry import Unsupported
 from .rewrite import drop_metadata_asserts, fold_linear_views
@@ -47,6 +47,8 @@ def export_inference(gm, example_inputs):
 
 def unboxed(fn):
     """fn as dynamo calls it (one argument per graph input)."""
+    if isinstance(fn, WholeGraph):
+        return fn.call
     if not getattr(fn, "_boxed_call", False):
         return fn
     return lambda *args: fn(args)

@@ -12,6 +12,8 @@ from .. import _kiln
 from . import state
 from .registry import Unsupported
 
+_STATS = state.STATS  # reset() zeroes it in place
+
 
 def _cuda_ordinal(x):
     """The CUDA device ordinal of tensor x, None for a host tensor."""
@@ -60,6 +62,8 @@ class KilnPart(torch.nn.Module):
         self.compiled = None
         self.device = None    # the torch device of the compiled graph
         self.host_in = []     # kiln inputs the program holds on the host (copied per call)
+        self.in_checks = []   # (kiln input, memory format or None for row-major) checked per call
+        self.plain = True     # outputs go back as kiln writes them
         state.STATS["kiln_graphs_built"] += 1
         state.GRAPHS.append(cx.g)
 
@@ -72,16 +76,21 @@ class KilnPart(torch.nn.Module):
 
     def _run_gpu(self, args, in_pos, sym_pos):
         """The per-call path once compiled: in_pos / sym_pos index `args` (the partition's, or
-        the whole graph's when the partition is the whole graph)."""
+        the whole graph's when the partition is the whole graph). It runs on every call of the
+        compiled model, so what a partition never needs (host copies, layout fixes) is decided
+        once, in _first_or_host."""
         xs = [args[i] for i in in_pos]
         for i in self.host_in:
             xs[i] = xs[i].to(device=self.device)
-        for i, f in enumerate(self.in_formats):
-            if not xs[i].is_contiguous(memory_format=f):
-                xs[i] = xs[i].contiguous(memory_format=f)
-        extra = tuple([(sym, int(args[i])) for sym, i in sym_pos]) if sym_pos else ()
-        outs = self.compiled._launch(xs, self.device, extra)
-        state.STATS["kiln_runs"] += 1
+        for i, f in self.in_checks:
+            x = xs[i]
+            if not (x.is_contiguous() if f is None else x.is_contiguous(memory_format=f)):
+                xs[i] = x.contiguous(memory_format=f or torch.contiguous_format)
+        outs = self.compiled._launch(
+            xs, self.device, tuple([(sym, int(args[i])) for sym, i in sym_pos]) if sym_pos else ())
+        _STATS["kiln_runs"] += 1
+        if self.plain:
+            return outs
         if self.any_on_host:
             outs = [o.cpu() if host else o for o, host in zip(outs, self.on_host)]
         for j, f in self.out_fix:
@@ -108,6 +117,10 @@ class KilnPart(torch.nn.Module):
         if not self._compile(device):
             return self._eager(args)
         self.host_in = [i for i, o in enumerate(ordinals) if o is None]
+        # dynamo's guards hold the inputs' strides only while their shapes are static
+        self.in_checks = [(i, None if f is torch.contiguous_format else f)
+                          for i, f in enumerate(self.in_formats)]
+        self.plain = not (self.any_on_host or self.out_fix)
         self.device = torch.device("cuda", device)
         return self._run_gpu(args, self.in_pos, self.sym_pos)
 
@@ -162,6 +175,8 @@ class WholeGraph:
         self.call_pos = call_pos  # the part's arguments: positions in the graph's arguments
         self.in_pos = [call_pos[i] for i in part.in_pos]
         self.sym_pos = [(s, call_pos[i]) for s, i in part.sym_pos]
+        # the graph's outputs are the part's, in its order
+        self.direct = out_map == [(True, j) for j in range(len(part.graph.outputs))]
 
     def __call__(self, args):
         part = self.part
@@ -169,7 +184,19 @@ class WholeGraph:
             outs = part._run_gpu(args, self.in_pos, self.sym_pos)
         else:
             outs = part._first_or_host([args[i] for i in self.call_pos])
+        if self.direct:
+            return outs
         return [outs[j] if from_part else args[j] for from_part, j in self.out_map]
+
+    def call(self, *args):
+        """Called unboxed (one argument per graph input), as dynamo calls a backend's result."""
+        part = self.part
+        if part.device is not None:
+            outs = part._run_gpu(args, self.in_pos, self.sym_pos)
+            if self.direct:
+                return outs
+            return [outs[j] if from_part else args[j] for from_part, j in self.out_map]
+        return self(args)
 
 
 def whole_graph(fused):
