@@ -9,7 +9,16 @@ from ..registry import CONVERTERS, Unsupported, _axis, converter, need  # noqa: 
 @converter("view", "_unsafe_view", "reshape", "squeeze", "unsqueeze", "flatten", "view_copy",
            "_reshape_alias", "expand_dims")
 def _reshape(cx, n, a, kw):
-    return cx.op("reshape", [a[0]], {"shape": cx.out_shape(n)})
+    return _reshaped(cx, a[0], cx.out_shape(n))
+
+
+def _reshaped(cx, x, shape):
+    """x in `shape`; x itself when that is its shape (EfficientNet's squeeze-excite writes
+    view(mean(x), same shape) before its 1x1 conv: a reshape there would read the channels-last
+    pool output as a row-major [N, C, 1, 1] and give the conv a layout of its own)."""
+    if list(shape) == list(x.shape):
+        return x
+    return cx.op("reshape", [x], {"shape": list(shape)})
 
 
 @converter("permute")
@@ -194,4 +203,4 @@ def _as_strided(cx, n, a, kw):
     need(not offset and row_major and src.numel() == math.prod(size) and
          _same_strides(size, stride, _contiguous_strides(size)),
          "as_strided that is not a row-major reshape")
-    return cx.op("reshape", [a[0]], {"shape": size})
+    return _reshaped(cx, a[0], size)
