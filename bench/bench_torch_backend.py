@@ -4,9 +4,9 @@ GPU (the issue's acceptance: within 5 % at batch 32, <= 20 us of host time per c
 path). For each model: the backend's call (CUDA-event time per call over --iters calls), the kiln
 graph it built called directly (kiln.CompiledGraph.run_torch), and `kiln bench` on that graph saved
 as a file (the C++ path, its own timing). Host overhead: the wall time of one call of a tiny graph
-through each Python path minus the direct native run (GPU idle, so the host side is what shows),
-with its parts. The "import ms" column is the model through ONNX (`kiln import --dtype f16
---layout NHWC`, `kiln bench`): the acceptance's comparison.
+through each Python path minus the direct native run, in a fresh process (host_table: interleaved
+rounds, the least of each, GC off), with its parts. The "import ms" column is the model through
+ONNX (`kiln import --dtype f16 --layout NHWC`, `kiln bench`): the acceptance's comparison.
 
     python3 bench/bench_torch_backend.py [--models resnet50,mobilenet_v2] [--batch 32]
 """
@@ -36,20 +36,30 @@ def cuda_ms(torch, fn, iters):
     return a.elapsed_time(b) / iters
 
 
-def host_us(torch, fn, iters=2000, repeats=7):
-    """Wall time of one call in µs, the least of `repeats` loops of `iters` calls: the host side
-    (the GPU work of a tiny graph is shorter than its launch), without the process's noise."""
-    for _ in range(50):
-        fn()
-    torch.cuda.synchronize()
-    best = float("inf")
-    for _ in range(repeats):
-        t = time.perf_counter()
-        for _ in range(iters):
+def host_table(torch, fns, rounds=15, iters=500):
+    """{name: µs per call}: each callable's wall time per call, the least over `rounds` rounds
+    that time every callable in turn (interleaved, so a slow phase of the host's clock or
+    scheduler hits all of them alike), with the garbage collector off as timeit has it. The GPU
+    work of the tiny graph is shorter than a call, so the host side is what shows."""
+    import gc
+    for fn in fns.values():
+        for _ in range(50):
             fn()
-        best = min(best, time.perf_counter() - t)
-        torch.cuda.synchronize()
-    return best / iters * 1e6
+    best = dict.fromkeys(fns, float("inf"))
+    gc.collect()
+    gc.disable()
+    try:
+        for _ in range(rounds):
+            for name, fn in fns.items():
+                torch.cuda.synchronize()
+                t = time.perf_counter()
+                for _ in range(iters):
+                    fn()
+                best[name] = min(best[name], time.perf_counter() - t)
+    finally:
+        gc.enable()
+    torch.cuda.synchronize()
+    return {k: v / iters * 1e6 for k, v in best.items()}
 
 
 def bench_cli(kiln_cli, path, shapes):
@@ -93,62 +103,56 @@ def import_ms(torch, bz, e, m, batch, kiln_cli):
 
 
 def host_breakdown(torch, kd, kiln):
-    """Host time per call on a tiny graph (GPU idle), whole and in parts: dynamo with a backend
-    that does nothing, the backend's WholeGraph alone, CompiledGraph._launch, the native run."""
+    """Host time per call on a tiny graph (Linear + ReLU, f16), whole and in parts, in a process
+    that has compiled nothing else: the backend; dynamo with a backend that does nothing; dynamo
+    with a backend that only allocates the output and calls kiln's native run (what any Python
+    backend over the C++ path does per call); the backend's own callable (WholeGraph.call) and
+    CompiledGraph._launch; the native run, the C++ path's entry (the acceptance's baseline)."""
     import kiln.dynamo.backend as kb
-    import kiln.dynamo.part as kp
     tiny = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU()).cuda().half().eval()
     x = torch.randn(8, 64, device="cuda", dtype=torch.float16)
-    torch._dynamo.reset()
-    kd.reset()
     wholes = []
     orig = kb.whole_graph
     kb.whole_graph = lambda fused: wholes.append(orig(fused)) or wholes[-1]
-    res = {}
     with torch.no_grad():
         f = torch.compile(tiny, backend="kiln")
-        res["backend"] = host_us(torch, lambda: f(x))
         y = f(x)
-        nothing = torch.compile(tiny, backend=lambda gm, ex: (lambda *a: (y,)))
-        res["dynamo, a backend doing nothing"] = host_us(torch, lambda: nothing(x))
     kb.whole_graph = orig
     w = wholes[0]
-    if w is not None:
-        cg = w.part.compiled
-        plan = next(iter(cg._plans.values()))
-        template, run = plan.templates[0][0], plan.run.run
-        stream = torch.cuda.current_stream().cuda_stream
-
-        def floor(*args):  # what any Python backend over kiln's native run does per call
-            out = torch.empty_like(template)
-            run([x.data_ptr()], [out.data_ptr()], stream, 0)
-            return (out,)
-
-        with torch.no_grad():
-            fl = torch.compile(tiny, backend=lambda gm, ex: floor)
-            res["dynamo + allocation + native run"] = host_us(torch, lambda: fl(x))
-        args = [x] * (max(w.in_pos) + 1)
-        res["WholeGraph alone"] = host_us(torch, lambda: w.call(*args))
-        res["CompiledGraph._launch"] = host_us(torch, lambda: cg._launch([x], w.part.device))
-    g = kd.kiln_graphs()[0]
-    cg = kiln.Engine().compile(g)
-    given = {g.inputs[0].name: x}
-    res["CompiledGraph.run_torch"] = host_us(torch, lambda: cg.run_torch(given))
-    out = cg.run_torch(given)
+    cg = w.part.compiled
+    plan = next(iter(cg._plans.values()))
+    template, run = plan.templates[0][0], plan.run.run
     stream = torch.cuda.current_stream().cuda_stream
-    ws = torch.empty(max(cg.native.workspace_size({}), 1), dtype=torch.uint8, device="cuda")
+
+    def floor(*args):
+        out = torch.empty_like(template)
+        run([x.data_ptr()], [out.data_ptr()], stream, 0)
+        return (out,)
+
+    g = cg.graph
+    out = torch.empty_like(template)
     ins = {g.inputs[0].name: (x.data_ptr(), list(x.shape))}
-    outs = {g.outputs[0].name: (out[0].data_ptr(), list(out[0].shape))}
-    res["native run"] = host_us(torch, lambda: cg.native.run(ins, outs, stream, ws.data_ptr()))
-    res["torch.empty (CUDA)"] = host_us(torch, lambda: torch.empty(
-        (8, 64), dtype=torch.float16, device=x.device))
+    outs = {g.outputs[0].name: (out.data_ptr(), list(out.shape))}
+    args = [x] * (max(w.in_pos) + 1)
+    with torch.no_grad():
+        nothing = torch.compile(tiny, backend=lambda gm, ex: (lambda *a: (y,)))
+        fl = torch.compile(tiny, backend=lambda gm, ex: floor)
+        nothing(x), fl(x)
+        res = host_table(torch, {
+            "backend": lambda: f(x),
+            "dynamo, a backend doing nothing": lambda: nothing(x),
+            "dynamo + allocation + native run": lambda: fl(x),
+            "WholeGraph.call": lambda: w.call(*args),
+            "CompiledGraph._launch": lambda: cg._launch([x], w.part.device),
+            "native run": lambda: cg.native.run(ins, outs, stream, 0),
+            "torch.empty_like (CUDA)": lambda: torch.empty_like(template),
+            "eager module": lambda: tiny(x)})
     for k, v in res.items():
         print(f"host per call, {k:34} {v:7.1f} us")
     print(f"backend adds {res['backend'] - res['native run']:.1f} us over the native run "
-          f"(the C++ path's entry), "
-          f"{res['backend'] - res.get('dynamo + allocation + native run', float('nan')):.1f} us "
-          f"over dynamo + allocation + native run; dynamo itself takes "
-          f"{res['dynamo, a backend doing nothing']:.1f} us")
+          f"(the C++ path's entry); a backend that only allocates and runs adds "
+          f"{res['dynamo + allocation + native run'] - res['native run']:.1f} us; dynamo "
+          f"itself takes {res['dynamo, a backend doing nothing']:.1f} us")
 
 
 def main():
@@ -158,11 +162,16 @@ def main():
     ap.add_argument("--iters", type=int, default=50)
     ap.add_argument("--no-import", action="store_true", help="skip the ONNX / kiln import column")
     ap.add_argument("--kiln", default=os.path.join(ROOT, "build", "kiln"))
+    ap.add_argument("--host-only", action="store_true",
+                    help="only the host-time breakdown (run in a fresh process after the models)")
     a = ap.parse_args()
     import torch
-    import bench_zoo as bz
     import kiln
     import kiln.dynamo as kd
+    if a.host_only:
+        host_breakdown(torch, kd, kiln)
+        return
+    import bench_zoo as bz
     args = bz.parse_args([])
     print(f"{'model':24} {'backend ms':>11} {'direct ms':>10} {'C++ ms':>8} {'import ms':>10} "
           f"{'backend/import':>14} {'eager ops':>9}")
@@ -190,7 +199,9 @@ def main():
         imp = float("nan") if a.no_import else import_ms(torch, bz, e, m.cpu().eval(), a.batch, a.kiln)
         print(f"{name:24} {backend:11.3f} {direct:10.3f} {cpp:8.3f} {imp:10.3f} "
               f"{backend / imp:14.3f} {eager:9d}")
-    host_breakdown(torch, kd, kiln)
+    sys.stdout.flush()
+    # a fresh process: the models compiled above leave dynamo caches and a large heap behind
+    subprocess.run([sys.executable, os.path.abspath(__file__), "--host-only"], check=False)
 
 
 if __name__ == "__main__":
