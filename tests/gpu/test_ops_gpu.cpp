@@ -202,6 +202,10 @@ void add_new_float_op_cases(std::vector<Case>& cases) {
       Case c;
       c.name = fmt::format("log_softmax_{}_r{}", dtype_name(dt), len);
       c.inputs = {{"x", {{5, len}, -8.0, 8.0}}, {"r", {{5, len}}}};
+      // The reference rounds h = x + r to the dtype before the norm and the product; the kernel
+      // keeps it in f32. y * h amplifies that rounding: (|h| + |y|) * ulp(h) / 2, up to about
+      // 8 units in the last place of the product in f16 / bf16 (seen: bf16 0.19 at -7.2).
+      if (dt != DType::F32) c.rtol_scale = 10.0;
       c.build = [dt, len] {
         auto g = std::make_shared<Graph>("lsm");
         Tensor x = g->input("x", dt, {"N", len}), r = g->input("r", dt, {"N", len});
