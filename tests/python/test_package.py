@@ -184,6 +184,41 @@ def test_launch_allocates_outputs_from_templates(tmp_path, monkeypatch):
     assert len(cg._plans) == 2 and len(cg._plan((torch.Size([2, 4, 3, 5]),), ()).run.calls) == 2
 
 
+def test_fixed_shape_launch_binds_once(tmp_path, monkeypatch):
+    """The backend's per-call path for a part whose kiln inputs have no symbol
+    (kiln/dynamo/part.py fixed_shape_launch): the plan is bound once, each call allocates fresh
+    outputs and hands the addresses of the arguments at the kiln inputs' positions to the
+    prepared run. A symbolic graph, a dynamic dim or an input in another layout keeps the
+    checked path."""
+    import types
+    import torch
+    from kiln.dynamo.part import fixed_shape_launch
+    monkeypatch.setattr(kiln.engine, "_current_stream_fn", lambda: (lambda index: 9000 + index))
+    g = kiln.Graph("fixed")
+    x = g.input("x", "f32", [6, 16])
+    g.output(g.relu(x))
+    cg = kiln.Engine(arch="sm_80", cache_dir=str(tmp_path), load_kernels=False).compile(g)
+    dev = torch.device("cpu", 0)
+    part = types.SimpleNamespace(sym_pos=[], host_in=[], plain=True, compiled=cg, graph=g,
+                                 in_formats=[torch.contiguous_format], device=dev)
+    w, a = torch.randn(3, 3), torch.randn(6, 16)
+    plan = cg._plan((a.shape,), ())
+    plan.run = RecordedRun()
+    launch = fixed_shape_launch(part, [1], (w, a))
+    o1, o2 = launch((w, a))[0], launch((w, a.clone()))[0]
+    assert o1.shape == (6, 16) and o1.dtype == torch.float32 and o1.is_contiguous()
+    assert o1.data_ptr() != o2.data_ptr() and len(cg._plans) == 1
+    assert plan.run.calls[0][:3] == ([a.data_ptr()], [o1.data_ptr()], 9000)
+    assert fixed_shape_launch(part, [1], (w, a.t().contiguous().t())) is None
+    assert fixed_shape_launch(types.SimpleNamespace(**dict(vars(part), sym_pos=[("N", 0)])),
+                              [1], (w, a)) is None
+    gs = kiln.Graph("sym")
+    gs.output(gs.relu(gs.input("x", "f32", ["N", 16])))
+    cs = kiln.Engine(arch="sm_80", cache_dir=str(tmp_path), load_kernels=False).compile(gs)
+    sym = types.SimpleNamespace(**dict(vars(part), graph=gs, compiled=cs))
+    assert fixed_shape_launch(sym, [1], (w, a)) is None
+
+
 def test_explain_returns_the_plan():
     g, _ = mlp()
     plan = g.explain(arch="sm_90")

@@ -210,10 +210,12 @@ class CompiledGraph:
         key = (shapes, extra)
         plan = self._plans.get(key)
         if plan is None:
-            plan = _Plan(self, shapes, dict(extra), device)
+            plan = _Plan(self, shapes, dict(extra))
             if len(self._plans) >= _MAX_PLANS:  # a sweep over many shapes stays bounded
                 self._plans.clear()
             self._plans[key] = plan
+        if device is not None and plan.templates is None:
+            plan.add_templates(device)
         return plan
 
     def _launch(self, xs, device, extra=()):
@@ -271,14 +273,15 @@ _MAX_PLANS = 256
 class _Plan:
     """One binding of a compiled graph's input shapes: the input shapes as kiln takes them, each
     output's (shape, torch dtype, memory format), the workspace size, and the prepared native
-    run that takes only the buffers' addresses. With a device, also one template per output:
-    (a tensor of the output's shape and dtype on that device, owning one element through a
-    zero-stride view; the memory format to ask for, None for row-major). torch.empty_like on a
-    template parses no shape, dtype or device: on the H200's host it takes 2.0 µs where
-    torch.empty(shape, dtype=, device=, memory_format=) takes 4.1 µs (docs/PERFORMANCE.md)."""
+    run that takes only the buffers' addresses. Once a call on a device needs them
+    (add_templates), one template per output: (a tensor of the output's shape and dtype on that
+    device, owning one element through a zero-stride view; the memory format to ask for, None
+    for row-major). torch.empty_like on a template parses no shape, dtype or device: on the
+    H200's host it takes 1.9 µs where torch.empty(shape, dtype=, device=, memory_format=) takes
+    4.1 µs (docs/PERFORMANCE.md)."""
     __slots__ = ("in_shapes", "outs", "workspace_bytes", "run", "templates")
 
-    def __init__(self, cg, shapes, extra, device=None):
+    def __init__(self, cg, shapes, extra):
         import torch
         self.in_shapes = [list(s) for s in shapes]
         in_shapes = dict(zip(cg._in_names, self.in_shapes))
@@ -291,9 +294,11 @@ class _Plan:
         self.workspace_bytes = cg.native.workspace_size(bindings)
         self.run = cg.native.prepare(in_shapes, out_shapes)
         self.templates = None
-        if device is not None:
-            self.templates = [_template(s, d, f, device) for s, d, f in self.outs]
-            _EMPTY_LIKE[0] = torch.empty_like
+
+    def add_templates(self, device):
+        import torch
+        self.templates = [_template(s, d, f, device) for s, d, f in self.outs]
+        _EMPTY_LIKE[0] = torch.empty_like
 
 
 def _template(shape, dtype, memory_format, device):
