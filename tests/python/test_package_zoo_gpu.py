@@ -64,15 +64,17 @@ def test_zoo_model_matches_eager(name):
     # two f16 results adds; kiln against eager f16 is printed beside.
     err16 = rel_err(got16, want32)
     vs16 = ((got16.float() - want16.float()).abs().max() / want16.float().abs().max()).item()
-    print(f"{name}: f32 {err32:.3g}, f16 {err16:.3g} (eager f16 {rel_err(want16, want32):.3g}, "
+    # eager f16's own error; not finite where eager f16 overflows (swin_v2_t: inf, then NaN)
+    own16 = rel_err(want16, want32) if torch.isfinite(want16).all() else float("nan")
+    print(f"{name}: f32 {err32:.3g}, f16 {err16:.3g} (eager f16 {own16:.3g}, "
           f"kiln vs eager f16 {vs16:.3g}); eager ops: "
           f"{sorted({n['target'] for n in eager16}) or 'none'}; {kd.stats()}")
     assert kd.stats()["kiln_runs"] >= 2
     assert err32 <= bz.F32_TARGET, kd.format_report()
     # 1e-2, or no further from the f32 truth than eager f16 itself where eager f16 is further
     # (ShuffleNetV2 at batch 4: eager f16 1.19e-2, kiln 1.03e-2)
-    own16 = rel_err(want16, want32) if torch.isfinite(want16).all() else bz.F16_TARGET
-    assert err16 <= max(bz.F16_TARGET, own16), kd.format_report()
+    assert err16 <= (bz.F16_TARGET if own16 != own16 else max(bz.F16_TARGET, own16)), \
+        kd.format_report()
 
 
 def test_batch_sweep_compiles_the_kiln_part_once():
