@@ -22,6 +22,24 @@ def x4(*s):
     return torch.randn(*s)
 
 
+def _window_mask(x):
+    """Swin's shifted-window mask: slice assignments into zeros (slice_scatter in core ATen)."""
+    mask = x.new_zeros(6, 5)
+    count = 0
+    for h in ((0, 2), (2, -2), (-2, None)):
+        for w in ((0, 1), (1, 3), (3, None)):
+            mask[h[0]:h[1], w[0]:w[1]] = count
+            count += 1
+    return mask
+
+
+def _assigned(x):
+    y = x * 3
+    y[:, 1:3] = x[:, :2] * 2
+    y[4:] = x[:2] - 1
+    return y
+
+
 CASES = {
     "groupnorm_silu": (Fn(lambda m, x: F.silu(m[0](x)), nn.GroupNorm(4, 8)), [x4(2, 8, 5, 5)]),
     "rmsnorm": (Fn(lambda m, x: m[0](x), nn.RMSNorm(16, eps=1e-6)), [x4(3, 16)]),
@@ -68,6 +86,7 @@ CASES = {
                            [x4(2, 6, 3, 3)]),
     "bmm_matmul": (Fn(lambda m, a, b: torch.bmm(a, b) @ b.transpose(1, 2)),
                    [x4(2, 3, 4), x4(2, 4, 4)]),
+    "slice_assign": (Fn(lambda m, x: _window_mask(x) + _assigned(x)), [x4(6, 5)]),
     "sdpa_with_mask": (Fn(lambda m, q, k, v, mask: F.scaled_dot_product_attention(
         q, k, v, attn_mask=mask)), [x4(1, 2, 4, 8), x4(1, 2, 4, 8), x4(1, 2, 4, 8),
                                     x4(1, 1, 4, 4)]),

@@ -84,6 +84,35 @@ def _slice(cx, n, a, kw):
     return cx.op("slice", [x], {"starts": [start], "ends": [end], "axes": [dim], "steps": [step]})
 
 
+@converter("slice_scatter")
+def _slice_scatter(cx, n, a, kw):
+    """src written over input[start:end] along dim (step 1), as the concat of the input's parts
+    before and after and src: what core ATen makes of an in-place slice assignment (Swin's
+    shifted-window mask, built from zeros on every call)."""
+    x, src = a[0], a[1]
+    dim = int(a[2] if len(a) > 2 else kw.get("dim", 0))
+    start = a[3] if len(a) > 3 else kw.get("start")
+    end = a[4] if len(a) > 4 else kw.get("end")
+    step = a[5] if len(a) > 5 else kw.get("step", 1)
+    axis = _axis(dim, len(x.shape))
+    size = x.shape[axis]
+    need(isinstance(size, int) and all(isinstance(v, int) for v in (start or 0, end or 0, step)),
+         "a slice_scatter with symbolic bounds")
+    need(step == 1, "a slice_scatter with a step")
+    start, end = (min(max(v + size if v < 0 else v, 0), size) for v in
+                  (0 if start is None else start, size if end is None else end))
+    parts = []
+    if start > 0:
+        parts.append(cx.op("slice", [x], {"starts": [0], "ends": [start], "axes": [axis],
+                                         "steps": [1]}))
+    if end > start:
+        parts.append(src)
+    if end < size:
+        parts.append(cx.op("slice", [x], {"starts": [end], "ends": [size], "axes": [axis],
+                                         "steps": [1]}))
+    return parts[0] if len(parts) == 1 else cx.op("concat", parts, {"axis": axis})
+
+
 @converter("select")
 def _select(cx, n, a, kw):
     x, dim, idx = a[0], int(a[1]), a[2]

@@ -129,6 +129,18 @@ def _to_copy(cx, n, a, kw):
     return a[0] if dt == src else cx.op("cast", [a[0]], {"dtype": dt})
 
 
+@converter("copy")
+def _copy(cx, n, a, kw):
+    """copy(self, src): src's values in self's shape and dtype (functionalized `self[...] = src`;
+    self's own values are not read)."""
+    need(str(cx.val(n.args[0]).device) == str(cx.val(n.args[1]).device), "a copy across devices")
+    src, shape = a[1], cx.out_shape(n)
+    if list(src.shape) != list(shape):
+        src = cx.op("expand", [src], {"shape": shape})
+    dt = cx.dtype_of(n)
+    return src if dt == cx.dtype_of(n.args[1]) else cx.op("cast", [src], {"dtype": dt})
+
+
 @converter("clone", "contiguous", "alias", "detach", "lift_fresh_copy")
 def _identity(cx, n, a, kw):
     return a[0]
