@@ -219,6 +219,41 @@ def test_fixed_shape_launch_binds_once(tmp_path, monkeypatch):
     assert fixed_shape_launch(sym, [1], (w, a)) is None
 
 
+def test_fixed_shape_launch_replays_on_kiln_owned_buffers(tmp_path, monkeypatch):
+    """With EngineOptions.cuda_graphs the fixed-shape launch runs kiln on buffers of its own at
+    fixed addresses (one set per stream), so that the captured graph replays: each call copies
+    its inputs in and hands back copies of the outputs."""
+    import types
+    import torch
+    from kiln.dynamo.part import fixed_shape_launch
+    streams = [9001]
+    monkeypatch.setattr(kiln.engine, "_current_stream_fn", lambda: (lambda index: streams[0]))
+    g = kiln.Graph("replay")
+    x = g.input("x", "f32", [2, 4, 3, 3], layout="NHWC")
+    g.output(g.relu(x))
+    cg = kiln.Engine(arch="sm_80", cache_dir=str(tmp_path), load_kernels=False,
+                     cuda_graphs=True).compile(g)
+    assert cg._own_workspace
+    dev = torch.device("cpu", 0)
+    cl = torch.channels_last
+    part = types.SimpleNamespace(sym_pos=[], host_in=[], plain=True, compiled=cg, graph=g,
+                                 in_formats=[cl], device=dev)
+    a = torch.randn(2, 4, 3, 3).contiguous(memory_format=cl)
+    plan = cg._plan((a.shape,), ())
+    plan.run = RecordedRun()
+    launch = fixed_shape_launch(part, [0], (a,))
+    b = torch.randn(2, 4, 3, 3).contiguous(memory_format=cl)
+    o1, o2 = launch((a,))[0], launch((b,))[0]
+    (i1, u1, s1, w1), (i2, u2, s2, _) = plan.run.calls
+    assert (i1, u1, s1, w1) == (i2, u2, 9001, 0)  # the same addresses: the capture replays
+    assert i1[0] not in (a.data_ptr(), b.data_ptr())
+    assert len({o1.data_ptr(), o2.data_ptr(), u1[0]}) == 3
+    assert o1.is_contiguous(memory_format=cl) and o1.shape == (2, 4, 3, 3)
+    streams[0] = 9002
+    launch((a,))
+    assert plan.run.calls[-1][2] == 9002 and plan.run.calls[-1][0] != i1  # its own buffers
+
+
 def test_explain_returns_the_plan():
     g, _ = mlp()
     plan = g.explain(arch="sm_90")
