@@ -173,6 +173,9 @@ def main():
     ap.add_argument("--guard-filter", choices=["none", "inbuilt", "all"], default="none",
                     help="torch.compile's guard_filter_fn: skip dynamo's guards on the "
                          "parameters of torch.nn's modules (inbuilt) or of all modules (all)")
+    ap.add_argument("--cuda-graphs", action="store_true",
+                    help="the backend with EngineOptions.cuda_graphs (replays on kiln-owned "
+                         "buffers)")
     ap.add_argument("--host-only", action="store_true",
                     help="only the host-time breakdown (run in a fresh process after the models)")
     a = ap.parse_args()
@@ -195,7 +198,10 @@ def main():
         kd.reset()
         kd.clear_reports()
         with torch.no_grad():
-            f = torch.compile(m16, backend="kiln", options=compile_options(torch, a.guard_filter))
+            opts = compile_options(torch, a.guard_filter)
+            if a.cuda_graphs:
+                opts["cuda_graphs"] = True
+            f = torch.compile(m16, backend="kiln", options=opts)
             backend = cuda_ms(torch, lambda: f(*xs), a.iters)
         graphs = kd.kiln_graphs()
         eager = sum(n["where"] == "eager" for r in kd.partition_report() for n in r["nodes"])
