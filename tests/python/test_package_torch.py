@@ -453,3 +453,25 @@ def test_short_path_keeps_multiple_outputs_and_returned_inputs(device_path):
             for g, w in zip(got, want):
                 torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-4)
     assert len(launches) == 1 and wholes[0] is not None
+
+
+def test_dynamo_guards_hold_static_strides():
+    """fixed_shape_launch (kiln/dynamo/part.py) reads its inputs at the strides of the call it
+    was bound on: that holds because dynamo compiles again when an input of static shape comes
+    with other strides (a transposed view, channels-last)."""
+    graphs = []
+
+    def count(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    torch._dynamo.reset()
+    f = torch.compile(lambda x: x * 2, backend=count)
+    with torch.no_grad():
+        f(torch.randn(4, 3, 5, 5))
+        f(torch.randn(4, 3, 5, 5))
+        assert len(graphs) == 1
+        f(torch.randn(4, 3, 5, 5).contiguous(memory_format=torch.channels_last))
+        assert len(graphs) == 2
+        f(torch.randn(4, 3, 5, 5).transpose(2, 3))
+        assert len(graphs) == 3
