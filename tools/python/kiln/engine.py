@@ -221,20 +221,16 @@ class CompiledGraph:
     def _launch(self, xs, device, extra=()):
         """The per-call path: xs in the graph's input order, their dtypes, devices and layouts
         already checked (by run_torch, or by dynamo's guards for the torch.compile backend);
-        returns fresh outputs from torch's allocator, computed on torch's current stream. Every
-        Python operation here costs host time on each call of a compiled model."""
+        returns fresh outputs from torch's allocator, computed on torch's current stream."""
+        import torch
         shapes = tuple([x.shape for x in xs])
         plan = self._plans.get((shapes, extra))
         if plan is None or plan.templates is None:
             plan = self._plan(shapes, extra, device)
-        empty_like = _EMPTY_LIKE[0]
+        empty_like = torch.empty_like
         outs = [empty_like(t) if f is None else empty_like(t, memory_format=f)
                 for t, f in plan.templates]
-        stream = self._raw_stream(device)
-        workspace = 0
-        if plan.workspace_bytes and not self._own_workspace:
-            workspace = self._workspace(stream, plan.workspace_bytes, device)
-        plan.run.run([x.data_ptr() for x in xs], [o.data_ptr() for o in outs], stream, workspace)
+        self._enqueue(plan, xs, outs, device)
         return outs
 
     def _enqueue(self, plan, xs, outs, device):
@@ -296,9 +292,7 @@ class _Plan:
         self.templates = None
 
     def add_templates(self, device):
-        import torch
         self.templates = [_template(s, d, f, device) for s, d, f in self.outs]
-        _EMPTY_LIKE[0] = torch.empty_like
 
 
 def _template(shape, dtype, memory_format, device):
@@ -307,9 +301,6 @@ def _template(shape, dtype, memory_format, device):
     import torch
     view = torch.empty((1,) * len(shape), dtype=dtype, device=device).expand(shape)
     return view, None if memory_format is torch.contiguous_format else memory_format
-
-
-_EMPTY_LIKE = [None]
 
 
 def _current_stream_fn():

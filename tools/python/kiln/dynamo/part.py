@@ -205,7 +205,9 @@ class WholeGraph:
         self.call_pos = call_pos  # the part's arguments: positions in the graph's arguments
         self.in_pos = [call_pos[i] for i in part.in_pos]
         self.sym_pos = [(s, call_pos[i]) for s, i in part.sym_pos]
-        self.fixed = None  # fixed_shape_launch, once the part has run on the GPU
+        # what call() runs once the part has run on the GPU: fixed_shape_launch, or __call__
+        # where that does not apply (decided once)
+        self.fixed = None
         # the graph's outputs are the part's, in its order
         self.direct = out_map == [(True, j) for j in range(len(part.graph.outputs))]
 
@@ -227,8 +229,8 @@ class WholeGraph:
         part = self.part
         if part.device is None:
             return self(args)
-        if self.direct:
-            self.fixed = fixed_shape_launch(part, self.in_pos, args)
+        launch = fixed_shape_launch(part, self.in_pos, args) if self.direct else None
+        self.fixed = launch or self.__call__
         return self(args)
 
 
@@ -239,7 +241,7 @@ def fixed_shape_launch(part, in_pos, args):
     layouts of this one. What is left per call is the outputs' allocation, the addresses, the
     current stream and the native run. `args` (a call on the GPU that has run once) shows the
     layouts: an input that needed a copy into kiln's layout keeps the checked path."""
-    if part.sym_pos or part.host_in or not part.plain or part.compiled is None:
+    if part.sym_pos or part.host_in or not part.plain:
         return None
     if any(isinstance(d, str) for t in part.graph.inputs for d in t.shape):
         return None
