@@ -11,34 +11,13 @@
 #include "engine/base/env.hpp"
 #include "engine/base/memory_budget.hpp"
 #include "runtime/event_timer.hpp"
+#include "runtime/run_text.hpp"
 
 // NVTX3 (header-only, from the CUDA toolkit): without a profiler attached the calls are no-ops
 // that never load anything; KILN_NVTX=1 turns the ranges on (engine/env.hpp).
 #include <nvtx3/nvToolsExt.h>
 
 namespace kiln {
-
-namespace {
-
-constexpr uint64_t kPtrAlign = 16;  // kernels use 16-byte vector accesses
-
-std::string bindings_str(const Bindings& b) {
-  std::string s;
-  for (const auto& [k, v] : b) s += fmt::format("{}{}={}", s.empty() ? "" : ", ", k, v);
-  return s.empty() ? "static shapes" : s;
-}
-
-std::string shape_text(const std::vector<int64_t>& s) {
-  return fmt::format("[{}]", fmt::join(s, ","));
-}
-
-std::string names_of(const Graph& g, const std::vector<int>& ids) {
-  std::string s;
-  for (int id : ids) s += (s.empty() ? "" : ", ") + g.tensor(id).name;
-  return s.empty() ? "(none)" : s;
-}
-
-}  // namespace
 
 // ---------------------------------------------------------------- ModuleCache
 
@@ -240,168 +219,6 @@ cuda::ContextScope Executor::enter(const char* what) const {
   return cuda::ContextScope(modules_->context());
 }
 
-Executor::Prepared Executor::prepare(const std::map<std::string, DeviceTensor>& inputs,
-                                     const std::map<std::string, DeviceTensor>& outputs,
-                                     uint64_t workspace) const {
-  const Graph& g = *graph_;  // callers entered the engine's context (enter: kernels loaded)
-  // Names first: every given name must exist, every declared one must be given.
-  std::map<std::string, int> in_ids, out_ids;
-  for (int id : g.inputs()) in_ids[g.tensor(id).name] = id;
-  for (int id : g.outputs()) out_ids[g.tensor(id).name] = id;
-  for (const auto& [name, t] : inputs)
-    KILN_CHECK(in_ids.count(name),
-               "run: inputs: '{}' is not an input of graph '{}'; its inputs are: {}", name,
-               g.name(), names_of(g, g.inputs()));
-  for (const auto& [name, t] : outputs)
-    KILN_CHECK(out_ids.count(name),
-               "run: outputs: '{}' is not an output of graph '{}'; its outputs are: {}", name,
-               g.name(), names_of(g, g.outputs()));
-  std::map<std::string, std::vector<int64_t>> shapes;
-  for (const auto& [name, id] : in_ids) {
-    auto it = inputs.find(name);
-    KILN_CHECK(it != inputs.end(), "run: input '{}' ({}) is missing", name,
-               g.tensor(id).desc.str());
-    KILN_CHECK(it->second.ptr != 0, "run: input '{}': the device pointer is null", name);
-    KILN_CHECK(it->second.ptr % kPtrAlign == 0,
-               "run: input '{}': device pointer {:#x} is not {}-byte aligned", name, it->second.ptr,
-               kPtrAlign);
-    shapes[name] = it->second.shape;
-  }
-  Prepared p;
-  p.bindings = g.bind(shapes);  // located errors for rank/dim mismatches
-  const Bindings& b = p.bindings;
-
-  std::map<int, uint64_t> ptr;
-  for (const auto& [name, id] : in_ids) ptr[id] = inputs.at(name).ptr;
-  for (const auto& [id, dp] : constant_ptr_) ptr[id] = dp;
-  for (const auto& [name, id] : out_ids) {
-    auto it = outputs.find(name);
-    const TensorInfo& t = g.tensor(id);
-    KILN_CHECK(it != outputs.end(), "run: output '{}' ({}) is missing", name, t.desc.str());
-    KILN_CHECK(it->second.ptr != 0, "run: output '{}': the device pointer is null", name);
-    KILN_CHECK(it->second.ptr % kPtrAlign == 0,
-               "run: output '{}': device pointer {:#x} is not {}-byte aligned", name,
-               it->second.ptr, kPtrAlign);
-    std::vector<int64_t> want = eval_shape(t.desc.shape, b);
-    KILN_CHECK(it->second.shape == want,
-               "run: output '{}': expected shape {} ({} with {}), found {}", name, shape_text(want),
-               shape_str(t.desc.shape), bindings_str(b), shape_text(it->second.shape));
-    if (t.role == TensorRole::Intermediate) {
-      ptr[id] = it->second.ptr;
-    } else {  // an input or constant listed as an output: copied after the kernels
-      auto src = ptr.find(id);
-      KILN_ASSERT(src != ptr.end(), "output '{}' has no device data", name);
-      p.copies.push_back(
-          {it->second.ptr, src->second, static_cast<size_t>(tensor_bytes(t.desc, b))});
-    }
-  }
-
-  std::shared_ptr<const ArenaPlan> ap = arena(b);
-  uint64_t base = workspace;
-  if (ap->peak > 0 && base == 0) {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (static_cast<int64_t>(arena_.bytes()) < ap->peak) {
-      // Earlier runs may still use the old arena: wait for them before freeing it.
-      if (arena_.ptr()) cuda::ctx_synchronize();
-      // Grow geometrically (x1.5, 2 MiB granules): rising batch sizes reallocate (and
-      // synchronize) a logarithmic number of times, not at every new size.
-      constexpr size_t kGranule = size_t{2} << 20;
-      size_t want = std::max(static_cast<size_t>(ap->peak), arena_.bytes() + arena_.bytes() / 2);
-      if (want > static_cast<size_t>(ap->peak)) {  // growth beyond the need: only if it fits
-        size_t free = 0, total = 0;
-        if (cuda::mem_info(&free, &total) && want > free + arena_.bytes())
-          want = static_cast<size_t>(ap->peak);
-      }
-      cuda::check_device_bytes(
-          fmt::format("graph '{}': the workspace (intermediate tensors) for {}", graph_->name(),
-                      bindings_str(b)),
-          static_cast<uint64_t>(ap->peak));
-      arena_ = cuda::DeviceBuffer((want + kGranule - 1) / kGranule * kGranule);
-      ++arena_generation_;  // CUDA graphs captured on the old arena are never replayed again
-    }
-    base = arena_.ptr();
-  }
-  KILN_CHECK(ap->peak == 0 || base % kArenaAlign == 0,
-             "run: workspace pointer {:#x} is not {}-byte aligned", workspace, kArenaAlign);
-  for (const auto& [id, off] : ap->offset) ptr[id] = base + static_cast<uint64_t>(off);
-  for (const ViewBinding& v : views_)  // their root's memory, at their offset
-    if (auto it = ptr.find(v.root); it != ptr.end())
-      ptr[v.view] = it->second + static_cast<uint64_t>(v.offset.eval(b) * v.elem_bytes);
-
-  uint64_t scratch_ptr = ap->scratch_bytes ? base + static_cast<uint64_t>(ap->scratch_offset) : 0;
-  uint64_t counters_ptr =
-      ap->counters_bytes ? base + static_cast<uint64_t>(ap->counters_offset) : 0;
-  p.counters = counters_ptr;
-  p.counters_bytes = static_cast<size_t>(ap->counters_bytes);
-  p.errors = ap->errors_bytes ? base + static_cast<uint64_t>(ap->errors_offset) : 0;
-  p.errors_bytes = static_cast<size_t>(ap->errors_bytes);
-  uint64_t next_error_word = p.errors;
-
-  for (const ExecutorKernel& k : kernels_) {
-    Launch l;
-    l.kernel = &k;
-    for (const KernelArg& a : k.spec.args) {
-      if (a.kind == KernelArg::Kind::Int) {
-        int64_t v = a.value.eval(b);
-        uint64_t u = 0;
-        std::memcpy(&u, &v, sizeof(u));
-        l.args.push_back(u);
-      } else if (a.kind == KernelArg::Kind::Scratch) {
-        l.args.push_back(scratch_ptr);
-      } else if (a.kind == KernelArg::Kind::Counters) {
-        l.args.push_back(counters_ptr);
-      } else if (a.kind == KernelArg::Kind::ErrorWord) {
-        l.args.push_back(next_error_word);
-        next_error_word += 4;
-      } else if (a.kind == KernelArg::Kind::TensorMap) {
-        l.map_of_arg.resize(l.args.size() + 1, -1);
-        l.map_of_arg.back() = static_cast<int32_t>(l.maps.size());
-        l.maps.emplace_back();  // encoded below, once the grid is known not to be empty
-        l.args.push_back(0);
-      } else {
-        auto it = ptr.find(a.tensor);
-        KILN_ASSERT(it != ptr.end(), "kernel {} argument tensor {} has no device memory",
-                    k.spec.name, a.tensor);
-        l.args.push_back(it->second);
-      }
-    }
-    static constexpr int64_t kMax[3] = {2147483647, 65535, 65535};
-    for (int i = 0; i < 3; ++i) {
-      int64_t v = k.spec.grid[i].eval(b);
-      if (v <= 0) {
-        l.empty = true;
-        v = 1;
-      }
-      KILN_CHECK(v <= kMax[i],
-                 "run: kernel {}: grid dim {} is {} for {}, above the CUDA limit {} (shapes too "
-                 "large for this kernel)",
-                 k.spec.name, "xyz"[i], v, bindings_str(b), kMax[i]);
-      l.grid[i] = static_cast<uint32_t>(v);
-      KILN_ASSERT(k.spec.block[i] > 0, "kernel {}: block dim {} is {}", k.spec.name, i,
-                  k.spec.block[i]);
-      l.block[i] = static_cast<uint32_t>(k.spec.block[i]);
-    }
-    if (!l.empty) {
-      for (size_t i = 0; i < l.map_of_arg.size(); ++i) {
-        if (l.map_of_arg[i] < 0) continue;
-        const KernelArg& a = k.spec.args[i];
-        auto it = ptr.find(a.tensor);
-        KILN_ASSERT(it != ptr.end(), "kernel {} tensor map over tensor {} has no device memory",
-                    k.spec.name, a.tensor);
-        cuda::encode_kernel_tensor_map(&l.maps[static_cast<size_t>(l.map_of_arg[i])], a,
-                                       graph_->tensor(a.tensor).desc.dtype, it->second, b);
-      }
-    }
-    p.launches.push_back(std::move(l));
-  }
-  return p;
-}
-
-void Executor::zero_counters(const Prepared& p, void* stream) {
-  if (p.counters_bytes) cuda::memset_d8_async(p.counters, 0, p.counters_bytes, stream);
-  if (p.errors_bytes) cuda::memset_d8_async(p.errors, 0, p.errors_bytes, stream);
-}
-
 void Executor::check_errors(uint64_t errors, size_t bytes, void* stream) const {
   if (bytes == 0) return;
   cuda::stream_synchronize(stream);
@@ -433,24 +250,6 @@ void Executor::check_errors(uint64_t errors, size_t bytes, void* stream) const {
   KILN_CHECK(report.empty(),
              "run: graph '{}': {} (the kernel clamped its reads, the outputs are not valid)",
              graph_->name(), report);
-}
-
-void Executor::launch(Launch& l, void* stream) const {
-  if (l.empty) return;
-  const KernelSpec& s = l.kernel->spec;
-  void* small[16];
-  std::vector<void*> big;
-  void** params = small;
-  if (l.args.size() > 16) {
-    big.resize(l.args.size());
-    params = big.data();
-  }
-  for (size_t i = 0; i < l.args.size(); ++i)
-    params[i] = i < l.map_of_arg.size() && l.map_of_arg[i] >= 0
-                    ? static_cast<void*>(l.maps[static_cast<size_t>(l.map_of_arg[i])].v)
-                    : static_cast<void*>(&l.args[i]);
-  cuda::launch(l.kernel->function, l.grid, l.block, static_cast<uint32_t>(s.smem_bytes), stream,
-               params, s.name);
 }
 
 namespace {
@@ -524,13 +323,14 @@ Bindings Executor::run_graph(const std::map<std::string, DeviceTensor>& inputs,
     if (it != graphs_.end()) ge = it->second;
   }
   if (!ge) {
-    // Capture: prepare (all checks) on this thread, record the launches on a private stream.
-    Prepared p = prepare(inputs, outputs, workspace);
+    // Capture: plan (all checks) on this thread, record the launches on a private stream.
+    Bases base;
+    std::shared_ptr<const LaunchPlan> p = plan_for(inputs, outputs, workspace, &base);
     if (workspace == 0) key = graph_key(inputs, outputs, workspace);  // the arena may have grown
     auto fresh = std::make_shared<GraphExec>();
-    fresh->bindings = p.bindings;
-    fresh->errors = p.errors;
-    fresh->errors_bytes = p.errors_bytes;
+    fresh->bindings = p->bindings;
+    fresh->errors = p->errors_bytes ? address(p->errors, base.data()) : 0;
+    fresh->errors_bytes = p->errors_bytes;
     fresh->range = "kiln graph " + graph_->name();
     void* cs = cuda::stream_create_nonblocking();
     struct StreamGuard {
@@ -539,17 +339,7 @@ Bindings Executor::run_graph(const std::map<std::string, DeviceTensor>& inputs,
     } guard{cs};
     cuda::stream_begin_capture(cs);
     try {
-      zero_counters(p, cs);
-      for (Launch& l : p.launches) {
-        if (cfg.dump_launch) {
-          const KernelSpec& s = l.kernel->spec;
-          fmt::print(stderr, "kiln: capture {} grid [{},{},{}] block [{},{},{}] smem {} ({}){}\n",
-                     s.name, l.grid[0], l.grid[1], l.grid[2], l.block[0], l.block[1], l.block[2],
-                     s.smem_bytes, bindings_str(p.bindings), l.empty ? " skipped: empty" : "");
-        }
-        launch(l, cs);
-      }
-      for (const Copy& c : p.copies) cuda::memcpy_dtod_async(c.dst, c.src, c.bytes, cs);
+      launch_all(*p, base.data(), cs, "capture");
     } catch (...) {
       try {
         cuda::graph_destroy(cuda::stream_end_capture(cs));
@@ -585,27 +375,35 @@ int64_t Executor::cuda_graph_captures() const {
   return graph_captures_;
 }
 
-Bindings Executor::run(const std::map<std::string, DeviceTensor>& inputs,
-                       const std::map<std::string, DeviceTensor>& outputs, void* stream,
-                       uint64_t workspace) const {
-  const cuda::ContextScope scope = enter("run");
-  Prepared p = prepare(inputs, outputs, workspace);
+void Executor::launch_all(const LaunchPlan& p, const uint64_t* base, void* stream,
+                          const char* verb) const {
+  if (p.counters_bytes)
+    cuda::memset_d8_async(address(p.counters, base), 0, p.counters_bytes, stream);
+  if (p.errors_bytes) cuda::memset_d8_async(address(p.errors, base), 0, p.errors_bytes, stream);
   const EnvConfig& cfg = env();
-  bool dump = cfg.dump_launch;
-  zero_counters(p, stream);
-  for (Launch& l : p.launches) {
-    if (dump) {
+  for (const PlannedLaunch& l : p.launches) {
+    if (cfg.dump_launch) {
       const KernelSpec& s = l.kernel->spec;
-      fmt::print(stderr, "kiln: launch {} grid [{},{},{}] block [{},{},{}] smem {} ({}){}\n",
+      fmt::print(stderr, "kiln: {} {} grid [{},{},{}] block [{},{},{}] smem {} ({}){}\n", verb,
                  s.name, l.grid[0], l.grid[1], l.grid[2], l.block[0], l.block[1], l.block[2],
                  s.smem_bytes, bindings_str(p.bindings), l.empty ? " skipped: empty" : "");
     }
     NvtxRange r(cfg.nvtx && !l.empty, l.kernel->spec.name);
-    launch(l, stream);
+    launch(l, p.bindings, base, stream);
   }
-  for (const Copy& c : p.copies) cuda::memcpy_dtod_async(c.dst, c.src, c.bytes, stream);
-  check_errors(p.errors, p.errors_bytes, stream);
-  return p.bindings;
+  for (const PlannedCopy& c : p.copies)
+    cuda::memcpy_dtod_async(address(c.dst, base), address(c.src, base), c.bytes, stream);
+}
+
+Bindings Executor::run(const std::map<std::string, DeviceTensor>& inputs,
+                       const std::map<std::string, DeviceTensor>& outputs, void* stream,
+                       uint64_t workspace) const {
+  const cuda::ContextScope scope = enter("run");
+  Bases base;
+  std::shared_ptr<const LaunchPlan> p = plan_for(inputs, outputs, workspace, &base);
+  launch_all(*p, base.data(), stream, "launch");
+  if (p->errors_bytes) check_errors(address(p->errors, base.data()), p->errors_bytes, stream);
+  return p->bindings;
 }
 
 std::vector<double> Executor::time_kernels(const std::map<std::string, DeviceTensor>& inputs,
@@ -614,16 +412,16 @@ std::vector<double> Executor::time_kernels(const std::map<std::string, DeviceTen
   KILN_CHECK(iters >= 1, "time_kernels: iters must be at least 1, found {}", iters);
   KILN_CHECK(warmup >= 0, "time_kernels: warmup must be non-negative, found {}", warmup);
   const cuda::ContextScope scope = enter("time_kernels");
-  Prepared p = prepare(inputs, outputs, 0);
-  if (bound) *bound = p.bindings;
-  zero_counters(p, nullptr);
-  for (int w = 0; w < warmup; ++w)
-    for (Launch& l : p.launches) launch(l, nullptr);
+  Bases base;
+  std::shared_ptr<const LaunchPlan> p = plan_for(inputs, outputs, 0, &base);
+  if (bound) *bound = p->bindings;
+  // At least one whole run: it zeroes the split-K counters the kernels timed alone rely on.
+  for (int w = 0; w < std::max(warmup, 1); ++w) launch_all(*p, base.data(), nullptr, "launch");
   // Each kernel alone, timed as the anchors are (L2 flushed, launch latency hidden).
   std::vector<double> medians;
-  for (Launch& l : p.launches)
-    medians.push_back(cuda::median_ms(cuda::time_flushed([&] { launch(l, nullptr); }, 0, iters)));
-  for (const Copy& c : p.copies) cuda::memcpy_dtod_async(c.dst, c.src, c.bytes, nullptr);
+  for (const PlannedLaunch& l : p->launches)
+    medians.push_back(cuda::median_ms(
+        cuda::time_flushed([&] { launch(l, p->bindings, base.data(), nullptr); }, 0, iters)));
   cuda::stream_synchronize(nullptr);
   return medians;
 }

@@ -90,43 +90,77 @@ class Executor {
   int64_t cuda_graph_captures() const;
 
  private:
-  struct Launch {
+  // ---- launch plans (runtime/launch_plan.cpp)
+  // A run's launches for one set of input shapes, built once with every check and every
+  // expression evaluated; a later run with those shapes only checks its buffers and adds their
+  // addresses (the per-call cost of CompiledGraph::run is then the launches themselves).
+  // A pointer's origin: slot < 0 is an absolute address (a constant) in `offset`; otherwise
+  // base[slot] + offset, the slots being the caller's inputs then outputs in name order, then
+  // the workspace (the caller's or the internal arena).
+  struct Origin {
+    int slot = -1;
+    uint64_t offset = 0;
+  };
+  struct PlannedMap {  // a TMA descriptor (KernelArg::Kind::TensorMap)
+    int32_t arg = 0;
+    Origin at;
+    const KernelArg* spec = nullptr;
+    DType dtype = DType::F32;
+    uint64_t encoded_for = 0;  // `bytes` encode this address; another is encoded per call
+    cuda::TensorMapBytes bytes{};
+  };
+  struct PlannedLaunch {
     const ExecutorKernel* kernel = nullptr;
     uint32_t grid[3] = {1, 1, 1};
     uint32_t block[3] = {1, 1, 1};
-    std::vector<uint64_t> args;  // device pointers and long longs, 8 bytes each
     bool empty = false;          // a zero-sized grid: nothing to do
-    // TMA descriptors (KernelArg::Kind::TensorMap): arg i is maps[map_of_arg[i]] when >= 0.
-    std::vector<cuda::TensorMapBytes> maps;
-    std::vector<int32_t> map_of_arg;
+    std::vector<uint64_t> args;  // 8 bytes each; an argument from a slot holds its offset
+    std::vector<std::pair<int32_t, int32_t>> relative;  // (arg, slot): args[arg] + base[slot]
+    std::vector<PlannedMap> maps;
   };
-  struct Copy {
-    uint64_t dst = 0, src = 0;
+  struct PlannedCopy {  // a graph output that is an input or a constant
+    Origin dst, src;
     size_t bytes = 0;
   };
-  struct Prepared {
+  struct LaunchPlan {
     Bindings bindings;
-    uint64_t counters = 0;  // split-K tile counters to zero before the launches
-    size_t counters_bytes = 0;
-    uint64_t errors = 0;  // the error words (error_sites_) to zero before and read after
-    size_t errors_bytes = 0;
-    std::vector<Launch> launches;
-    std::vector<Copy> copies;  // graph outputs that are inputs/constants
+    std::vector<std::string> in_names, out_names;  // in the caller's (sorted) map order
+    std::vector<std::vector<int64_t>> in_shapes, out_shapes;
+    int64_t workspace_peak = 0;
+    Origin counters, errors;  // split-K tile counters and error words, zeroed before a run
+    size_t counters_bytes = 0, errors_bytes = 0;
+    std::vector<PlannedLaunch> launches;
+    std::vector<PlannedCopy> copies;
+    int workspace_slot() const { return static_cast<int>(in_names.size() + out_names.size()); }
   };
+  using Bases = std::vector<uint64_t>;  // per slot
   // The engine's context on this thread for one call (`what` names it in the error), after the
   // check that the kernels were loaded (a graph compiled with load_kernels off has no context).
   cuda::ContextScope enter(const char* what) const;
-  // Needs the context entered.
-  Prepared prepare(const std::map<std::string, DeviceTensor>& inputs,
-                   const std::map<std::string, DeviceTensor>& outputs, uint64_t workspace) const;
-  void launch(Launch& l, void* stream) const;
-  // Zeroes the split-K counters and the error words of `p` on `stream` (nothing when no kernel
-  // uses them).
-  static void zero_counters(const Prepared& p, void* stream);
+  // The plan for these buffers' shapes (cached) and the slots' addresses for this call; every
+  // check of the buffers runs, with located errors. Needs the context entered.
+  std::shared_ptr<const LaunchPlan> plan_for(const std::map<std::string, DeviceTensor>& inputs,
+                                             const std::map<std::string, DeviceTensor>& outputs,
+                                             uint64_t workspace, Bases* base) const;
+  std::shared_ptr<LaunchPlan> build_plan(const std::map<std::string, DeviceTensor>& inputs,
+                                         const std::map<std::string, DeviceTensor>& outputs) const;
+  // Whether a plan fits these buffers (names, shapes, non-null aligned pointers).
+  static bool fits(const LaunchPlan& p, const std::map<std::string, DeviceTensor>& inputs,
+                   const std::map<std::string, DeviceTensor>& outputs);
+  // The slots' addresses; the internal arena grows to the plan's workspace when none is given.
+  Bases bases(const LaunchPlan& p, const std::map<std::string, DeviceTensor>& inputs,
+              const std::map<std::string, DeviceTensor>& outputs, uint64_t workspace) const;
+  void launch(const PlannedLaunch& l, const Bindings& b, const uint64_t* base, void* stream) const;
+  // Zeroes the counters and error words, launches every kernel (`verb` for KILN_DUMP=launch),
+  // then the output copies, all on `stream`.
+  void launch_all(const LaunchPlan& p, const uint64_t* base, void* stream, const char* verb) const;
   // After the launches of a run with error words (`errors`, `bytes`) on `stream`: waits for the
   // stream, reads the words back and throws a user error naming each reporting node. Nothing
   // (no wait) when the plan has no kernel that reports errors.
   void check_errors(uint64_t errors, size_t bytes, void* stream) const;
+  static uint64_t address(Origin o, const uint64_t* base) {
+    return o.slot < 0 ? o.offset : base[o.slot] + o.offset;
+  }
 
   std::shared_ptr<const Graph> graph_;
   std::vector<ExecutorKernel> kernels_;
@@ -149,6 +183,9 @@ class Executor {
 
   mutable std::mutex mu_;
   mutable std::map<Bindings, std::shared_ptr<const ArenaPlan>> arenas_;
+  // Launch plans by the inputs' shapes (rank and dims, in name order); the last one used first.
+  mutable std::map<std::vector<int64_t>, std::shared_ptr<const LaunchPlan>> plans_;
+  mutable std::shared_ptr<const LaunchPlan> last_plan_;
   mutable cuda::DeviceBuffer arena_;       // the internal arena when the caller gives no workspace
   mutable uint64_t arena_generation_ = 0;  // bumped whenever arena_ (or scratch) is reallocated
   // Kernel scratch (KernelArg::Scratch) and zero-initialized self-resetting counters

@@ -283,3 +283,45 @@ TEST_F(RuntimeGpu, WorkspaceOverFreeDeviceMemoryIsALocatedError) {
   HostTensor want = run_reference(g, {{"a", download(sa)}, {"b", download(sb)}}).at(out_name);
   EXPECT_TRUE(all_close(download(sy), want, 1e-4));
 }
+
+// A run reuses the launch plan of its input shapes (runtime/launch_plan.cpp): arguments are
+// evaluated once, a later run only adds its buffers' addresses, and TMA descriptors over other
+// addresses than the planned ones are encoded again. Other buffers, other shapes and back, and a
+// caller workspace (maps over arena tensors move) must all match the reference.
+TEST_F(RuntimeGpu, LaunchPlansServeOtherBuffersShapesAndWorkspaces) {
+  KILN_REQUIRE_DEVICE();
+  Graph g("plan_reuse");
+  Tensor x = g.input("x", DType::F16, {"N", 64, 16, 16}, Layout::NHWC);
+  Tensor w1 = g.constant_random("w1", TensorDesc{DType::F16, {128, 64, 1, 1}, Layout::NHWC, {}},
+                                "normal", 0.0, 0.1, 7);
+  Tensor b1 = g.constant_random("b1", TensorDesc{DType::F16, {128}, Layout::NCHW, {}}, "normal",
+                                0.0, 0.1, 8);
+  Tensor w2 = g.constant_random("w2", TensorDesc{DType::F16, {64, 128, 3, 3}, Layout::NHWC, {}},
+                                "normal", 0.0, 0.05, 9);
+  Conv2dOptions pad1;
+  pad1.padding = {1, 1};
+  Tensor y = g.add(g.conv2d(g.relu(g.conv2d(x, w1, b1)), w2, {}, pad1), x);
+  g.output(y);
+  const std::string yn = g.tensor(y.id).name;
+  Engine e;
+  CompiledGraph cg = e.compile(g);
+  bool tma = false;
+  for (const KernelInfo& k : cg.kernels()) tma |= k.name.find("tma") != std::string::npos;
+  EXPECT_TRUE(tma) << "no TMA kernel: the re-encoding path is not exercised";
+  struct Case {
+    int64_t n;
+    bool workspace;
+  };
+  uint64_t seed = 40;
+  for (Case c : {Case{2, false}, Case{2, false}, Case{3, false}, Case{2, true}, Case{2, false}}) {
+    HostTensor hx = random_tensor(DType::F16, {c.n, 64, 16, 16}, ++seed);
+    DeviceData dx = upload(hx, Layout::NHWC);  // fresh buffers at every run
+    DeviceData dy = alloc_poisoned(DType::F16, {c.n, 64, 16, 16}, Layout::NHWC);
+    Bindings b = g.bind({{"x", dx.t.shape}});
+    cuda::DeviceBuffer ws(static_cast<size_t>(std::max<int64_t>(cg.workspace_size(b), 256)));
+    cg.run({{"x", dx.t}}, {{yn, dy.t}}, nullptr, c.workspace ? ws.ptr() : 0);
+    HostTensor want = run_reference(g, {{"x", hx}}).at(yn);
+    EXPECT_TRUE(all_close(download(dy), want, 1e-2))
+        << "N=" << c.n << (c.workspace ? " in a caller workspace" : "");
+  }
+}
