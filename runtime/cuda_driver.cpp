@@ -10,6 +10,7 @@
 #include <mutex>
 #include <optional>
 #include <string_view>
+#include <utility>
 
 #include "engine/base/check.hpp"
 #include "engine/base/memory_budget.hpp"
@@ -171,9 +172,19 @@ const Api& api() {
   return s.api;
 }
 
-void check(CUresult r, const std::string& call) {
-  if (r == CUDA_SUCCESS) return;
+[[noreturn]] void fail(CUresult r, const std::string& call) {
   throw Error(ErrorKind::Driver, fmt::format("{} failed: {}", call, error_text(state().api, r)));
+}
+
+void check(CUresult r, const char* call) {
+  if (r != CUDA_SUCCESS) fail(r, call);
+}
+
+// The message of a formatted call is built only when the call fails: launches and copies are
+// on the per-run path (a formatted string per cuLaunchKernel cost about a microsecond).
+template <class Describe, class = decltype(std::declval<Describe>()())>
+void check(CUresult r, Describe&& describe) {
+  if (r != CUDA_SUCCESS) fail(r, describe());
 }
 
 // One wrapper call's context: the innermost ContextScope's, else the primary context of device 0
@@ -219,10 +230,11 @@ int device_count() {
 DeviceInfo query_device_info(int ordinal) {
   const Api& a = api();
   CUdevice dev = 0;
-  check(a.cuDeviceGet(&dev, ordinal), fmt::format("cuDeviceGet({})", ordinal));
+  check(a.cuDeviceGet(&dev, ordinal), [&] { return fmt::format("cuDeviceGet({})", ordinal); });
   auto attr = [&](CUdevice_attribute at, const char* what) {
     int v = 0;
-    check(a.cuDeviceGetAttribute(&v, at, dev), fmt::format("cuDeviceGetAttribute({})", what));
+    check(a.cuDeviceGetAttribute(&v, at, dev),
+          [&] { return fmt::format("cuDeviceGetAttribute({})", what); });
     return v;
   };
   char name[256] = {};
@@ -251,7 +263,7 @@ DeviceInfo query_device_info(int ordinal) {
 uint64_t device_total_memory(int ordinal) {
   const Api& a = api();
   CUdevice dev = 0;
-  check(a.cuDeviceGet(&dev, ordinal), fmt::format("cuDeviceGet({})", ordinal));
+  check(a.cuDeviceGet(&dev, ordinal), [&] { return fmt::format("cuDeviceGet({})", ordinal); });
   size_t bytes = 0;
   check(a.cuDeviceTotalMem(&bytes, dev), "cuDeviceTotalMem");
   return bytes;
@@ -260,7 +272,7 @@ uint64_t device_total_memory(int ordinal) {
 std::string device_pci_bus_id(int ordinal) {
   const Api& a = api();
   CUdevice dev = 0;
-  check(a.cuDeviceGet(&dev, ordinal), fmt::format("cuDeviceGet({})", ordinal));
+  check(a.cuDeviceGet(&dev, ordinal), [&] { return fmt::format("cuDeviceGet({})", ordinal); });
   char id[64] = {};
   check(a.cuDeviceGetPCIBusId(id, sizeof(id) - 1, dev), "cuDeviceGetPCIBusId");
   return id;
@@ -292,9 +304,9 @@ Context primary_context(int ordinal, const std::string& what) {
   CUcontext& c = s.primary[static_cast<size_t>(ordinal)];
   if (!c) {
     CUdevice dev = 0;
-    check(a.cuDeviceGet(&dev, ordinal), fmt::format("cuDeviceGet({})", ordinal));
+    check(a.cuDeviceGet(&dev, ordinal), [&] { return fmt::format("cuDeviceGet({})", ordinal); });
     check(a.cuDevicePrimaryCtxRetain(&c, dev),
-          fmt::format("cuDevicePrimaryCtxRetain(device {})", ordinal));
+          [&] { return fmt::format("cuDevicePrimaryCtxRetain(device {})", ordinal); });
   }
   return Context{c, ordinal};
 }
@@ -326,7 +338,7 @@ ContextScope::ContextScope(const Context& ctx) : prev_scope_(t_scope) {
   check(a.cuCtxGetCurrent(&cur), "cuCtxGetCurrent");
   if (cur != want) {
     check(a.cuCtxPushCurrent(want),
-          fmt::format("cuCtxPushCurrent(context of device {})", ctx.device));
+          [&] { return fmt::format("cuCtxPushCurrent(context of device {})", ctx.device); });
     pushed_ = true;
   }
   t_scope = want;
@@ -344,9 +356,10 @@ void* module_load(const std::vector<char>& cubin) {
   const Call call;
   const Api& a = call.fns();
   CUmodule m = nullptr;
-  check(a.cuModuleLoadData(&m, cubin.data()),
-        fmt::format("cuModuleLoadData({} byte cubin; the driver supports CUDA {}.{})", cubin.size(),
-                    state().version / 1000, state().version % 1000 / 10));
+  check(a.cuModuleLoadData(&m, cubin.data()), [&] {
+    return fmt::format("cuModuleLoadData({} byte cubin; the driver supports CUDA {}.{})",
+                       cubin.size(), state().version / 1000, state().version % 1000 / 10);
+  });
   return m;
 }
 
@@ -360,16 +373,17 @@ void* module_function(void* module, const std::string& entry) {
   const Api& a = call.fns();
   CUfunction f = nullptr;
   check(a.cuModuleGetFunction(&f, static_cast<CUmodule>(module), entry.c_str()),
-        fmt::format("cuModuleGetFunction({})", entry));
+        [&] { return fmt::format("cuModuleGetFunction({})", entry); });
   return f;
 }
 
 void func_set_max_dynamic_smem(void* function, int bytes) {
   const Call call;
   const Api& a = call.fns();
-  check(a.cuFuncSetAttribute(static_cast<CUfunction>(function),
-                             CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, bytes),
-        fmt::format("cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES, {})", bytes));
+  check(
+      a.cuFuncSetAttribute(static_cast<CUfunction>(function),
+                           CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, bytes),
+      [&] { return fmt::format("cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES, {})", bytes); });
 }
 
 void launch(void* function, const uint32_t grid[3], const uint32_t block[3], uint32_t smem,
@@ -378,8 +392,10 @@ void launch(void* function, const uint32_t grid[3], const uint32_t block[3], uin
   const Api& a = call.fns();
   check(a.cuLaunchKernel(static_cast<CUfunction>(function), grid[0], grid[1], grid[2], block[0],
                          block[1], block[2], smem, as_stream(stream), params, nullptr),
-        fmt::format("cuLaunchKernel({}, grid [{},{},{}], block [{},{},{}], smem {})", what, grid[0],
-                    grid[1], grid[2], block[0], block[1], block[2], smem));
+        [&] {
+          return fmt::format("cuLaunchKernel({}, grid [{},{},{}], block [{},{},{}], smem {})", what,
+                             grid[0], grid[1], grid[2], block[0], block[1], block[2], smem);
+        });
 }
 
 void encode_tensor_map(void* out, DType dtype, uint64_t ptr, const std::vector<uint64_t>& dims,
@@ -415,8 +431,11 @@ void encode_tensor_map(void* out, DType dtype, uint64_t ptr, const std::vector<u
             reinterpret_cast<void*>(ptr), d, st, bx, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
             swizzle == 0 ? CU_TENSOR_MAP_SWIZZLE_NONE : CU_TENSOR_MAP_SWIZZLE_128B,
             CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
-        fmt::format("cuTensorMapEncodeTiled({} {} (innermost first), swizzle {}, address 0x{:x})",
-                    shape, dtype_name(dtype), swizzle, ptr));
+        [&] {
+          return fmt::format(
+              "cuTensorMapEncodeTiled({} {} (innermost first), swizzle {}, address 0x{:x})", shape,
+              dtype_name(dtype), swizzle, ptr);
+        });
 }
 
 void encode_im2col_tensor_map(void* out, DType dtype, uint64_t ptr,
@@ -449,10 +468,13 @@ void encode_im2col_tensor_map(void* out, DType dtype, uint64_t ptr,
             reinterpret_cast<CUtensorMap*>(out), t, 4, reinterpret_cast<void*>(ptr), d, st, lower,
             upper, channels, pixels, es, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
             CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
-        fmt::format("cuTensorMapEncodeIm2col({} {} (innermost first), corners w/h {}/{} .. {}/{}, "
-                    "{} channels x {} pixels, address 0x{:x})",
-                    shape, dtype_name(dtype), lower[0], lower[1], upper[0], upper[1], channels,
-                    pixels, ptr));
+        [&] {
+          return fmt::format(
+              "cuTensorMapEncodeIm2col({} {} (innermost first), corners w/h {}/{} .. {}/{}, "
+              "{} channels x {} pixels, address 0x{:x})",
+              shape, dtype_name(dtype), lower[0], lower[1], upper[0], upper[1], channels, pixels,
+              ptr);
+        });
 }
 
 bool mem_info(size_t* free_bytes, size_t* total_bytes) {
@@ -473,7 +495,7 @@ uint64_t mem_alloc(size_t bytes) {
   const Api& a = call.fns();
   check_device_bytes(fmt::format("a device buffer of {} bytes", bytes), bytes);
   CUdeviceptr p = 0;
-  check(a.cuMemAlloc(&p, bytes), fmt::format("cuMemAlloc({} bytes)", bytes));
+  check(a.cuMemAlloc(&p, bytes), [&] { return fmt::format("cuMemAlloc({} bytes)", bytes); });
   return static_cast<uint64_t>(p);
 }
 
@@ -499,33 +521,33 @@ void mem_free(uint64_t ptr) {
 void memcpy_htod(uint64_t dst, const void* src, size_t bytes) {
   if (bytes == 0) return;
   check(Call().fns().cuMemcpyHtoD(static_cast<CUdeviceptr>(dst), src, bytes),
-        fmt::format("cuMemcpyHtoD({} bytes)", bytes));
+        [&] { return fmt::format("cuMemcpyHtoD({} bytes)", bytes); });
 }
 
 void memcpy_dtoh(void* dst, uint64_t src, size_t bytes) {
   if (bytes == 0) return;
   check(Call().fns().cuMemcpyDtoH(dst, static_cast<CUdeviceptr>(src), bytes),
-        fmt::format("cuMemcpyDtoH({} bytes)", bytes));
+        [&] { return fmt::format("cuMemcpyDtoH({} bytes)", bytes); });
 }
 
 void memcpy_dtod_async(uint64_t dst, uint64_t src, size_t bytes, void* stream) {
   if (bytes == 0) return;
   check(Call().fns().cuMemcpyDtoDAsync(static_cast<CUdeviceptr>(dst), static_cast<CUdeviceptr>(src),
                                        bytes, as_stream(stream)),
-        fmt::format("cuMemcpyDtoDAsync({} bytes)", bytes));
+        [&] { return fmt::format("cuMemcpyDtoDAsync({} bytes)", bytes); });
 }
 
 void memset_d8(uint64_t dst, uint8_t value, size_t bytes) {
   if (bytes == 0) return;
   check(Call().fns().cuMemsetD8(static_cast<CUdeviceptr>(dst), value, bytes),
-        fmt::format("cuMemsetD8({} bytes)", bytes));
+        [&] { return fmt::format("cuMemsetD8({} bytes)", bytes); });
 }
 
 void memset_d8_async(uint64_t dst, uint8_t value, size_t bytes, void* stream) {
   if (bytes == 0) return;
   check(
       Call().fns().cuMemsetD8Async(static_cast<CUdeviceptr>(dst), value, bytes, as_stream(stream)),
-      fmt::format("cuMemsetD8Async({} bytes)", bytes));
+      [&] { return fmt::format("cuMemsetD8Async({} bytes)", bytes); });
 }
 
 void* stream_create() {
