@@ -87,3 +87,22 @@ def test_backend_on_cuda_matches_eager_f32_and_f16():
         torch.testing.assert_close(torch.compile(mh, backend="kiln")(xh), mh(xh), rtol=1e-2,
                                    atol=1e-2)
     assert kd.stats()["kiln_runs"] >= 2 and kd.stats()["engine"]["plans"] >= 2
+
+
+def test_backend_cuda_graphs_replay_fresh_inputs_into_distinct_outputs():
+    import torch.nn as nn
+    import kiln.dynamo as kd
+    m = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.ReLU(), nn.Conv2d(16, 8, 3, padding=1)
+                      ).cuda().half().eval().to(memory_format=torch.channels_last)
+    kd.reset()
+    torch._dynamo.reset()
+    with torch.no_grad():
+        f = torch.compile(m, backend="kiln", options={"cuda_graphs": True})
+        xs = [torch.randn(4, 3, 8, 8, device="cuda", dtype=torch.float16).contiguous(
+            memory_format=torch.channels_last) for _ in range(3)]
+        ys = [f(x) for x in xs]  # a replay per call; each result outlives the next replay
+        torch.cuda.synchronize()
+        for x, y in zip(xs, ys):
+            assert not torch.isnan(y).any()
+            torch.testing.assert_close(y, m(x), rtol=1e-2, atol=1e-2)
+    assert kd.stats()["kiln_runs"] >= 3

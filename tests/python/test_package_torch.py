@@ -77,6 +77,22 @@ def test_tiny_cnn_with_batchnorm_runs_all_in_kiln():
     assert any("convolution" in n["target"] for n in in_kiln(r))
 
 
+class SliceAssignedMask(nn.Module):
+    """Swin's shifted-window mask: slice assignment of Python ints (lifted tensor constants)."""
+
+    def forward(self, x):
+        m = x.new_zeros(4, 4)
+        m[0:2, 0:2] = 3
+        return x + torch.tensor(2.0) * m
+
+
+def test_lifted_tensor_constants_are_kiln_constants_not_run_time_inputs():
+    r = check(SliceAssignedMask(), torch.randn(4, 4))
+    assert not eager(r), kd.format_report()
+    (g,) = kd.kiln_graphs()
+    assert [t.name for t in g.inputs] == ["arg0_1"], [t.name for t in g.inputs]
+
+
 def test_mlp():
     m = nn.Sequential(nn.Linear(32, 64), nn.GELU(), nn.Linear(64, 64), nn.Hardswish(),
                       nn.LayerNorm(64), nn.Linear(64, 8), nn.Softmax(-1))

@@ -67,6 +67,12 @@ def find_constants(gm, example_inputs):
     return out
 
 
+def _attr(module, target):
+    for name in target.split("."):
+        module = getattr(module, name)
+    return module
+
+
 def _kiln_parts(fused, consts_by_name, options):
     """Replaces each fused_<i> submodule by a KilnPart; returns {partition name: reason} for
     those kiln could not build as a whole (they stay eager)."""
@@ -76,9 +82,14 @@ def _kiln_parts(fused, consts_by_name, options):
         phs = [n for n in sub.graph.nodes if n.op == "placeholder"]
         consts = {}
         for ph, arg in zip(phs, call.args):
-            if isinstance(arg, torch.fx.Node) and arg.op == "placeholder" and \
-                    arg.name in consts_by_name:
+            if not isinstance(arg, torch.fx.Node):
+                continue
+            if arg.op == "placeholder" and arg.name in consts_by_name:
                 consts[ph.name] = consts_by_name[arg.name]
+            elif arg.op == "get_attr":  # a lifted tensor constant (torch.tensor(3) in forward)
+                value = _attr(fused, arg.target)
+                if isinstance(value, torch.Tensor):
+                    consts[ph.name] = value
         try:
             cx, single = convert_graph(sub.graph, f"torch_{call.target}", consts)
             for ph in phs:

@@ -132,8 +132,11 @@ def _to_copy(cx, n, a, kw):
 @converter("copy")
 def _copy(cx, n, a, kw):
     """copy(self, src): src's values in self's shape and dtype (functionalized `self[...] = src`;
-    self's own values are not read)."""
-    need(str(cx.val(n.args[0]).device) == str(cx.val(n.args[1]).device), "a copy across devices")
+    self's own values are not read). A one-element src may live on the CPU: `t[i:j] = 3` on a
+    CUDA tensor copies a lifted CPU scalar, a value kiln's graph holds like any constant."""
+    dst, s = cx.val(n.args[0]), cx.val(n.args[1])
+    need(str(dst.device) == str(s.device) or (s.device.type == "cpu" and s.numel() == 1),
+         "a copy across devices")
     src, shape = a[1], cx.out_shape(n)
     if list(src.shape) != list(shape):
         src = cx.op("expand", [src], {"shape": shape})
