@@ -80,10 +80,18 @@ def cpp_ms(graph, shapes, kiln_cli):
         return bench_cli(kiln_cli, path, shapes)
 
 
-def import_ms(torch, bz, e, m, batch, kiln_cli):
-    """The model through ONNX: export, `kiln import --dtype f16 --layout NHWC`, `kiln bench`."""
+def import_ms(torch, bz, e, m, batch, kiln_cli, imports=None):
+    """The model through ONNX: export, `kiln import --dtype f16 --layout NHWC`, `kiln bench`;
+    with `imports` (a bench_zoo --work directory after --stages export,import --keep), the f16
+    graph imported there."""
     from bench_resnet50 import kiln_import
     args = bz.parse_args([])
+    done = os.path.join(imports, e.name, "kiln_f16", f"{e.name}.json") if imports else ""
+    if os.path.isfile(done):
+        shapes = {"N": batch}
+        if bz.shape_flags(done, args.seq):
+            shapes["S"] = args.seq
+        return bench_cli(kiln_cli, done, shapes)
     with tempfile.TemporaryDirectory() as d:
         onnx = os.path.join(d, "m.onnx")
         try:
@@ -163,12 +171,48 @@ def compile_options(torch, guard_filter):
     return {"guard_filter_fn": getattr(torch.compiler, fn)} if fn else {}
 
 
+def model_row(torch, kiln, kd, bz, args, a, name):
+    """One model's row: the backend, its kiln graph called directly and through `kiln bench`,
+    the ONNX import through `kiln bench`, and the backend / import ratio."""
+    e = bz.BY_NAME[name]
+    m = bz.build_model(torch, e, args.seed)
+    m16 = bz.model16(torch, e, copy.deepcopy(m))
+    xs = bz.to_device(torch, bz.make_inputs(torch, e, args, a.batch, torch.Generator()), True)
+    torch._dynamo.reset()
+    kd.reset()
+    kd.clear_reports()
+    with torch.no_grad():
+        opts = compile_options(torch, a.guard_filter)
+        if a.cuda_graphs:
+            opts["cuda_graphs"] = True
+        f = torch.compile(m16, backend="kiln", options=opts)
+        backend = cuda_ms(torch, lambda: f(*xs), a.iters)
+    graphs = kd.kiln_graphs()
+    eager = sum(n["where"] == "eager" for r in kd.partition_report() for n in r["nodes"])
+    direct = cpp = float("nan")
+    if len(graphs) == 1 and len(graphs[0].inputs) == len(xs):
+        g = graphs[0]
+        cg = kiln.Engine().compile(g)
+        given = dict(zip([t.name for t in g.inputs], xs))
+        direct = cuda_ms(torch, lambda: cg.run_torch(given), a.iters)
+        shapes = {s: int(v) for s, v in
+                  cg.native.bind({k: list(v.shape) for k, v in given.items()}, {}).items()}
+        cpp = cpp_ms(g, shapes, a.kiln)
+    imp = float("nan") if a.no_import else import_ms(torch, bz, e, m.cpu().eval(), a.batch,
+                                                    a.kiln, a.imports)
+    return (f"{name:24} {backend:11.3f} {direct:10.3f} {cpp:8.3f} {imp:10.3f} "
+            f"{backend / imp:14.3f} {eager:9d}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--models", default="resnet50,mobilenet_v2,vit_b_16")
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--iters", type=int, default=50)
     ap.add_argument("--no-import", action="store_true", help="skip the ONNX / kiln import column")
+    ap.add_argument("--imports", default=None,
+                    help="a bench_zoo --work directory holding the models' f16 imports "
+                         "(bench_zoo.py --stages export,import --keep): no export here")
     ap.add_argument("--kiln", default=os.path.join(ROOT, "build", "kiln"))
     ap.add_argument("--guard-filter", choices=["none", "inbuilt", "all"], default="none",
                     help="torch.compile's guard_filter_fn: skip dynamo's guards on the "
@@ -176,6 +220,7 @@ def main():
     ap.add_argument("--cuda-graphs", action="store_true",
                     help="the backend with EngineOptions.cuda_graphs (replays on kiln-owned "
                          "buffers)")
+    ap.add_argument("--no-host", action="store_true", help="no host-time breakdown after the models")
     ap.add_argument("--host-only", action="store_true",
                     help="only the host-time breakdown (run in a fresh process after the models)")
     a = ap.parse_args()
@@ -190,35 +235,15 @@ def main():
     print(f"{'model':24} {'backend ms':>11} {'direct ms':>10} {'C++ ms':>8} {'import ms':>10} "
           f"{'backend/import':>14} {'eager ops':>9}")
     for name in [m for m in a.models.split(",") if m]:
-        e = bz.BY_NAME[name]
-        m = bz.build_model(torch, e, args.seed)
-        m16 = bz.model16(torch, e, copy.deepcopy(m))
-        xs = bz.to_device(torch, bz.make_inputs(torch, e, args, a.batch, torch.Generator()), True)
-        torch._dynamo.reset()
-        kd.reset()
-        kd.clear_reports()
-        with torch.no_grad():
-            opts = compile_options(torch, a.guard_filter)
-            if a.cuda_graphs:
-                opts["cuda_graphs"] = True
-            f = torch.compile(m16, backend="kiln", options=opts)
-            backend = cuda_ms(torch, lambda: f(*xs), a.iters)
-        graphs = kd.kiln_graphs()
-        eager = sum(n["where"] == "eager" for r in kd.partition_report() for n in r["nodes"])
-        direct = cpp = float("nan")
-        if len(graphs) == 1:
-            g = graphs[0]
-            cg = kiln.Engine().compile(g)
-            given = dict(zip([t.name for t in g.inputs], xs))
-            direct = cuda_ms(torch, lambda: cg.run_torch(given), a.iters)
-            shapes = {s: int(v) for s, v in cg.native.bind({k: list(v.shape) for k, v in given.items()}, {}).items()}
-            cpp = cpp_ms(g, shapes, a.kiln)
-        imp = float("nan") if a.no_import else import_ms(torch, bz, e, m.cpu().eval(), a.batch, a.kiln)
-        print(f"{name:24} {backend:11.3f} {direct:10.3f} {cpp:8.3f} {imp:10.3f} "
-              f"{backend / imp:14.3f} {eager:9d}")
+        try:
+            row = model_row(torch, kiln, kd, bz, args, a, name)
+        except Exception as ex:  # one model's failure is a row, the others still run
+            row = f"{name:24} failed: {type(ex).__name__}: {str(ex)[:200]}"
+        print(row, flush=True)
     sys.stdout.flush()
     # a fresh process: the models compiled above leave dynamo caches and a large heap behind
-    subprocess.run([sys.executable, os.path.abspath(__file__), "--host-only"], check=False)
+    if not a.no_host:
+        subprocess.run([sys.executable, os.path.abspath(__file__), "--host-only"], check=False)
 
 
 if __name__ == "__main__":

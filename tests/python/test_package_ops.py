@@ -87,6 +87,15 @@ CASES = {
     "bmm_matmul": (Fn(lambda m, a, b: torch.bmm(a, b) @ b.transpose(1, 2)),
                    [x4(2, 3, 4), x4(2, 4, 4)]),
     "slice_assign": (Fn(lambda m, x: _window_mask(x) + _assigned(x)), [x4(6, 5)]),
+    "index_several": (Fn(lambda m, x, i, j: torch.cat([x[:, i, j].flatten(),  # adjacent
+                                                       x[i[:, :1] % 2, :, j].flatten()])),
+                      [x4(2, 3, 4, 5), torch.tensor([[0, 2, -1], [1, 1, 0]]),
+                       torch.tensor([3, -4, 1])]),
+    "conv1d_gelu": (Fn(lambda m, x: F.gelu(m[1](F.gelu(m[0](x)))),
+                       nn.Conv1d(6, 8, 3, padding=1), nn.Conv1d(8, 8, 3, stride=2, padding=1)),
+                    [x4(2, 6, 11)]),
+    "upsample_nearest_decomposed": (Fn(lambda m, x: F.interpolate(x, scale_factor=2.0) +
+                                       F.interpolate(x, size=(8, 8))), [x4(2, 3, 4, 4)]),
     "sdpa_with_mask": (Fn(lambda m, q, k, v, mask: F.scaled_dot_product_attention(
         q, k, v, attn_mask=mask)), [x4(1, 2, 4, 8), x4(1, 2, 4, 8), x4(1, 2, 4, 8),
                                     x4(1, 1, 4, 4)]),
@@ -114,3 +123,21 @@ def test_op_through_the_backend_matches_eager(name):
     assert kd.stats()["reference_runs"] == 1
     assert not torch.isnan(got).any()
     torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_an_index_out_of_range_in_one_component_is_an_error():
+    # x[:, i, j] with j = 5 on a dim of 5: the flat index 0 * 5 + 5 would read x[:, 1, 0]
+    x = x4(2, 3, 5)
+    with torch.no_grad():
+        f = torch.compile(Fn(lambda m, x, i, j: x[:, i, j]), backend="kiln")
+        with pytest.raises(Exception, match="out of range"):
+            f(x, torch.tensor([0, 1]), torch.tensor([2, 5]))
+
+
+def test_constant_subgraphs_are_folded_before_kiln_sees_them():
+    x = x4(6, 5)
+    model = Fn(lambda m, x: x + _window_mask(x) * torch.arange(5.0))
+    with torch.no_grad():
+        torch.testing.assert_close(torch.compile(model, backend="kiln")(x), model(x))
+    (g,) = kd.kiln_graphs()
+    assert [n["op"] for n in g.nodes] == ["add"], g.nodes

@@ -23,11 +23,15 @@ MODELS = {
     "shufflenet_v2_x1_0": set(),
     # the shifted-window mask's slice assignments (slice_scatter, copy) are kiln's too
     "swin_t": set(),
-    # the attention mask's broadcast index (two index tensors)
-    "hf_bert_base": {"aten.index.Tensor"},
-    # the bilinear upsample's gathers (index tensors) and their clamped weights; its kiln parts
-    # hold range nodes (no inputs), which crashed an Engine pass on the H200 (febb12b)
-    "lraspp_mobilenet_v3_large": {"aten.index.Tensor", "aten.clamp.default", "aten.sub.Tensor"},
+    # the attention mask's broadcast index (two index tensors: one gather at the flat index)
+    "hf_bert_base": set(),
+    "hf_gpt2": set(),
+    # the nearest upsample's index tensors (folded constants) and its two-tensor index
+    "unet_small": set(),
+    # the 1-D stem convolutions (2-D ones over a unit height)
+    "hf_whisper_base_encoder": set(),
+    # the bilinear upsample's gathers and clamped weights (folded constants)
+    "lraspp_mobilenet_v3_large": set(),
 }
 
 

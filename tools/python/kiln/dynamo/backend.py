@@ -11,6 +11,7 @@ from .convert import convert_graph, dim_of
 from .part import KilnPart, WholeGraph, whole_graph
 from .partition import describe, partition
 from .registry import Unsupported
+from .fold import fold_constants
 from .rewrite import drop_metadata_asserts, fold_linear_views
 
 # Ops kiln has whole: core ATen's decompositions of these are not applied.
@@ -115,6 +116,7 @@ def compile_inference(gm, example_inputs, constants, n_inputs, options, on_repor
         consts_by_name = {phs[i].name: t for i, t in constants.items()}
     drop_metadata_asserts(gm)
     fold_linear_views(gm)
+    fold_constants(gm)
     nodes = [n for n in gm.graph.nodes if n.op == "call_function"]
     fused, why, where = partition(gm)
     # aot_autograd compiles under its FakeTensorMode: the constants' real values are read outside it

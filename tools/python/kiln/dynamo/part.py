@@ -200,9 +200,11 @@ class WholeGraph:
     calls its compilers' results."""
     _boxed_call = True
 
-    def __init__(self, part, call_pos, out_map, fused):
+    def __init__(self, part, call_pos, out_map, fused, consts):
         self.part, self.fused, self.out_map = part, fused, out_map
-        self.call_pos = call_pos  # the part's arguments: positions in the graph's arguments
+        # the part's arguments: positions in the graph's arguments, or None for a constant
+        # (consts holds its value: the first call's conversion reads it)
+        self.call_pos, self.consts = call_pos, consts
         self.in_pos = [call_pos[i] for i in part.in_pos]
         self.sym_pos = [(s, call_pos[i]) for s, i in part.sym_pos]
         # what call() runs once the part has run on the GPU: fixed_shape_launch, or __call__
@@ -216,7 +218,8 @@ class WholeGraph:
         if part.device is not None:
             outs = part._run_gpu(args, self.in_pos, self.sym_pos)
         else:
-            outs = part._first_or_host([args[i] for i in self.call_pos])
+            outs = part._first_or_host([c if i is None else args[i]
+                                        for i, c in zip(self.call_pos, self.consts)])
         if self.direct:
             return outs
         return [outs[j] if from_part else args[j] for from_part, j in self.out_map]
@@ -278,6 +281,8 @@ def whole_graph(fused):
     for n in fused.graph.nodes:
         if n.op == "placeholder":
             phs[n.name] = len(phs)
+        elif n.op == "get_attr":  # a constant (folded or lifted): kiln holds it
+            continue
         elif n.op == "call_module" and call is None:
             call = n
         elif n.op == "call_function" and n.target is operator.getitem and n.args[0] is call:
@@ -286,7 +291,8 @@ def whole_graph(fused):
             return None
     if call is None or not isinstance(fused.get_submodule(call.target), KilnPart):
         return None
-    if not all(isinstance(a, torch.fx.Node) and a.name in phs for a in call.args) or call.kwargs:
+    if call.kwargs or not all(isinstance(a, torch.fx.Node) and (a.name in phs or a.op == "get_attr")
+                              for a in call.args):
         return None
     part = fused.get_submodule(call.target)
     out = [n for n in fused.graph.nodes if n.op == "output"][0].args[0]
@@ -300,4 +306,14 @@ def whole_graph(fused):
             out_map.append((False, phs[o.name]))
         else:
             return None
-    return WholeGraph(part, [phs[a.name] for a in call.args], out_map, fused)
+    call_pos = [phs.get(a.name) if a.op == "placeholder" else None for a in call.args]
+    consts = [_attr_value(fused, a.target) if a.op == "get_attr" else None for a in call.args]
+    if any(call_pos[i] is None for i in part.in_pos):  # a kiln input that is not an argument
+        return None
+    return WholeGraph(part, call_pos, out_map, fused, consts)
+
+
+def _attr_value(module, target):
+    for name in target.split("."):
+        module = getattr(module, name)
+    return module

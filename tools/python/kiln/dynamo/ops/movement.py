@@ -172,14 +172,52 @@ def _index_select(cx, n, a, kw):
     return cx.op("gather", [a[0], a[2]], {"axis": int(a[1])})
 
 
-@converter("index")
+@converter("index", "_unsafe_index")
 def _index(cx, n, a, kw):
     idx = list(a[1])
     used = [i for i, t in enumerate(idx) if t is not None]
-    need(len(used) == 1, "indexing with several index tensors")
-    k = used[0]
-    need(cx.dtype_of_tensor(idx[k]) in ("i32", "i64"), "indexing with a boolean mask")
-    return cx.op("gather", [a[0], idx[k]], {"axis": k})
+    need(all(cx.dtype_of_tensor(idx[k]) in ("i32", "i64") for k in used),
+         "indexing with a boolean mask")
+    if len(used) == 1:
+        return cx.op("gather", [a[0], idx[used[0]]], {"axis": used[0]})
+    return _index_several(cx, a[0], [idx[k] for k in used], used)
+
+
+def _index_several(cx, x, idx, used):
+    """x[..., i0, i1, ...] with index tensors broadcast together: one gather along the indexed
+    dims merged into one, at the flat index sum(i_j * stride_j). Index tensors that are apart
+    put their dims first, as torch does (x moves them there). A component out of [-d, d) makes
+    the flat index out of range, so the gather reports it rather than reading another element."""
+    shape = list(x.shape)
+    if used != list(range(used[0], used[0] + len(used))):
+        rest = [d for d in range(len(shape)) if d not in used]
+        x = cx.op("transpose", [x], {"perm": used + rest})
+        shape = [shape[d] for d in used + rest]
+        used = list(range(len(used)))
+    dims = [shape[k] for k in used]
+    need(all(isinstance(d, int) for d in dims), "indexing symbolic dims with several tensors")
+    total = 1
+    for d in dims:
+        total *= d
+    flat = valid = None
+    stride = total
+    for i, d in zip(idx, dims):
+        stride //= d
+        dt = cx.dtype_of_tensor(i)
+
+        def c(v, like=i):
+            return cx.scalar(v, like, rank=len(like.shape))
+        wrapped = cx.op("where", [cx.op("lt", [i, c(0)]), cx.op("add", [i, c(d)]), i])
+        ok = cx.op("and", [cx.op("ge", [i, c(-d)]), cx.op("lt", [i, c(d)])])
+        if dt != "i64":
+            wrapped = cx.op("cast", [wrapped], {"dtype": "i64"})
+        term = wrapped if stride == 1 else cx.op("mul", [wrapped, c(stride, wrapped)])
+        flat = term if flat is None else cx.op("add", [flat, term])
+        valid = ok if valid is None else cx.op("and", [valid, ok])
+    flat = cx.op("where", [valid, flat, cx.scalar(total, flat, rank=len(flat.shape))])
+    first = used[0]
+    merged = cx.op("reshape", [x], {"shape": shape[:first] + [total] + shape[first + len(used):]})
+    return cx.op("gather", [merged, flat], {"axis": first})
 
 
 @converter("arange")

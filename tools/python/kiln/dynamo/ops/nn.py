@@ -8,6 +8,8 @@ from ..registry import CONVERTERS, Unsupported, _axis, converter, need  # noqa: 
 @converter("convolution")
 def _convolution(cx, n, a, kw):
     x, w, b, stride, padding, dilation, transposed, output_padding, groups = a[:9]
+    if len(x.shape) == 3 and not transposed:
+        return _conv1d(cx, n, x, w, b, stride, padding, dilation, groups)
     need(len(x.shape) == 4, f"a {len(x.shape) - 2}-D convolution (kiln has 2-D ones)")
     ins = [x, w] + ([b] if b is not None else [])
     attrs = {"stride": list(stride), "padding": list(padding), "dilation": list(dilation),
@@ -17,6 +19,24 @@ def _convolution(cx, n, a, kw):
         return cx.op("conv_transpose2d", ins, attrs)
     need(not any(output_padding), "output_padding on a forward convolution")
     return cx.op("conv2d", ins, attrs)
+
+
+def _conv1d(cx, n, x, w, b, stride, padding, dilation, groups):
+    """A 1-D convolution (Whisper's stem) as a 2-D one over [N, C, 1, L]: the filter gets a
+    unit height (a constant filter is reshaped here, so that kiln's passes still see a constant)."""
+    k, cg, r = w.shape
+    wn = n.args[1]
+    value = cx.constants.get(wn.name) if hasattr(wn, "name") else None
+    if value is not None:
+        w4 = cx.g.constant(f"{wn.name}_2d", value.detach().cpu().unsqueeze(2), cx.dtype_of(wn))
+    else:
+        w4 = cx.op("reshape", [w], {"shape": [k, cg, 1, r]})
+    nb, c, length = x.shape
+    x4 = cx.op("reshape", [x], {"shape": [nb, c, 1, length]})
+    attrs = {"stride": [1, int(stride[0])], "padding": [0, int(padding[0])],
+             "dilation": [1, int(dilation[0])], "groups": int(groups)}
+    y = cx.op("conv2d", [x4, w4] + ([b] if b is not None else []), attrs)
+    return cx.op("reshape", [y], {"shape": cx.out_shape(n)})
 
 
 @converter("addmm")
