@@ -93,6 +93,40 @@ def test_lifted_tensor_constants_are_kiln_constants_not_run_time_inputs():
     assert [t.name for t in g.inputs] == ["arg0_1"], [t.name for t in g.inputs]
 
 
+class NearestUpsample16(nn.Module):
+    def forward(self, x):
+        return F.interpolate(x, scale_factor=2.0, mode="nearest") + 1
+
+
+def test_nearest_upsample_of_f16_is_one_resize_in_f16():
+    """core ATen writes x.to(f32)[:, :, ih[:, None], iw].clone().to(f16), its indices from
+    arange: the indices fold to constants, the casts go (a gather is exact), and the index is
+    kiln's nearest resize, read channels-last in place."""
+    x = torch.randn(2, 4, 8, 8).half().contiguous(memory_format=torch.channels_last)
+    r = check(NearestUpsample16(), x, tol=1e-3)
+    assert not eager(r), kd.format_report()
+    (g,) = kd.kiln_graphs()
+    assert [n["op"] for n in g.nodes] == ["resize", "add"], g.nodes
+
+
+class HeadsMatmul(nn.Module):
+    def forward(self, q, k):
+        return torch.softmax(q @ k.transpose(-1, -2), -1) @ k
+
+
+def test_batched_matmul_keeps_its_batch_dims_and_transposed_operand():
+    """aten.matmul over [B, H, S, D] decomposes to expand -> view [B*H, S, D] -> bmm -> view:
+    rewritten back into one matmul, the transposed key is read as such (no copy kernel)."""
+    q, k = torch.randn(2, 3, 5, 4), torch.randn(2, 3, 5, 4)
+    r = check(HeadsMatmul(), q, k)
+    assert not eager(r), kd.format_report()
+    (g,) = kd.kiln_graphs()
+    ops = [n["op"] for n in g.nodes]
+    assert "expand" not in ops and ops.count("matmul") == 2, ops
+    kernels = [k["name"] for k in g.explain()["kernels"]]
+    assert len(kernels) == 3 and not any(k.startswith("copy_") for k in kernels), kernels
+
+
 def test_mlp():
     m = nn.Sequential(nn.Linear(32, 64), nn.GELU(), nn.Linear(64, 64), nn.Hardswish(),
                       nn.LayerNorm(64), nn.Linear(64, 8), nn.Softmax(-1))

@@ -4,7 +4,10 @@ aot_autograd lowers a linear layer on a [B, S, K] input to
 view [B*S, K] -> addmm -> view [B, S, N]; kiln's matmul takes batch dims itself, and the views
 around the 2-D contraction would stand between it and the ops after it (an activation, a
 residual add) that kiln fuses into a contraction's epilogue. So the chain becomes
-aten.matmul(x, w) (+ bias): the same values, runnable in eager PyTorch too."""
+aten.matmul(x, w) (+ bias): the same values, runnable in eager PyTorch too. aten.matmul of
+batched operands decomposes the same way: view [B*H, M, K] (after an expand) -> bmm -> view
+[B, H, M, N]; it becomes aten.matmul over the batched operands again, so that a transposed
+operand is read as such (no copy into the 3-D view) and kiln sees the batch dims."""
 import torch
 
 aten = torch.ops.aten
@@ -68,6 +71,95 @@ def fold_linear_views(gm):
                 out = gm.graph.call_function(aten.add.Tensor, (out, bias))
                 out.meta["val"] = n.meta["val"]
         n.replace_all_uses_with(out)
+        count += 1
+    if count:
+        gm.graph.eliminate_dead_code()
+        gm.recompile()
+    return count
+
+
+def _batched_operand(v, batch):
+    """The [..., M, K] operand behind view [prod(batch), M, K] (of an expand to its own shape,
+    or of the operand itself), else None."""
+    if not isinstance(v, torch.fx.Node) or v.target not in _VIEWS or len(v.users) != 1:
+        return None
+    src = v.args[0]
+    if isinstance(src, torch.fx.Node) and src.target is aten.expand.default and \
+            len(src.users) == 1 and _shape(src) == _shape(src.args[0]):
+        src = src.args[0]
+    ss, vs = _shape(src), _shape(v)
+    if ss is None or vs is None or len(ss) < 3 or ss[:-2] != batch or vs[1:] != ss[-2:]:
+        return None
+    return src
+
+
+def fold_bmm_views(gm):
+    """Rewrites view(bmm(view(a), view(b))) back into aten.matmul(a, b) in place; returns how
+    many. Only where nothing broadcasts: the batch dims of a, b and the result agree."""
+    count = 0
+    for n in list(gm.graph.nodes):
+        if n.op != "call_function" or n.target not in _VIEWS:
+            continue
+        mm = n.args[0]
+        if not isinstance(mm, torch.fx.Node) or mm.target is not aten.bmm.default or \
+                len(mm.users) != 1:
+            continue
+        out = _shape(n)
+        if out is None or len(out) < 4:
+            continue
+        batch = out[:-2]
+        a, b = (_batched_operand(v, batch) for v in mm.args[:2])
+        if a is None or b is None:
+            continue
+        with gm.graph.inserting_before(n):
+            new = gm.graph.call_function(aten.matmul.default, (a, b))
+        new.meta["val"] = n.meta["val"]
+        n.replace_all_uses_with(new)
+        count += 1
+    if count:
+        gm.graph.eliminate_dead_code()
+        gm.recompile()
+    return count
+
+
+def _dtype(n):
+    v = n.meta.get("val") if isinstance(n, torch.fx.Node) else None
+    return getattr(v, "dtype", None)
+
+
+def _is_cast(n):
+    return isinstance(n, torch.fx.Node) and n.op == "call_function" and \
+        n.target is aten._to_copy.default and set(n.kwargs) <= {"dtype"} and len(n.args) == 1
+
+
+def drop_gather_upcasts(gm):
+    """x.to(f32)[i, j].to(f16) is x[i, j] (a clone between them too): core ATen's nearest
+    upsampling of a 16-bit tensor casts to f32 around its index, which moves the upsampled
+    tensor twice more. A gather copies
+    values, so it is exact in the narrow dtype. Rewrites in place; returns how many."""
+    count = 0
+    for n in list(gm.graph.nodes):
+        if n.op != "call_function" or n.target not in (aten.index.Tensor,
+                                                       aten._unsafe_index.Tensor):
+            continue
+        up = n.args[0]
+        if not _is_cast(up) or len(up.users) != 1 or not n.users:
+            continue
+        narrow = _dtype(up.args[0])
+        if narrow not in (torch.float16, torch.bfloat16) or _dtype(up) != torch.float32:
+            continue
+        chain = [n]  # the index, then clones of its value (a memory-format copy)
+        while len(chain[-1].users) == 1 and next(iter(chain[-1].users)).target is \
+                aten.clone.default:
+            chain.append(next(iter(chain[-1].users)))
+        downs = list(chain[-1].users)
+        if not downs or not all(_is_cast(d) and _dtype(d) == narrow for d in downs):
+            continue
+        n.args = (up.args[0],) + tuple(n.args[1:])
+        for c in chain:
+            c.meta["val"] = c.meta["val"].to(narrow)
+        for d in downs:
+            d.replace_all_uses_with(chain[-1])
         count += 1
     if count:
         gm.graph.eliminate_dead_code()

@@ -40,7 +40,10 @@ def _transpose(cx, n, a, kw):
 
 @converter("expand")
 def _expand(cx, n, a, kw):
-    return cx.op("expand", [a[0]], {"shape": cx.out_shape(n)})
+    shape = cx.out_shape(n)
+    if list(a[0].shape) == list(shape):  # aten.matmul's decomposition expands to the same shape
+        return a[0]
+    return cx.op("expand", [a[0]], {"shape": shape})
 
 
 @converter("cat", "concat")
@@ -180,7 +183,32 @@ def _index(cx, n, a, kw):
          "indexing with a boolean mask")
     if len(used) == 1:
         return cx.op("gather", [a[0], idx[used[0]]], {"axis": used[0]})
+    nodes = [n.args[1][k] for k in used]
+    if _is_nearest_upsample(cx, a[0], nodes, used):
+        return _up_nearest(cx, n, a, kw)
     return _index_several(cx, a[0], [idx[k] for k in used], used)
+
+
+def _nearest_source(out, size):
+    """The rows kiln's nearest resize reads (engine/ir/resize_op.cpp: asymmetric, floor), in its
+    float32 arithmetic."""
+    import numpy as np
+    scale = np.float32(out) / np.float32(size)
+    src = np.floor(np.arange(out, dtype=np.float32) / scale)
+    return np.clip(src, 0, size - 1).astype(np.int64)
+
+
+def _is_nearest_upsample(cx, x, nodes, used):
+    """Whether x[:, :, ih[:, None], iw] is core ATen's nearest upsampling (its indices folded to
+    constants): then it is a resize, read channels-last in place, not a gather over row-major."""
+    if len(x.shape) != 4 or used != [2, 3] or not all(isinstance(d, int) for d in x.shape[2:]):
+        return False
+    ih, iw = (cx.constants.get(getattr(nd, "name", None)) for nd in nodes)
+    if ih is None or iw is None or ih.dim() != 2 or ih.shape[1] != 1 or iw.dim() != 1:
+        return False
+    import numpy as np
+    return all(np.array_equal(v.reshape(-1).cpu().numpy(), _nearest_source(v.numel(), size))
+               for v, size in ((ih, x.shape[2]), (iw, x.shape[3])))
 
 
 def _index_several(cx, x, idx, used):
