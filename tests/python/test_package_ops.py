@@ -94,6 +94,13 @@ CASES = {
     "conv1d_gelu": (Fn(lambda m, x: F.gelu(m[1](F.gelu(m[0](x)))),
                        nn.Conv1d(6, 8, 3, padding=1), nn.Conv1d(8, 8, 3, stride=2, padding=1)),
                     [x4(2, 6, 11)]),
+    "interpolate_kept": (Fn(lambda m, x: F.interpolate(x, size=(9, 7), mode="bilinear") +
+                            F.interpolate(x, size=(9, 7), mode="bilinear", align_corners=True) +
+                            m[0](x)[:, :, :9, :7], nn.Upsample(scale_factor=2)),
+                         [x4(2, 3, 5, 4)]),
+    "interpolate_fractional_scale": (Fn(lambda m, x: F.interpolate(x, scale_factor=1.5) +
+                                        F.interpolate(x, scale_factor=1.5, mode="bilinear")),
+                                     [x4(2, 3, 5, 5)]),
     "upsample_nearest_decomposed": (Fn(lambda m, x: F.interpolate(x, scale_factor=2.0) +
                                        F.interpolate(x, size=(8, 8))), [x4(2, 3, 4, 4)]),
     "sdpa_with_mask": (Fn(lambda m, q, k, v, mask: F.scaled_dot_product_attention(
@@ -141,3 +148,12 @@ def test_constant_subgraphs_are_folded_before_kiln_sees_them():
         torch.testing.assert_close(torch.compile(model, backend="kiln")(x), model(x))
     (g,) = kd.kiln_graphs()
     assert [n["op"] for n in g.nodes] == ["add"], g.nodes
+
+
+def test_interpolate_is_one_kiln_resize():
+    x = x4(2, 3, 5, 4)
+    model = Fn(lambda m, x: F.interpolate(x, size=(9, 7), mode="bilinear") * 2)
+    with torch.no_grad():
+        torch.testing.assert_close(torch.compile(model, backend="kiln")(x), model(x))
+    (g,) = kd.kiln_graphs()
+    assert [n["op"] for n in g.nodes] == ["resize", "mul"], g.nodes

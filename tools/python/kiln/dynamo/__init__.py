@@ -12,6 +12,7 @@ import functools
 import sys
 
 from .. import _kiln
+from .interpolate import keep_interpolate
 from .backend import compile_inference, decompositions, export_inference, find_constants, unboxed
 from .state import kiln_graphs, reset, stats
 
@@ -35,6 +36,7 @@ def kiln_backend(gm, example_inputs, **options):
             for n in gm.graph.nodes if n.op == "call_function"]})
         _maybe_print(_REPORTS[-1])
         return gm.forward
+    keep_interpolate(gm)
     consts = find_constants(gm, example_inputs)
     fw = functools.partial(compile_inference, constants=consts, n_inputs=len(example_inputs),
                            options=options, on_report=_record)

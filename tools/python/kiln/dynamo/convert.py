@@ -49,6 +49,14 @@ def val_of(n):
     return n.meta.get("val") if isinstance(n, torch.fx.Node) else None
 
 
+# Ops over constants computed at conversion (Converter._fold): movement and lookups only, so that
+# arithmetic on weights and slices of them (a fused QKV weight) stay visible to kiln's passes.
+_FOLDED_MOVES = {"t", "permute", "transpose", "view", "_unsafe_view", "reshape", "unsqueeze",
+                 "squeeze", "clone", "contiguous", "alias", "detach", "index", "index_select",
+                 "_unsafe_index"}
+_MAX_FOLDED = 1 << 26  # elements: a 128 MB f16 weight
+
+
 class Converter:
     def __init__(self, name, constants=None):
         self.g = Graph(name)
@@ -148,6 +156,8 @@ class Converter:
         if isinstance(v, (torch.SymInt, int)) and not isinstance(v, bool):
             self.env[n] = dim_of(v)  # size arithmetic: kiln infers sizes itself
             return
+        if self._fold(n):
+            return
         fn = CONVERTERS.get(target_name(n))
         if fn is None or n.op != "call_function":
             raise Unsupported(f"no kiln converter for {n.target}")
@@ -160,6 +170,31 @@ class Converter:
         args = self.resolve(n.args)
         kwargs = {k: self.resolve(x) for k, x in n.kwargs.items()}
         self.env[n] = fn(self, n, list(args), kwargs)
+
+    def _fold(self, n):
+        """A movement or lookup whose operands are all constants (parameters among them) is a
+        constant here: a linear layer's t(weight) becomes the [K, N] filter kiln's import has,
+        Swin's relative-position bias lookups a table. Values are computed with torch once;
+        nothing is kept on the torch side."""
+        if n.op != "call_function" or target_name(n) not in _FOLDED_MOVES:
+            return False
+        operands = []
+        torch.fx.node.map_arg((n.args, n.kwargs), operands.append)
+        if not operands or any(a.name not in self.constants for a in operands):
+            return False
+        v = val_of(n)
+        if not isinstance(v, torch.Tensor) or v.dtype not in TORCH_TO_KILN or \
+                not all(isinstance(d, int) for d in v.shape) or v.numel() > _MAX_FOLDED:
+            return False
+        args, kwargs = torch.fx.node.map_arg((n.args, n.kwargs), lambda a: self.constants[a.name])
+        try:
+            value = n.target(*args, **kwargs)
+        except Exception:  # noqa: BLE001 - converted as an op instead
+            return False
+        value = value.detach().contiguous()
+        self.constants[n.name] = value
+        self.env[n] = self.g.constant(n.name, value.cpu(), TORCH_TO_KILN[value.dtype])
+        return True
 
     def outputs(self, out_args):
         """Marks the FX output values as kiln outputs; returns their kiln tensors in order."""

@@ -155,6 +155,16 @@ def _up_nearest(cx, n, a, kw):
                                     "nearest_mode": "floor"})
 
 
+@converter("resize2d")
+def _resize2d(cx, n, a, kw):
+    """kiln::resize2d (kiln/dynamo/interpolate.py): F.interpolate, nearest or bilinear."""
+    if a[2] == "nearest":
+        return _up_nearest(cx, n, a, kw)
+    return cx.op("resize", [a[0]], {"sizes": cx.out_shape(n), "mode": "linear",
+                                    "coordinate_transformation_mode":
+                                        "align_corners" if a[3] else "pytorch_half_pixel"})
+
+
 @converter("upsample_bilinear2d")
 def _up_bilinear(cx, n, a, kw):
     align = a[2] if len(a) > 2 else kw.get("align_corners", False)
