@@ -101,6 +101,10 @@ CASES = {
     "interpolate_fractional_scale": (Fn(lambda m, x: F.interpolate(x, scale_factor=1.5) +
                                         F.interpolate(x, scale_factor=1.5, mode="bilinear")),
                                      [x4(2, 3, 5, 5)]),
+    "einsum": (Fn(lambda m, q, k: torch.einsum("bghid,bghjd->bghij", q, k).softmax(-1) @ k +
+                  torch.einsum("ji,jk->ik", q[0, 0, 0], k[0, 0, 0]).sum() +
+                  torch.einsum("bghid->bghdi", q).transpose(-1, -2)),
+               [x4(2, 3, 4, 5, 6), x4(2, 3, 4, 5, 6)]),
     "upsample_nearest_decomposed": (Fn(lambda m, x: F.interpolate(x, scale_factor=2.0) +
                                        F.interpolate(x, size=(8, 8))), [x4(2, 3, 4, 4)]),
     "sdpa_with_mask": (Fn(lambda m, q, k, v, mask: F.scaled_dot_product_attention(
@@ -157,3 +161,15 @@ def test_interpolate_is_one_kiln_resize():
         torch.testing.assert_close(torch.compile(model, backend="kiln")(x), model(x))
     (g,) = kd.kiln_graphs()
     assert [n["op"] for n in g.nodes] == ["resize", "mul"], g.nodes
+
+
+def test_batched_matmul_einsum_is_a_matmul_kiln_fuses_into_attention():
+    """MaxViT's "BGHID,BGHJD->BGHIJ" then softmax then @ v: one attention kernel (f16)."""
+    q, k = x4(2, 3, 4, 49, 32).half(), x4(2, 3, 4, 49, 32).half()
+    model = Fn(lambda m, q, k: torch.einsum("BGHID,BGHJD->BGHIJ", q, k).softmax(-1) @ k)
+    with torch.no_grad():
+        torch.testing.assert_close(torch.compile(model, backend="kiln")(q, k), model(q, k),
+                                   rtol=1e-2, atol=1e-2)
+    (g,) = kd.kiln_graphs()
+    kernels = [k["name"] for k in g.explain()["kernels"]]
+    assert len(kernels) == 1 and kernels[0].startswith("attention_f16"), kernels

@@ -12,6 +12,7 @@ import functools
 import sys
 
 from .. import _kiln
+from .einsum import einsum_as_matmul
 from .interpolate import keep_interpolate
 from .backend import compile_inference, decompositions, export_inference, find_constants, unboxed
 from .state import kiln_graphs, reset, stats
@@ -37,6 +38,7 @@ def kiln_backend(gm, example_inputs, **options):
         _maybe_print(_REPORTS[-1])
         return gm.forward
     keep_interpolate(gm)
+    einsum_as_matmul(gm)
     consts = find_constants(gm, example_inputs)
     fw = functools.partial(compile_inference, constants=consts, n_inputs=len(example_inputs),
                            options=options, on_report=_record)
