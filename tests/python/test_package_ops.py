@@ -173,3 +173,22 @@ def test_batched_matmul_einsum_is_a_matmul_kiln_fuses_into_attention():
     (g,) = kd.kiln_graphs()
     kernels = [k["name"] for k in g.explain()["kernels"]]
     assert len(kernels) == 1 and kernels[0].startswith("attention_f16"), kernels
+
+
+@pytest.mark.parametrize("form", ["to", "dtype"])
+def test_softmax_upcast_of_f16_attention_is_the_fused_kernel(form):
+    """Hugging Face's eager attention: softmax in f32 of the f16 scores, cast back. kiln's
+    softmax computes in f32 and rounds once: the same values, and the attention kernel."""
+    q, k, v = (x4(2, 3, 64, 32).half() for _ in range(3))
+
+    def attn(m, q, k, v):
+        s = (q @ k.transpose(-1, -2)) * 0.125
+        p = s.float().softmax(-1) if form == "to" else F.softmax(s, -1, dtype=torch.float32)
+        return p.to(torch.float16) @ v
+    model = Fn(attn)
+    with torch.no_grad():
+        torch.testing.assert_close(torch.compile(model, backend="kiln")(q, k, v),
+                                   model(q, k, v), rtol=1e-2, atol=1e-2)
+    (g,) = kd.kiln_graphs()
+    kernels = [k["name"] for k in g.explain()["kernels"]]
+    assert len(kernels) == 1 and kernels[0].startswith("attention_f16"), kernels

@@ -128,8 +128,19 @@ def _dtype(n):
 
 
 def _is_cast(n):
-    return isinstance(n, torch.fx.Node) and n.op == "call_function" and \
-        n.target is aten._to_copy.default and set(n.kwargs) <= {"dtype"} and len(n.args) == 1
+    """A dtype conversion on the same device (x.to(dtype) in core ATen)."""
+    if not (isinstance(n, torch.fx.Node) and n.op == "call_function" and
+            n.target is aten._to_copy.default and len(n.args) == 1 and
+            set(n.kwargs) <= {"dtype", "layout", "device"}):
+        return False
+    src = n.args[0].meta.get("val") if isinstance(n.args[0], torch.fx.Node) else None
+    device = n.kwargs.get("device")
+    if device is not None:
+        device = torch.device(device)
+        if src is None or device.type != src.device.type or \
+                device.index not in (None, src.device.index):
+            return False
+    return n.kwargs.get("layout", torch.strided) == torch.strided
 
 
 def drop_gather_upcasts(gm):
@@ -160,6 +171,35 @@ def drop_gather_upcasts(gm):
             c.meta["val"] = c.meta["val"].to(narrow)
         for d in downs:
             d.replace_all_uses_with(chain[-1])
+        count += 1
+    if count:
+        gm.graph.eliminate_dead_code()
+        gm.recompile()
+    return count
+
+
+def drop_softmax_upcasts(gm):
+    """x.to(f32).softmax(-1).to(f16) is kiln's softmax of x: its row-norm kernel computes in f32
+    and rounds its output once, so the values are the same. Hugging Face's eager attention writes
+    the upcast; without it the matmul -> scale -> softmax -> matmul chain is kiln's fused
+    attention. Rewrites in place; returns how many."""
+    count = 0
+    for down in list(gm.graph.nodes):
+        if not _is_cast(down):
+            continue
+        sm = down.args[0]
+        if not isinstance(sm, torch.fx.Node) or sm.target is not aten._softmax.default or \
+                len(sm.users) != 1 or sm.args[2]:
+            continue
+        up = sm.args[0]
+        if not _is_cast(up) or len(up.users) != 1 or _dtype(up) != torch.float32:
+            continue
+        narrow = _dtype(up.args[0])
+        if narrow not in (torch.float16, torch.bfloat16) or _dtype(down) != narrow:
+            continue
+        sm.args = (up.args[0],) + tuple(sm.args[1:])
+        sm.meta["val"] = down.meta["val"]
+        down.replace_all_uses_with(sm)
         count += 1
     if count:
         gm.graph.eliminate_dead_code()
