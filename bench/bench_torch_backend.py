@@ -70,6 +70,17 @@ def host_table(torch, fns, rounds=15, iters=500):
     return {k: v / iters * 1e6 for k, v in best.items()}
 
 
+PLANS = None  # --plans DIR: `kiln plan` of each timed graph is written there
+
+
+def save_plan(kiln_cli, path, tag):
+    if PLANS:
+        os.makedirs(PLANS, exist_ok=True)
+        r = subprocess.run([kiln_cli, "plan", path], capture_output=True, text=True)
+        with open(os.path.join(PLANS, f"{tag}.plan.txt"), "w") as f:
+            f.write(r.stdout + r.stderr)
+
+
 def bench_cli(kiln_cli, path, shapes):
     args = [kiln_cli, "bench", path] + [a for k, v in shapes.items() for a in ("--shape", f"{k}={v}")]
     r = subprocess.run(args, capture_output=True, text=True)
@@ -80,11 +91,12 @@ def bench_cli(kiln_cli, path, shapes):
     return float(m.group(1)) if m else float("nan")
 
 
-def cpp_ms(graph, shapes, kiln_cli):
+def cpp_ms(graph, shapes, kiln_cli, tag="backend"):
     """`kiln bench` of the backend's own kiln graph, saved as a file."""
     with tempfile.TemporaryDirectory() as d:
         path = os.path.join(d, "g.json")
         graph.save(path)
+        save_plan(kiln_cli, path, tag)
         return bench_cli(kiln_cli, path, shapes)
 
 
@@ -96,6 +108,7 @@ def import_ms(torch, bz, e, m, batch, kiln_cli, imports=None):
     args = bz.parse_args([])
     done = os.path.join(imports, e.name, "kiln_f16", f"{e.name}.json") if imports else ""
     if os.path.isfile(done):
+        save_plan(kiln_cli, done, f"{e.name}.import")
         shapes = {"N": batch}
         if bz.shape_flags(done, args.seq):
             shapes["S"] = args.seq
@@ -115,6 +128,7 @@ def import_ms(torch, bz, e, m, batch, kiln_cli, imports=None):
         shapes = {"N": batch}
         if bz.shape_flags(graph, args.seq):
             shapes["S"] = args.seq
+        save_plan(kiln_cli, graph, f"{e.name}.import")
         return bench_cli(kiln_cli, graph, shapes)
 
 
@@ -205,7 +219,7 @@ def model_row(torch, kiln, kd, bz, args, a, name):
         direct = cuda_ms(torch, lambda: cg.run_torch(given), a.iters)
         shapes = {s: int(v) for s, v in
                   cg.native.bind({k: list(v.shape) for k, v in given.items()}, {}).items()}
-        cpp = cpp_ms(g, shapes, a.kiln)
+        cpp = cpp_ms(g, shapes, a.kiln, f"{name}.backend")
     imp = float("nan") if a.no_import else import_ms(torch, bz, e, m.cpu().eval(), a.batch,
                                                     a.kiln, a.imports)
     return (f"{name:24} {backend:11.3f} {direct:10.3f} {cpp:8.3f} {imp:10.3f} "
@@ -228,10 +242,14 @@ def main():
     ap.add_argument("--cuda-graphs", action="store_true",
                     help="the backend with EngineOptions.cuda_graphs (replays on kiln-owned "
                          "buffers)")
+    ap.add_argument("--plans", default=None,
+                    help="write `kiln plan` of each model's backend graph and import here")
     ap.add_argument("--no-host", action="store_true", help="no host-time breakdown after the models")
     ap.add_argument("--host-only", action="store_true",
                     help="only the host-time breakdown (run in a fresh process after the models)")
     a = ap.parse_args()
+    global PLANS
+    PLANS = a.plans
     import torch
     import kiln
     import kiln.dynamo as kd
