@@ -49,6 +49,15 @@ def val_of(n):
     return n.meta.get("val") if isinstance(n, torch.fx.Node) else None
 
 
+class _Constant:
+    """A constant placeholder not read yet: kiln copies a parameter's values only when a converted
+    node reads it (one folded into another constant, t(weight), never is)."""
+    __slots__ = ("name", "dtype")
+
+    def __init__(self, name, dtype):
+        self.name, self.dtype = name, dtype
+
+
 # Ops over constants computed at conversion (Converter._fold): movement and lookups only, so that
 # arithmetic on weights and slices of them (a fused QKV weight) stay visible to kiln's passes.
 _FOLDED_MOVES = {"t", "permute", "transpose", "view", "_unsafe_view", "reshape", "unsqueeze",
@@ -125,7 +134,7 @@ class Converter:
         if dt is None:
             raise Unsupported(f"dtype {v.dtype}")
         if n.name in self.constants:
-            self.env[n] = self.g.constant(n.name, self.constants[n.name].detach().cpu(), dt)
+            self.env[n] = _Constant(n.name, dt)  # made when a converted node reads it
         else:
             # channels-last tensors stay so: kiln reads them in place (its NHWC kernels)
             cl = v.dim() == 4 and not v.is_contiguous() and \
@@ -137,7 +146,11 @@ class Converter:
         if isinstance(a, torch.fx.Node):
             if a not in self.env:
                 raise Unsupported(f"the value of {a.name} is not available to kiln")
-            return self.env[a]
+            v = self.env[a]
+            if isinstance(v, _Constant):  # first read: kiln's copy of the value
+                v = self.env[a] = self.g.constant(v.name, self.constants[v.name].detach().cpu(),
+                                                  v.dtype)
+            return v
         if isinstance(a, (list, tuple)):
             return type(a)(self.resolve(x) for x in a)
         if isinstance(a, torch.SymInt):
@@ -200,7 +213,7 @@ class Converter:
         """Marks the FX output values as kiln outputs; returns their kiln tensors in order."""
         outs = []
         for a in out_args:
-            t = self.env.get(a) if isinstance(a, torch.fx.Node) else None
+            t = self.resolve(a) if isinstance(a, torch.fx.Node) and a in self.env else None
             if not isinstance(t, Tensor):
                 raise Unsupported(f"output {a} is not a tensor kiln computes")
             want = self.dtype_of(a)
