@@ -527,3 +527,20 @@ def test_dynamo_guards_hold_static_strides():
         assert len(graphs) == 2
         f(torch.randn(4, 3, 5, 5).transpose(2, 3))
         assert len(graphs) == 3
+
+
+class ReturnsAConstant(nn.Module):
+    def forward(self, x):
+        c = torch.arange(4.0) * 2
+        return x + c, c
+
+
+def test_a_folded_constant_returned_is_a_fresh_tensor_each_call():
+    x = torch.randn(4)
+    with torch.no_grad():
+        f = torch.compile(ReturnsAConstant(), backend="kiln")
+        first = f(x)
+        first[1].add_(100)  # the caller owns what it gets back
+        again = f(x)
+    torch.testing.assert_close(again[1], torch.arange(4.0) * 2)
+    torch.testing.assert_close(again[0], x + torch.arange(4.0) * 2)

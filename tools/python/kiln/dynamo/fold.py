@@ -64,12 +64,16 @@ def fold_constants(gm):
             folded += 1
     if not folded:
         return 0
-    # Replace the folded nodes that something unfolded reads; the rest die with them.
+    # Replace the folded nodes that something unfolded reads; the rest die with them. A graph
+    # output keeps its node: each call returns a fresh tensor, never the folded value itself.
+    def reads(u):
+        return u not in values and u.op != "output"
+
     kept = 0
     for n in list(gm.graph.nodes):
         if n not in values or n.op == "get_attr":
             continue
-        if all(u in values for u in n.users):
+        if not any(reads(u) for u in n.users):
             continue
         name = f"_kiln_folded_{kept}"
         while hasattr(gm, name):
@@ -79,7 +83,7 @@ def fold_constants(gm):
         with gm.graph.inserting_before(n):
             c = gm.graph.get_attr(name)
         c.meta = dict(n.meta)
-        n.replace_all_uses_with(c, delete_user_cb=lambda u: u not in values)
+        n.replace_all_uses_with(c, delete_user_cb=reads)
         kept += 1
     gm.graph.eliminate_dead_code()
     gm.recompile()
