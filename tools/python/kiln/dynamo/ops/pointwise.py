@@ -1,6 +1,8 @@
 """Elementwise ops: activations, math, comparisons, where, casts."""
 import math
 
+import torch
+
 from ..registry import CONVERTERS, Unsupported, _axis, converter, need  # noqa: F401
 
 
@@ -122,8 +124,16 @@ def _where(cx, n, a, kw):
 
 @converter("_to_copy", "to")
 def _to_copy(cx, n, a, kw):
-    need(kw.get("device") is None or str(kw["device"]) == str(cx.val(n.args[0]).device),
-         "a copy to another device")
+    """A cast. A move between the host and the GPU is none inside a kiln graph, which holds every
+    value on its device: the partition's inputs and outputs go where the program holds them
+    (KilnPart: host inputs copied in, host outputs handed back on the host). `cuda` and
+    `cuda:0` are one device."""
+    dev = kw.get("device")
+    if dev is not None:
+        dev, src = torch.device(dev), cx.val(n.args[0]).device
+        need(dev.type in ("cpu", "cuda") and src.type in ("cpu", "cuda") and
+             (dev.type != src.type or dev.index in (None, src.index)),
+             "a copy to another device")
     dt = cx.dtype_of(n)
     src = cx.dtype_of(n.args[0])
     return a[0] if dt == src else cx.op("cast", [a[0]], {"dtype": dt})
