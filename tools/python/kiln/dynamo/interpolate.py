@@ -4,6 +4,7 @@ passes over the upsampled tensor where kiln's resize makes one. Before lowering,
 interpolate of a 4-D tensor to static spatial sizes becomes kiln::resize2d, an opaque custom op
 that runs F.interpolate when eager PyTorch runs it and converts to kiln's resize."""
 import inspect
+import math
 
 import torch
 import torch.nn.functional as F
@@ -29,7 +30,8 @@ _SIG = inspect.signature(F.interpolate)
 def _resize_args(n):
     """(x, [H', W'], mode, align_corners) for an interpolate node kiln's resize computes the same,
     else None. A scale factor is only taken where size x scale is the output size exactly: torch
-    maps coordinates by 1 / scale then, and by size ratios when a size is given."""
+    maps coordinates by 1 / scale then (unless recompute_scale_factor), and by size ratios when
+    a size is given."""
     try:
         b = _SIG.bind(*n.args, **n.kwargs)
     except TypeError:
@@ -46,9 +48,13 @@ def _resize_args(n):
     if a["size"] is None:
         s = a["scale_factor"]
         scales = list(s) if isinstance(s, (list, tuple)) else [s, s]
-        if a["recompute_scale_factor"] is False or \
-                any(not isinstance(v, (int, float)) or d_in * v != d_out
-                    for v, d_in, d_out in zip(scales, xv.shape[2:], size)):
+        if any(not isinstance(v, (int, float)) or d_in * v != d_out
+               for v, d_in, d_out in zip(scales, xv.shape[2:], size)):
+            return None
+        # nearest floors dst * (1 / scale) in f32: the same rows as kiln's dst / (out / in)
+        # only where 1 / scale is exact (powers of two); bilinear's weights differ by an ulp
+        if a["mode"] == "nearest" and not a["recompute_scale_factor"] and \
+                any(float(v) <= 0 or math.frexp(float(v))[0] != 0.5 for v in scales):
             return None
     return x, size, a["mode"], bool(a["align_corners"])
 
