@@ -12,9 +12,9 @@ import functools
 import sys
 
 from .. import _kiln
+from .backend import compile_inference, decompositions, export_inference, find_constants, unboxed
 from .einsum import einsum_as_matmul
 from .interpolate import keep_interpolate
-from .backend import compile_inference, decompositions, export_inference, find_constants, unboxed
 from .state import kiln_graphs, reset, stats
 
 __all__ = ["kiln_backend", "partition_report", "format_report", "stats", "reset", "kiln_graphs",

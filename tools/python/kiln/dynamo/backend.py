@@ -1,6 +1,7 @@
 """The backend's compile step: an aot_autograd inference graph partitioned (partition.py), each
 kiln partition converted to a kiln graph (convert.py) and replaced by a KilnPart that runs it
 (part.py); a graph that is one kiln partition becomes a WholeGraph, which dynamo calls directly."""
+import operator
 import unittest.mock
 
 import torch
@@ -8,10 +9,10 @@ import torch
 from .. import _kiln
 from . import state
 from .convert import convert_graph, dim_of
+from .fold import fold_constants
 from .part import KilnPart, WholeGraph, whole_graph
 from .partition import describe, partition
 from .registry import Unsupported
-from .fold import fold_constants
 from .rewrite import (drop_gather_upcasts, drop_metadata_asserts, drop_softmax_upcasts,
                       fold_bmm_views, fold_linear_views)
 
@@ -69,12 +70,6 @@ def find_constants(gm, example_inputs):
     return out
 
 
-def _attr(module, target):
-    for name in target.split("."):
-        module = getattr(module, name)
-    return module
-
-
 def _kiln_parts(fused, consts_by_name, options):
     """Replaces each fused_<i> submodule by a KilnPart; returns {partition name: reason} for
     those kiln could not build as a whole (they stay eager)."""
@@ -89,7 +84,7 @@ def _kiln_parts(fused, consts_by_name, options):
             if arg.op == "placeholder" and arg.name in consts_by_name:
                 consts[ph.name] = consts_by_name[arg.name]
             elif arg.op == "get_attr":  # a lifted tensor constant (torch.tensor(3) in forward)
-                value = _attr(fused, arg.target)
+                value = operator.attrgetter(arg.target)(fused)
                 if isinstance(value, torch.Tensor):
                     consts[ph.name] = value
         try:

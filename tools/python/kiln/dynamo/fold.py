@@ -5,6 +5,8 @@ Python ints) and the position and index tensors of masks and upsampling (arange,
 are built so on every call otherwise, in kiln or in eager PyTorch. Parameters are not folded
 into: their computations stay visible to kiln's passes (filter layouts, epilogue fusion), and a
 folded copy of a weight would double its memory."""
+import operator
+
 import torch
 
 # Values that are not functions of the operands: never folded.
@@ -40,7 +42,7 @@ def fold_constants(gm):
     values = {}
     for n in gm.graph.nodes:
         if n.op == "get_attr":
-            v = getattr(gm, n.target, None) if "." not in n.target else None
+            v = operator.attrgetter(n.target)(gm)
             if isinstance(v, torch.Tensor):
                 values[n] = v
     folded = 0

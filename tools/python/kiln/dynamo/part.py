@@ -307,13 +307,8 @@ def whole_graph(fused):
         else:
             return None
     call_pos = [phs.get(a.name) if a.op == "placeholder" else None for a in call.args]
-    consts = [_attr_value(fused, a.target) if a.op == "get_attr" else None for a in call.args]
+    consts = [operator.attrgetter(a.target)(fused) if a.op == "get_attr" else None for a in call.args]
     if any(call_pos[i] is None for i in part.in_pos):  # a kiln input that is not an argument
         return None
     return WholeGraph(part, call_pos, out_map, fused, consts)
 
-
-def _attr_value(module, target):
-    for name in target.split("."):
-        module = getattr(module, name)
-    return module

@@ -30,6 +30,14 @@ def _shape(n):
     return list(v.shape) if isinstance(v, torch.Tensor) else None
 
 
+def _finish(gm, count):
+    """After `count` rewrites of gm's graph: the nodes they left unused go, the code follows."""
+    if count:
+        gm.graph.eliminate_dead_code()
+        gm.recompile()
+    return count
+
+
 def _linear_chain(out_view):
     """(x, w, bias or None) when out_view is view(addmm|mm(view(x), w)) of a linear on x."""
     mm = out_view.args[0]
@@ -72,10 +80,7 @@ def fold_linear_views(gm):
                 out.meta["val"] = n.meta["val"]
         n.replace_all_uses_with(out)
         count += 1
-    if count:
-        gm.graph.eliminate_dead_code()
-        gm.recompile()
-    return count
+    return _finish(gm, count)
 
 
 def _batched_operand(v, batch):
@@ -116,10 +121,7 @@ def fold_bmm_views(gm):
         new.meta["val"] = n.meta["val"]
         n.replace_all_uses_with(new)
         count += 1
-    if count:
-        gm.graph.eliminate_dead_code()
-        gm.recompile()
-    return count
+    return _finish(gm, count)
 
 
 def _dtype(n):
@@ -143,22 +145,27 @@ def _is_cast(n):
     return n.kwargs.get("layout", torch.strided) == torch.strided
 
 
+def _upcast_source(up):
+    """The 16-bit tensor that `up` casts to f32 for its one reader, else None."""
+    if not _is_cast(up) or len(up.users) != 1 or _dtype(up) != torch.float32:
+        return None
+    src = up.args[0]
+    return src if _dtype(src) in (torch.float16, torch.bfloat16) else None
+
+
 def drop_gather_upcasts(gm):
     """x.to(f32)[i, j].to(f16) is x[i, j] (a clone between them too): core ATen's nearest
     upsampling of a 16-bit tensor casts to f32 around its index, which moves the upsampled
-    tensor twice more. A gather copies
-    values, so it is exact in the narrow dtype. Rewrites in place; returns how many."""
+    tensor twice more. A gather copies values, so it is exact in the narrow dtype. Rewrites in place; returns how many."""
     count = 0
     for n in list(gm.graph.nodes):
         if n.op != "call_function" or n.target not in (aten.index.Tensor,
                                                        aten._unsafe_index.Tensor):
             continue
-        up = n.args[0]
-        if not _is_cast(up) or len(up.users) != 1 or not n.users:
+        src = _upcast_source(n.args[0])
+        if src is None or not n.users:
             continue
-        narrow = _dtype(up.args[0])
-        if narrow not in (torch.float16, torch.bfloat16) or _dtype(up) != torch.float32:
-            continue
+        narrow = _dtype(src)
         chain = [n]  # the index, then clones of its value (a memory-format copy)
         while len(chain[-1].users) == 1 and next(iter(chain[-1].users)).target is \
                 aten.clone.default:
@@ -166,16 +173,13 @@ def drop_gather_upcasts(gm):
         downs = list(chain[-1].users)
         if not downs or not all(_is_cast(d) and _dtype(d) == narrow for d in downs):
             continue
-        n.args = (up.args[0],) + tuple(n.args[1:])
+        n.args = (src,) + tuple(n.args[1:])
         for c in chain:
             c.meta["val"] = c.meta["val"].to(narrow)
         for d in downs:
             d.replace_all_uses_with(chain[-1])
         count += 1
-    if count:
-        gm.graph.eliminate_dead_code()
-        gm.recompile()
-    return count
+    return _finish(gm, count)
 
 
 def drop_softmax_upcasts(gm):
@@ -191,17 +195,11 @@ def drop_softmax_upcasts(gm):
         if not isinstance(sm, torch.fx.Node) or sm.target is not aten._softmax.default or \
                 len(sm.users) != 1 or sm.args[2]:
             continue
-        up = sm.args[0]
-        if not _is_cast(up) or len(up.users) != 1 or _dtype(up) != torch.float32:
+        src = _upcast_source(sm.args[0])
+        if src is None or _dtype(down) != _dtype(src):
             continue
-        narrow = _dtype(up.args[0])
-        if narrow not in (torch.float16, torch.bfloat16) or _dtype(down) != narrow:
-            continue
-        sm.args = (up.args[0],) + tuple(sm.args[1:])
+        sm.args = (src,) + tuple(sm.args[1:])
         sm.meta["val"] = down.meta["val"]
         down.replace_all_uses_with(sm)
         count += 1
-    if count:
-        gm.graph.eliminate_dead_code()
-        gm.recompile()
-    return count
+    return _finish(gm, count)
