@@ -72,6 +72,11 @@ CASES = {
                     [x4(2, 3, 4, 4)]),
     "reductions": (Fn(lambda m, x: torch.cat([x.sum(1), x.mean(1), x.amax(1), x.amin(1)], 0) +
                       x.sum()), [x4(3, 7)]),
+    "vector_norm_normalize": (Fn(lambda m, x: F.normalize(x, dim=-1) + x.norm(dim=(0, 1)) +
+                                 torch.linalg.vector_norm(x, keepdim=True) +
+                                 torch.linalg.vector_norm(x, 1, -1, True) +
+                                 torch.linalg.vector_norm(x, float("inf"), -1, True)),
+                              [x4(2, 3, 6)]),
     "log_softmax_cumsum": (Fn(lambda m, x: F.log_softmax(x, -1) + torch.cumsum(x, 1)),
                            [x4(3, 6)]),
     "embedding": (Fn(lambda m, i: m[0](i) * 2, nn.Embedding(10, 4)),

@@ -168,6 +168,19 @@ for _a, _k in _REDUCE.items():
     CONVERTERS[_a] = _reduce(_k)
 
 
+@converter("linalg_vector_norm")
+def _vector_norm(cx, n, a, kw):
+    """The 2-norm (F.normalize, cosine attention) is kiln's reduce_l2. Core ATen's decomposition
+    takes the other orders apart (abs, sum, amax) before they get here."""
+    order = a[1] if len(a) > 1 else kw.get("ord", 2)
+    need(order == 2, f"a vector norm of order {order} (kiln has the 2-norm)")
+    need(kw.get("dtype") is None, "a vector norm with a dtype")
+    dims = a[2] if len(a) > 2 else kw.get("dim")
+    dims = [] if dims is None else [dims] if isinstance(dims, int) else list(dims)
+    keep = a[3] if len(a) > 3 else kw.get("keepdim", False)
+    return cx.op("reduce_l2", [a[0]], {"axes": dims, "keepdims": int(bool(keep))})
+
+
 @converter("argmax", "argmin")
 def _argmax(cx, n, a, kw):
     need(len(a) > 1 and a[1] is not None, "argmax over every element")
