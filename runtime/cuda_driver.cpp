@@ -37,6 +37,7 @@ namespace {
   X(cuMemcpyDtoDAsync) X(cuMemsetD8) X(cuMemsetD8Async) X(cuStreamCreate) X(cuStreamDestroy) \
   X(cuStreamSynchronize) X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord) \
   X(cuEventSynchronize) X(cuEventElapsedTime) X(cuGetErrorName) X(cuGetErrorString) \
+  X(cuEventQuery) X(cuMemAllocHost) X(cuMemFreeHost) X(cuMemcpyDtoHAsync) \
   KILN_CU_GRAPH_FUNCS(X)
 // clang-format on
 
@@ -530,6 +531,25 @@ void memcpy_dtoh(void* dst, uint64_t src, size_t bytes) {
         [&] { return fmt::format("cuMemcpyDtoH({} bytes)", bytes); });
 }
 
+void memcpy_dtoh_async(void* dst, uint64_t src, size_t bytes, void* stream) {
+  if (bytes == 0) return;
+  check(
+      Call().fns().cuMemcpyDtoHAsync(dst, static_cast<CUdeviceptr>(src), bytes, as_stream(stream)),
+      [&] { return fmt::format("cuMemcpyDtoHAsync({} bytes)", bytes); });
+}
+
+void* host_alloc_pinned(size_t bytes) {
+  void* p = nullptr;
+  check(Call().fns().cuMemAllocHost(&p, bytes),
+        [&] { return fmt::format("cuMemAllocHost({} bytes)", bytes); });
+  return p;
+}
+
+void host_free_pinned(void* ptr) {
+  if (!ptr || !state().ok) return;
+  Call().fns().cuMemFreeHost(ptr);
+}
+
 void memcpy_dtod_async(uint64_t dst, uint64_t src, size_t bytes, void* stream) {
   if (bytes == 0) return;
   check(Call().fns().cuMemcpyDtoDAsync(static_cast<CUdeviceptr>(dst), static_cast<CUdeviceptr>(src),
@@ -626,6 +646,13 @@ void event_record(void* event, void* stream) {
 
 void event_synchronize(void* event) {
   check(Call().fns().cuEventSynchronize(static_cast<CUevent>(event)), "cuEventSynchronize");
+}
+
+bool event_done(void* event) {
+  const CUresult r = Call().fns().cuEventQuery(static_cast<CUevent>(event));
+  if (r == CUDA_ERROR_NOT_READY) return false;
+  check(r, "cuEventQuery");
+  return true;
 }
 
 float event_elapsed_ms(void* start, void* end) {

@@ -111,6 +111,10 @@ void mem_free(uint64_t ptr);  // never throws (logs nothing; errors are ignored 
 void memcpy_htod(uint64_t dst, const void* src, size_t bytes);
 void memcpy_dtoh(void* dst, uint64_t src, size_t bytes);
 void memcpy_dtod_async(uint64_t dst, uint64_t src, size_t bytes, void* stream);
+// Into page-locked host memory (host_alloc_pinned): queued on `stream`, no wait.
+void memcpy_dtoh_async(void* dst, uint64_t src, size_t bytes, void* stream);
+void* host_alloc_pinned(size_t bytes);
+void host_free_pinned(void* ptr);  // null-safe, ignores errors
 void memset_d8(uint64_t dst, uint8_t value, size_t bytes);
 void memset_d8_async(uint64_t dst, uint8_t value, size_t bytes, void* stream);
 
@@ -137,6 +141,7 @@ void* event_create();
 void event_destroy(void* event);
 void event_record(void* event, void* stream);
 void event_synchronize(void* event);
+bool event_done(void* event);  // cuEventQuery: the work before the event has completed
 float event_elapsed_ms(void* start, void* end);
 
 // Device memory owned by this object (the public kiln::DeviceBuffer, freed through mem_free).

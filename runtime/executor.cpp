@@ -99,7 +99,8 @@ std::vector<std::byte> constant_device_bytes(const TensorInfo& t) {
 // ---------------------------------------------------------------- Executor
 
 Executor::Executor(std::shared_ptr<const Graph> g, std::vector<ExecutorKernel> kernels,
-                   std::shared_ptr<ModuleCache> modules, std::string not_loaded_reason)
+                   std::shared_ptr<ModuleCache> modules, std::string not_loaded_reason,
+                   bool deferred_errors)
     : graph_(std::move(g)),
       kernels_(std::move(kernels)),
       modules_(std::move(modules)),
@@ -121,6 +122,7 @@ Executor::Executor(std::shared_ptr<const Graph> g, std::vector<ExecutorKernel> k
         error_sites_.push_back(producer >= 0 ? graph_->nodes()[producer].name : k.spec.name);
       }
   if (!modules_) return;
+  if (deferred_errors && !error_sites_.empty()) readback_ = std::make_unique<ErrorReadback>();
   cuda::ContextScope scope(modules_->context());
   for (ExecutorKernel& k : kernels_)
     k.function = modules_->function(k.cached, k.spec.entry, k.spec.smem_bytes);
@@ -162,6 +164,7 @@ Executor::~Executor() {
   try {
     cuda::ContextScope scope(modules_->context());
     graphs_.clear();
+    readback_.reset();
     arena_.reset();
     constants_.reset();
   } catch (const Error&) {
@@ -221,9 +224,23 @@ cuda::ContextScope Executor::enter(const char* what) const {
 
 void Executor::check_errors(uint64_t errors, size_t bytes, void* stream) const {
   if (bytes == 0) return;
+  if (readback_) {
+    report_errors(readback_->queue(errors, bytes, stream), true);
+    return;
+  }
   cuda::stream_synchronize(stream);
   std::vector<uint32_t> words(bytes / 4);
   cuda::memcpy_dtoh(words.data(), errors, bytes);
+  report_errors(words, false);
+}
+
+void Executor::check_deferred_errors() const {
+  if (!readback_) return;
+  const cuda::ContextScope scope = enter("check_errors");
+  report_errors(readback_->take(true), true);
+}
+
+void Executor::report_errors(const std::vector<uint32_t>& words, bool earlier) const {
   // One clause a code, naming the nodes whose kernels reported it.
   struct Code {
     unsigned bit;
@@ -247,9 +264,10 @@ void Executor::check_errors(uint64_t errors, size_t bytes, void* stream) const {
   for (const Code& c : codes)
     if (!c.nodes.empty())
       report += fmt::format("{}node {}: {}", report.empty() ? "" : "; ", c.nodes, c.what);
-  KILN_CHECK(report.empty(),
-             "run: graph '{}': {} (the kernel clamped its reads, the outputs are not valid)",
-             graph_->name(), report);
+  KILN_CHECK(report.empty(), "run: graph '{}': {}{} (the kernel clamped its reads, {})",
+             graph_->name(), earlier ? "an earlier run (deferred_errors): " : "", report,
+             earlier ? "the outputs of the runs since the last check are not valid"
+                     : "the outputs are not valid");
 }
 
 namespace {
@@ -315,6 +333,7 @@ Bindings Executor::run_graph(const std::map<std::string, DeviceTensor>& inputs,
                              uint64_t workspace) const {
   const EnvConfig& cfg = env();
   const cuda::ContextScope scope = enter("run");
+  if (readback_) report_errors(readback_->take(false), true);
   GraphKey key = graph_key(inputs, outputs, workspace);
   std::shared_ptr<GraphExec> ge;
   {
@@ -399,6 +418,7 @@ Bindings Executor::run(const std::map<std::string, DeviceTensor>& inputs,
                        const std::map<std::string, DeviceTensor>& outputs, void* stream,
                        uint64_t workspace) const {
   const cuda::ContextScope scope = enter("run");
+  if (readback_) report_errors(readback_->take(false), true);
   Bases base;
   std::shared_ptr<const LaunchPlan> p = plan_for(inputs, outputs, workspace, &base);
   launch_all(*p, base.data(), stream, "launch");

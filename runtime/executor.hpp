@@ -13,6 +13,7 @@
 #include "codegen/kernel_spec.hpp"
 #include "kiln/device_tensor.hpp"
 #include "runtime/cuda_driver.hpp"
+#include "runtime/error_readback.hpp"
 #include "runtime/memory_plan.hpp"
 #include "runtime/tensor_map.hpp"
 
@@ -55,8 +56,10 @@ class Executor {
  public:
   // `modules` null: compile-only (run() is then a user error saying why: `not_loaded_reason`).
   // Otherwise every kernel is loaded and the constants the kernels use are uploaded now.
+  // `deferred_errors`: EngineOptions.deferred_errors (a run does not wait to check its words).
   Executor(std::shared_ptr<const Graph> g, std::vector<ExecutorKernel> kernels,
-           std::shared_ptr<ModuleCache> modules, std::string not_loaded_reason);
+           std::shared_ptr<ModuleCache> modules, std::string not_loaded_reason,
+           bool deferred_errors = false);
   ~Executor();
 
   const Graph& graph() const { return *graph_; }
@@ -75,6 +78,10 @@ class Executor {
   std::vector<double> time_kernels(const std::map<std::string, DeviceTensor>& inputs,
                                    const std::map<std::string, DeviceTensor>& outputs, int warmup,
                                    int iters, Bindings* bound) const;
+
+  // Waits for the error words of earlier runs read back without waiting (deferred_errors) and
+  // throws a user error naming each reporting node; nothing otherwise.
+  void check_deferred_errors() const;
 
   // Bytes of constants on the device.
   int64_t constant_bytes() const { return static_cast<int64_t>(constants_.bytes()); }
@@ -157,7 +164,12 @@ class Executor {
   // After the launches of a run with error words (`errors`, `bytes`) on `stream`: waits for the
   // stream, reads the words back and throws a user error naming each reporting node. Nothing
   // (no wait) when the plan has no kernel that reports errors.
+  // With deferred errors (readback_), queues the words' copy instead, reporting the earlier runs'
+  // words it had to wait for.
   void check_errors(uint64_t errors, size_t bytes, void* stream) const;
+  // A user error naming each node whose word in `words` is set (nothing when none is); `earlier`:
+  // the words are those of earlier runs, read back without waiting.
+  void report_errors(const std::vector<uint32_t>& words, bool earlier) const;
   static uint64_t address(Origin o, const uint64_t* base) {
     return o.slot < 0 ? o.offset : base[o.slot] + o.offset;
   }
@@ -180,6 +192,8 @@ class Executor {
   // The kernel args that are error words, in order: word i of the run's error words belongs to
   // the node (by name) error_sites_[i] names.
   std::vector<std::string> error_sites_;
+  // EngineOptions.deferred_errors on a graph with error words: their readback without waiting.
+  mutable std::unique_ptr<ErrorReadback> readback_;
 
   mutable std::mutex mu_;
   mutable std::map<Bindings, std::shared_ptr<const ArenaPlan>> arenas_;

@@ -86,11 +86,17 @@ TEST(Devices, CApiOptionsAreSized) {
   EXPECT_EQ(o.tuning_file, nullptr);
   EXPECT_EQ(o.device, 0x7f7f7f7f);
   EXPECT_EQ(o.use_current_context, 0x7f7f7f7f);
+  EXPECT_EQ(o.deferred_errors, 0x7f7f7f7f);
   (kiln_engine_options_default)(&o);  // the 0.1.0 symbol: the same
   EXPECT_EQ(o.device, 0x7f7f7f7f);
   kiln_engine_options_default(&o);  // this header's size
   EXPECT_EQ(o.device, 0);
   EXPECT_EQ(o.use_current_context, 0);
+  EXPECT_EQ(o.deferred_errors, 0);
+  std::memset(&o, 0x7f, sizeof(o));
+  kiln_engine_options_init(&o, offsetof(kiln_engine_options, deferred_errors));  // a 0.2 caller
+  EXPECT_EQ(o.use_current_context, 0);
+  EXPECT_EQ(o.deferred_errors, 0x7f7f7f7f);
   kiln_engine_options_init(&o, v1 - 1);  // too small: untouched, harmless
   kiln_engine_options_init(nullptr, sizeof(o));
 

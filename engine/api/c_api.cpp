@@ -124,6 +124,7 @@ kiln::EngineOptions engine_options(const kiln_engine_options* opts, size_t size)
   if (opts->tuning_file != nullptr) o.tuning_file = opts->tuning_file;
   if (KILN_C_HAS(size, device)) o.device = opts->device;
   if (KILN_C_HAS(size, use_current_context)) o.use_current_context = opts->use_current_context != 0;
+  if (KILN_C_HAS(size, deferred_errors)) o.deferred_errors = opts->deferred_errors != 0;
   return o;
 }
 
@@ -151,6 +152,7 @@ void kiln_engine_options_init(kiln_engine_options* opts, size_t size) {
   (kiln_engine_options_default)(&d);
   d.device = 0;
   d.use_current_context = 0;
+  d.deferred_errors = 0;
   std::memcpy(opts, &d, std::min(size, sizeof(d)));
 }
 
@@ -320,6 +322,11 @@ kiln_status kiln_run(kiln_compiled c, const kiln_tensor* inputs, int32_t n_input
     c->compiled.run(to_map(inputs, n_inputs, "inputs"), to_map(outputs, n_outputs, "outputs"),
                     stream, workspace);
   });
+}
+
+kiln_status kiln_check_errors(kiln_compiled c) {
+  KILN_C_REQUIRE(c);
+  return guarded([&] { c->compiled.check_errors(); });
 }
 
 kiln_status kiln_graph_tensor_dtype(kiln_graph g, const char* name, kiln_dtype* dtype) {

@@ -298,7 +298,8 @@ std::shared_ptr<GraphCore> build_core(const std::shared_ptr<EngineState>& stp,
     reason = "no CUDA device: " + e.no_device;
   t0 = std::chrono::steady_clock::now();
   core->exec = std::make_shared<const Executor>(core->graph, std::move(kernels),
-                                                reason.empty() ? e.modules : nullptr, reason);
+                                                reason.empty() ? e.modules : nullptr, reason,
+                                                e.opts.deferred_errors);
   lap(&t0, &e.load_us);
   return core;
 }
@@ -435,6 +436,10 @@ void CompiledGraph::run(const std::map<std::string, DeviceTensor>& inputs,
                              : c.exec->run(inputs, outputs, stream, workspace);
   impl_->update_costs(b);
   c.note_run(key, b);
+}
+
+void CompiledGraph::check_errors() const {
+  checked(impl_).core->exec->check_deferred_errors();
 }
 
 std::vector<double> CompiledGraph::time_kernels(const std::map<std::string, DeviceTensor>& inputs,

@@ -47,6 +47,12 @@ struct EngineOptions {
   // workspace) into a CUDA graph once and replays it afterwards (less host overhead per run).
   // Keep buffers stable between runs to benefit; every new pointer set is a new capture.
   bool cuda_graphs = false;
+  // A graph with error-reporting kernels (gather, attention_varlen) waits for its stream at the
+  // end of every run to read their error words. true: it does not; the words are copied back
+  // behind the run and checked at the start of the next run of the graph and by check_errors(),
+  // which throw for the earlier run (as PyTorch reports a device-side assert at a later call).
+  // The host then queues the next run while this one computes. The torch.compile backend sets it.
+  bool deferred_errors = false;
   // Hand overrides of the memory-bound schedule rules, for measuring alternatives:
   // "pointwise.vecs=2,rownorm.threads=256,channelnorm.slice_kb=40" (docs/CONTRIBUTING.md lists the
   // keys). Empty: $KILN_SCHEDULE, else the rules.
@@ -118,10 +124,13 @@ class CompiledGraph {
   // bytes) may be 0: then an internal arena is used (not thread-safe across concurrent runs).
   // Returns once the work is queued, except for a graph with a gather or an attention_varlen:
   // that run waits for its stream and throws a user error naming the node when an index was out
-  // of range (the sequence offsets were invalid).
+  // of range (the sequence offsets were invalid), unless EngineOptions.deferred_errors.
   void run(const std::map<std::string, DeviceTensor>& inputs,
            const std::map<std::string, DeviceTensor>& outputs, void* stream = nullptr,
            uint64_t workspace = 0) const;
+  // With EngineOptions.deferred_errors: waits for the error words of the runs so far and throws
+  // the user error run() would have thrown for them. Nothing to do otherwise.
+  void check_errors() const;
 
   // Per-kernel launch list for the last run (for kiln bench): kernel index -> launches.
   // Times each kernel separately with CUDA events: median over `iters` after `warmup`.

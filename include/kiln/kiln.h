@@ -67,6 +67,9 @@ typedef struct kiln_engine_options {
   /* 0 (default); 1 = run in the CUDA context current on the thread calling kiln_engine_create
    * (not retained: keep it alive while the engine lives); device must then be 0 or its device */
   int32_t use_current_context;
+  /* 0 (default); 1 = a run does not wait to check its gathers' indices: an error is returned by
+   * a later kiln_run or by kiln_check_errors (EngineOptions::deferred_errors) */
+  int32_t deferred_errors;
 } kiln_engine_options;
 
 /* Element types. KILN_BOOL is one byte holding 0 or 1 (any nonzero byte reads as true). */
@@ -154,6 +157,10 @@ kiln_status kiln_workspace_size(kiln_compiled c, const kiln_tensor* inputs, int3
 kiln_status kiln_run(kiln_compiled c, const kiln_tensor* inputs, int32_t n_inputs,
                      const kiln_tensor* outputs, int32_t n_outputs, void* stream,
                      uint64_t workspace);
+
+/* With deferred_errors: waits for the error words of the runs so far; KILN_ERROR_USER naming the
+ * node when an index was out of range. KILN_OK otherwise. */
+kiln_status kiln_check_errors(kiln_compiled c);
 
 /* The declared dtype of a graph tensor (an input, output or any named tensor). */
 kiln_status kiln_graph_tensor_dtype(kiln_graph g, const char* name, kiln_dtype* dtype);

@@ -112,9 +112,12 @@ void run_case(Engine& eng, const GpuCase& gc, uint64_t seed, int wgmma = -1) {
   for (const KernelInfo& k : cg.kernels()) {
     if (k.name.rfind("attention_", 0) != 0) continue;
     ++fused;
-    if (wgmma >= 0) EXPECT_EQ(k.name.find("_wg") != std::string::npos, wgmma == 1) << k.name;
-    if (gc.split >= 0)
+    if (wgmma >= 0) {
+      EXPECT_EQ(k.name.find("_wg") != std::string::npos, wgmma == 1) << k.name;
+    }
+    if (gc.split >= 0) {
       EXPECT_EQ(k.name.find("_split") != std::string::npos, gc.split == 1) << k.name;
+    }
   }
   EXPECT_EQ(fused, 1) << "the fused kernel";
   std::map<std::string, HostTensor> in;

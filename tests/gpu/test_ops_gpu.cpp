@@ -1142,6 +1142,56 @@ TEST(GatherGpu, OutOfRangeIndexIsALocatedErrorThenAGoodRun) {
   }
 }
 
+// EngineOptions.deferred_errors: a run with a bad index returns (its words are read back behind
+// it); check_errors() throws for it, naming the node; a bad run whose readback has completed is
+// reported by the start of the next run, which does not launch; good runs are correct between.
+TEST(GatherGpu, DeferredErrorsReportAtTheNextCallOrCheck) {
+  KILN_REQUIRE_DEVICE();
+  for (bool graphs : {false, true}) {
+    SCOPED_TRACE(graphs ? "cuda graphs" : "direct launches");
+    Graph g("emb_deferred");
+    Tensor w = cst(g, "wte", DType::F16, {50, 40}, -1, 1);
+    Tensor ids = g.input("ids", DType::I64, {"S"});
+    g.output(g.add_node1("gather", {w, ids}, {}, "wte_lookup"));
+    EngineOptions eo;
+    eo.cuda_graphs = graphs;
+    eo.deferred_errors = true;
+    Engine eng(eo);
+    CompiledGraph cg = eng.compile(g);
+    const std::string oname = g.tensor(g.outputs()[0]).name;
+    auto launch = [&](const std::vector<int64_t>& v, bool compare) {
+      HostTensor h = HostTensor::from_i64(DType::I64, {static_cast<int64_t>(v.size())}, v);
+      std::map<std::string, DeviceData> in, out;
+      in["ids"] = upload(h);
+      out[oname] = alloc_poisoned(DType::F16, {static_cast<int64_t>(v.size()), 40});
+      cg.run(tensors_of(in), tensors_of(out));
+      HostTensor got = download(out.at(oname));  // waits for the run (and its readback)
+      if (compare) EXPECT_TRUE(got.data == run_reference(g, {{"ids", h}}).at(oname).data);
+    };
+    auto expect_error = [&](const std::function<void()>& f, const char* what) {
+      try {
+        f();
+        ADD_FAILURE() << what << ": no error for an index out of range";
+      } catch (const Error& e) {
+        EXPECT_EQ(e.kind(), ErrorKind::User) << e.what();
+        const std::string m = e.what();
+        EXPECT_NE(m.find("an earlier run"), std::string::npos) << m;
+        EXPECT_NE(m.find("node 'wte_lookup': index out of range"), std::string::npos) << m;
+      }
+    };
+    launch({0, 49, -50}, true);
+    EXPECT_NO_THROW(cg.check_errors());
+    EXPECT_NO_THROW(launch({0, 50, 3}, false));  // the bad run itself returns
+    expect_error([&] { cg.check_errors(); }, "check_errors");
+    EXPECT_NO_THROW(cg.check_errors());  // reported once
+    launch({1, 2, 3, -1}, true);
+    EXPECT_NO_THROW(launch({-51, 1}, false));
+    expect_error([&] { launch({1, 2}, false); }, "the next run");
+    launch({7, 8, 9}, true);
+    EXPECT_NO_THROW(cg.check_errors());
+  }
+}
+
 // Lookups fused into a layernorm's prologue report through the row-norm kernel's error words:
 // the token-type lookup's bad index names that node, and a good run matches the reference.
 TEST(GatherGpu, FusedLookupOutOfRangeNamesItsNode) {
@@ -1184,7 +1234,8 @@ TEST(GatherGpu, FusedLookupOutOfRangeNamesItsNode) {
   }
 }
 
-// The same through the C ABI: kiln_run returns KILN_ERROR_USER naming the node, then runs again.
+// The same through the C ABI: kiln_run returns KILN_ERROR_USER naming the node, then runs again;
+// with deferred_errors, kiln_run returns and kiln_check_errors reports it.
 TEST(GatherGpu, CAbiReturnsTheUserError) {
   KILN_REQUIRE_DEVICE();
   kiln_graph g = nullptr;
@@ -1197,32 +1248,42 @@ TEST(GatherGpu, CAbiReturnsTheUserError) {
                                    nullptr, &g),
             KILN_OK)
       << kiln_last_error();
-  kiln_engine_options o;
-  kiln_engine_options_default(&o);
-  kiln_engine e = nullptr;
-  ASSERT_EQ(kiln_engine_create(&o, &e), KILN_OK) << kiln_last_error();
-  kiln_compiled c = nullptr;
-  ASSERT_EQ(kiln_compile(e, g, &c), KILN_OK) << kiln_last_error();
-  uint64_t din = 0, dout = 0;
-  ASSERT_EQ(kiln_device_alloc(8, &din), KILN_OK);
-  ASSERT_EQ(kiln_device_alloc(32, &dout), KILN_OK);
-  kiln_tensor in{"ids", din, 1, {2}}, out{"e", dout, 2, {2, 4}};
-  std::vector<int32_t> ids = {2, 3};
-  ASSERT_EQ(kiln_memcpy_htod(din, ids.data(), 8), KILN_OK);
-  EXPECT_EQ(kiln_run(c, &in, 1, &out, 1, nullptr, 0), KILN_ERROR_USER);
-  EXPECT_NE(std::string(kiln_last_error()).find("node 'rows': index out of range"),
-            std::string::npos)
-      << kiln_last_error();
-  ids = {-1, 0};
-  ASSERT_EQ(kiln_memcpy_htod(din, ids.data(), 8), KILN_OK);
-  EXPECT_EQ(kiln_run(c, &in, 1, &out, 1, nullptr, 0), KILN_OK) << kiln_last_error();
-  std::vector<float> got(8);
-  ASSERT_EQ(kiln_memcpy_dtoh(got.data(), dout, 32), KILN_OK);
-  EXPECT_EQ(got, (std::vector<float>{8, 9, 10, 11, 0, 1, 2, 3}));
-  kiln_device_free(din);
-  kiln_device_free(dout);
-  kiln_compiled_destroy(c);
-  kiln_engine_destroy(e);
+  for (int32_t deferred : {0, 1}) {
+    SCOPED_TRACE(deferred ? "deferred_errors" : "errors at the run");
+    kiln_engine_options o;
+    kiln_engine_options_init(&o, sizeof o);
+    o.deferred_errors = deferred;
+    kiln_engine e = nullptr;
+    ASSERT_EQ(kiln_engine_create_sized(&o, sizeof o, &e), KILN_OK) << kiln_last_error();
+    kiln_compiled c = nullptr;
+    ASSERT_EQ(kiln_compile(e, g, &c), KILN_OK) << kiln_last_error();
+    uint64_t din = 0, dout = 0;
+    ASSERT_EQ(kiln_device_alloc(8, &din), KILN_OK);
+    ASSERT_EQ(kiln_device_alloc(32, &dout), KILN_OK);
+    kiln_tensor in{"ids", din, 1, {2}}, out{"e", dout, 2, {2, 4}};
+    std::vector<int32_t> ids = {2, 3};
+    ASSERT_EQ(kiln_memcpy_htod(din, ids.data(), 8), KILN_OK);
+    if (deferred) {
+      EXPECT_EQ(kiln_run(c, &in, 1, &out, 1, nullptr, 0), KILN_OK) << kiln_last_error();
+      EXPECT_EQ(kiln_check_errors(c), KILN_ERROR_USER);
+    } else {
+      EXPECT_EQ(kiln_run(c, &in, 1, &out, 1, nullptr, 0), KILN_ERROR_USER);
+    }
+    EXPECT_NE(std::string(kiln_last_error()).find("node 'rows': index out of range"),
+              std::string::npos)
+        << kiln_last_error();
+    ids = {-1, 0};
+    ASSERT_EQ(kiln_memcpy_htod(din, ids.data(), 8), KILN_OK);
+    EXPECT_EQ(kiln_run(c, &in, 1, &out, 1, nullptr, 0), KILN_OK) << kiln_last_error();
+    std::vector<float> got(8);
+    ASSERT_EQ(kiln_memcpy_dtoh(got.data(), dout, 32), KILN_OK);
+    EXPECT_EQ(got, (std::vector<float>{8, 9, 10, 11, 0, 1, 2, 3}));
+    EXPECT_EQ(kiln_check_errors(c), KILN_OK) << kiln_last_error();
+    kiln_device_free(din);
+    kiln_device_free(dout);
+    kiln_compiled_destroy(c);
+    kiln_engine_destroy(e);
+  }
   kiln_graph_destroy(g);
 }
 

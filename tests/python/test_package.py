@@ -308,3 +308,18 @@ def test_import_onnx_through_the_shipped_importer(tmp_path):
     bad.write_bytes(b"not a model")
     with pytest.raises(kiln.UserError, match="bad.onnx"):
         kiln.import_onnx(bad)
+
+
+def test_deferred_errors_is_an_engine_option_the_backend_turns_on():
+    assert kiln.Engine().options.deferred_errors is False
+    assert kiln.Engine(deferred_errors=True).options.deferred_errors is True
+    pytest.importorskip("torch")
+    from kiln.dynamo import state
+    state.reset()
+    try:
+        assert state.engine({}).options.deferred_errors is True
+        state.reset()
+        assert state.engine({"deferred_errors": False}).options.deferred_errors is False
+        state.check_errors()  # no compiled graph alive: nothing to wait for
+    finally:
+        state.reset()

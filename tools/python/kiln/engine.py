@@ -136,6 +136,11 @@ class CompiledGraph:
     def kernels(self):
         return self.native.kernels()
 
+    def check_errors(self):
+        """With Engine(deferred_errors=True): waits for the index checks of the runs so far and
+        raises the located error a run would have raised (nothing to do otherwise)."""
+        self.native.check_errors()
+
     def explain(self):
         return self.engine.explain(self.graph)
 

@@ -115,6 +115,7 @@ void bind_options(nb::module_& m) {
       .def_rw("load_kernels", &EngineOptions::load_kernels)
       .def_rw("specialize_after", &EngineOptions::specialize_after)
       .def_rw("cuda_graphs", &EngineOptions::cuda_graphs)
+      .def_rw("deferred_errors", &EngineOptions::deferred_errors)
       .def_rw("schedule", &EngineOptions::schedule)
       .def_rw("autotune", &EngineOptions::autotune)
       .def_rw("tuning_file", &EngineOptions::tuning_file);
@@ -152,7 +153,11 @@ void bind_engine(nb::module_& m) {
             nb::gil_scoped_release unlocked;
             c.run(in, out, reinterpret_cast<void*>(stream), workspace);
           },
-          nb::arg("inputs"), nb::arg("outputs"), nb::arg("stream") = 0, nb::arg("workspace") = 0);
+          nb::arg("inputs"), nb::arg("outputs"), nb::arg("stream") = 0, nb::arg("workspace") = 0)
+      .def("check_errors", [](const CompiledGraph& c) {
+        nb::gil_scoped_release unlocked;
+        c.check_errors();
+      });
 
   nb::class_<Engine>(m, "Engine")
       .def(nb::init<EngineOptions>(), nb::arg("options") = EngineOptions{})

@@ -15,10 +15,10 @@ from .. import _kiln
 from .backend import compile_inference, decompositions, export_inference, find_constants, unboxed
 from .einsum import einsum_as_matmul
 from .interpolate import keep_interpolate
-from .state import kiln_graphs, reset, stats
+from .state import check_errors, kiln_graphs, reset, stats
 
 __all__ = ["kiln_backend", "partition_report", "format_report", "stats", "reset", "kiln_graphs",
-           "clear_reports"]
+           "clear_reports", "check_errors"]
 
 _REPORTS = []
 _NOT_EXPORTED = []  # why graphs went through aot_autograd's runtime wrappers (tests)

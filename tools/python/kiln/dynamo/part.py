@@ -134,6 +134,7 @@ class KilnPart(torch.nn.Module):
         eagerly from then on, said once on stderr and in stats()["fallbacks"]."""
         try:
             self.compiled = state.engine(self.options, device).compile(self.graph)
+            state.COMPILED.add(self.compiled)
         except _kiln.Error as e:
             self.failed = str(e)
             state.STATS["fallbacks"] += 1
