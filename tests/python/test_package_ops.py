@@ -1,6 +1,8 @@
 """The FX converters op by op (kiln/dynamo/ops/): small modules through
 torch.compile(backend="kiln") on the CPU, each computed wholly by kiln (its CPU reference) and
 compared with eager PyTorch f32 within 1e-4."""
+import math
+
 import pytest
 import torch
 import torch.nn as nn
@@ -148,6 +150,26 @@ def test_an_index_out_of_range_in_one_component_is_an_error():
         f = torch.compile(Fn(lambda m, x, i, j: x[:, i, j]), backend="kiln")
         with pytest.raises(Exception, match="out of range"):
             f(x, torch.tensor([0, 1]), torch.tensor([2, 5]))
+
+
+@pytest.mark.parametrize("form", ["pow", "cube", "half_last"])
+def test_written_out_tanh_gelu_is_one_kiln_gelu(form):
+    """GPT-2's gelu_new: the formula becomes kiln's gelu (tanh), the linear's epilogue."""
+    k = math.sqrt(2.0 / math.pi)
+
+    def act(m, x):
+        h = m[0](x)
+        cube = torch.pow(h, 3.0) if form == "pow" else h * (h * h)
+        t = torch.tanh(k * (h + 0.044715 * cube))
+        return h * (1.0 + t) * 0.5 if form == "half_last" else 0.5 * h * (1.0 + t)
+    model = Fn(act, nn.Linear(8, 16)).eval()
+    x = x4(3, 5, 8)
+    with torch.no_grad():
+        torch.testing.assert_close(torch.compile(model, backend="kiln")(x), model(x),
+                                   rtol=1e-4, atol=1e-4)
+    (g,) = kd.kiln_graphs()
+    ops = [n["op"] for n in g.nodes]
+    assert "gelu" in ops and "tanh" not in ops and "pow" not in ops, ops
 
 
 def test_constant_subgraphs_are_folded_before_kiln_sees_them():

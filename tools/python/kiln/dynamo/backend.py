@@ -14,7 +14,7 @@ from .part import KilnPart, WholeGraph, whole_graph
 from .partition import describe, partition
 from .registry import Unsupported
 from .rewrite import (drop_gather_upcasts, drop_metadata_asserts, drop_softmax_upcasts,
-                      fold_bmm_views, fold_linear_views)
+                      fold_bmm_views, fold_linear_views, fuse_gelu_tanh)
 
 # Ops kiln has whole: core ATen's decompositions of these are not applied.
 _KEEP = {"silu", "hardswish", "hardsigmoid", "gelu", "mish", "softplus", "elu", "leaky_relu",
@@ -116,6 +116,7 @@ def compile_inference(gm, example_inputs, constants, n_inputs, options, on_repor
     fold_constants(gm)
     drop_gather_upcasts(gm)
     drop_softmax_upcasts(gm)
+    fuse_gelu_tanh(gm)
     nodes = [n for n in gm.graph.nodes if n.op == "call_function"]
     fused, why, where = partition(gm)
     # aot_autograd compiles under its FakeTensorMode: the constants' real values are read outside it

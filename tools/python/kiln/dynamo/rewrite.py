@@ -203,3 +203,90 @@ def drop_softmax_upcasts(gm):
         down.replace_all_uses_with(sm)
         count += 1
     return _finish(gm, count)
+
+
+# GPT-2's gelu_new (and BLOOM's, CodeGen's) writes the tanh approximation out:
+# 0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x^3))). Eight pointwise ops in a
+# contraction's epilogue cost the kernel more than kiln's one gelu (and pow takes the general
+# path); matched from the tanh outwards, as onnx2kiln's fusion does for the same formula in ONNX.
+_GELU_K = 0.7978845608028654
+
+
+def _near(v, want):
+    return isinstance(v, (int, float)) and abs(v - want) <= 1e-4 * abs(want)
+
+
+def _scaled(n, value):
+    """x when n is mul(x, value) or mul(value, x) (a Python scalar), else None."""
+    if not isinstance(n, torch.fx.Node) or n.target is not aten.mul.Tensor or len(n.args) != 2:
+        return None
+    a, b = n.args
+    if _near(b, value) and isinstance(a, torch.fx.Node):
+        return a
+    if _near(a, value) and isinstance(b, torch.fx.Node):
+        return b
+    return None
+
+
+def _is_cube_of(n, x):
+    if not isinstance(n, torch.fx.Node):
+        return False
+    if n.target is aten.pow.Tensor_Scalar and n.args[0] is x and _near(n.args[1], 3.0):
+        return True
+    if n.target is aten.mul.Tensor and len(n.args) == 2:  # x * (x * x) or (x * x) * x
+        a, b = n.args
+        sq = lambda m: isinstance(m, torch.fx.Node) and m.target is aten.mul.Tensor and \
+            list(m.args) == [x, x]
+        return (a is x and sq(b)) or (b is x and sq(a))
+    return False
+
+
+def _gelu_tanh_input(t):
+    """x when tanh node t is tanh(k * (x + 0.044715 * x^3)), else None."""
+    inner = _scaled(t.args[0], _GELU_K)
+    if inner is None or inner.target is not aten.add.Tensor or len(inner.args) != 2:
+        return None
+    for x, cubic in (inner.args, inner.args[::-1]):
+        c = _scaled(cubic, 0.044715)
+        if isinstance(x, torch.fx.Node) and c is not None and _is_cube_of(c, x):
+            return x
+    return None
+
+
+def _gelu_tanh_output(t, x):
+    """The node computing 0.5 * x * (1 + t), when t's only use leads there, else None."""
+    if len(t.users) != 1:
+        return None
+    one = next(iter(t.users))
+    if one.target is not aten.add.Tensor or len(one.args) != 2 or len(one.users) != 1 or \
+            not any(_near(a, 1.0) for a in one.args):
+        return None
+    out = next(iter(one.users))
+    if out.target is not aten.mul.Tensor or len(out.args) != 2:
+        return None
+    other = out.args[1] if out.args[0] is one else out.args[0]
+    if _scaled(other, 0.5) is x:  # (0.5 * x) * (1 + t)
+        return out
+    if other is x and len(out.users) == 1:  # (x * (1 + t)) * 0.5
+        half = next(iter(out.users))
+        return half if _scaled(half, 0.5) is out else None
+    return None
+
+
+def fuse_gelu_tanh(gm):
+    """Rewrites each written-out tanh gelu into aten.gelu(x, approximate="tanh"); returns how
+    many."""
+    count = 0
+    for t in list(gm.graph.nodes):
+        if t.op != "call_function" or t.target is not aten.tanh.default:
+            continue
+        x = _gelu_tanh_input(t)
+        out = _gelu_tanh_output(t, x) if x is not None else None
+        if out is None:
+            continue
+        with gm.graph.inserting_before(out):
+            g = gm.graph.call_function(aten.gelu.default, (x,), {"approximate": "tanh"})
+            g.meta["val"] = out.meta.get("val")
+        out.replace_all_uses_with(g)
+        count += 1
+    return _finish(gm, count)
