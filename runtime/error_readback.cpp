@@ -36,9 +36,9 @@ std::vector<uint32_t> ErrorReadback::queue(uint64_t words, size_t bytes, void* s
     slot = &slots_.back();
     slot->event = cuda::event_create();
   }
-  if (!slot) {  // every slot in flight (or too small): wait for the oldest, keep its words
+  if (!slot) {  // a free slot too small (grown below), else wait for the oldest, keep its words
     slot = &*std::min_element(slots_.begin(), slots_.end(), [](const Slot& a, const Slot& b) {
-      return a.busy != b.busy ? a.busy : a.order < b.order;
+      return a.busy != b.busy ? !a.busy : a.order < b.order;
     });
     if (slot->busy) {
       cuda::event_synchronize(slot->event);
