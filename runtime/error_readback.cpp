@@ -19,43 +19,35 @@ ErrorReadback::~ErrorReadback() {
   }
 }
 
-void ErrorReadback::merge(const Slot& s, std::vector<uint32_t>* out) {
-  const size_t n = s.used / 4;
-  if (out->size() < n) out->resize(n, 0);
-  for (size_t i = 0; i < n; ++i) (*out)[i] |= s.host[i];
+void ErrorReadback::merge(const Slot& s, std::vector<uint32_t>* out) const {
+  out->resize(bytes_ / 4, 0);
+  for (size_t i = 0; i < out->size(); ++i) (*out)[i] |= s.host[i];
 }
 
-std::vector<uint32_t> ErrorReadback::queue(uint64_t words, size_t bytes, void* stream) {
+std::vector<uint32_t> ErrorReadback::queue(uint64_t words, void* stream) {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<uint32_t> waited;
-  Slot* slot = nullptr;
-  for (Slot& s : slots_)
-    if (!s.busy && s.bytes >= bytes) slot = &s;
+  auto free = std::find_if(slots_.begin(), slots_.end(), [](const Slot& s) { return !s.busy; });
+  Slot* slot = free != slots_.end() ? &*free : nullptr;
   if (!slot && slots_.size() < kSlots) {
-    slots_.emplace_back();
-    slot = &slots_.back();
-    slot->event = cuda::event_create();
-  }
-  if (!slot) {  // a free slot too small (grown below), else wait for the oldest, keep its words
-    slot = &*std::min_element(slots_.begin(), slots_.end(), [](const Slot& a, const Slot& b) {
-      return a.busy != b.busy ? !a.busy : a.order < b.order;
-    });
-    if (slot->busy) {
-      cuda::event_synchronize(slot->event);
-      merge(*slot, &waited);
-      slot->busy = false;
+    Slot fresh;
+    fresh.event = cuda::event_create();
+    try {
+      fresh.host = static_cast<uint32_t*>(cuda::host_alloc_pinned(bytes_));
+    } catch (...) {
+      cuda::event_destroy(fresh.event);
+      throw;
     }
+    slot = &slots_.emplace_back(fresh);
   }
-  if (slot->bytes < bytes) {
-    cuda::host_free_pinned(slot->host);
-    slot->host = nullptr;
-    slot->bytes = 0;
-    slot->host = static_cast<uint32_t*>(cuda::host_alloc_pinned(bytes));
-    slot->bytes = bytes;
+  if (!slot) {  // every slot in flight: wait for the oldest, keep its words
+    slot = &*std::min_element(slots_.begin(), slots_.end(),
+                              [](const Slot& a, const Slot& b) { return a.order < b.order; });
+    cuda::event_synchronize(slot->event);
+    merge(*slot, &waited);
   }
-  cuda::memcpy_dtoh_async(slot->host, words, bytes, stream);
+  cuda::memcpy_dtoh_async(slot->host, words, bytes_, stream);
   cuda::event_record(slot->event, stream);
-  slot->used = bytes;
   slot->order = next_order_++;
   slot->busy = true;
   return waited;

@@ -14,14 +14,14 @@ namespace kiln {
 
 class ErrorReadback {
  public:
-  ErrorReadback() = default;
+  explicit ErrorReadback(size_t bytes) : bytes_(bytes) {}  // an executor's error words
   ~ErrorReadback();  // waits for copies in flight: their host memory is freed here
   ErrorReadback(const ErrorReadback&) = delete;
   ErrorReadback& operator=(const ErrorReadback&) = delete;
 
-  // Queues the copy of `bytes` of error words at `words` on `stream`. Needs the context entered.
+  // Queues the copy of the error words at `words` on `stream`. Needs the context entered.
   // Returns the words of a copy it had to wait for (all slots in flight), else empty.
-  std::vector<uint32_t> queue(uint64_t words, size_t bytes, void* stream);
+  std::vector<uint32_t> queue(uint64_t words, void* stream);
   // The words of every completed copy, OR-ed (empty when none completed or none was queued);
   // `wait`: every queued copy first completes. Needs the context entered.
   std::vector<uint32_t> take(bool wait);
@@ -30,13 +30,12 @@ class ErrorReadback {
   static constexpr size_t kSlots = 4;
   struct Slot {
     void* event = nullptr;
-    uint32_t* host = nullptr;
-    size_t bytes = 0;  // capacity of host
-    size_t used = 0;   // bytes of the copy in flight
+    uint32_t* host = nullptr;  // bytes_ of page-locked memory
     uint64_t order = 0;
     bool busy = false;
   };
-  static void merge(const Slot& s, std::vector<uint32_t>* out);
+  void merge(const Slot& s, std::vector<uint32_t>* out) const;
+  const size_t bytes_;
   std::mutex mu_;
   std::vector<Slot> slots_;
   uint64_t next_order_ = 0;

@@ -122,7 +122,8 @@ Executor::Executor(std::shared_ptr<const Graph> g, std::vector<ExecutorKernel> k
         error_sites_.push_back(producer >= 0 ? graph_->nodes()[producer].name : k.spec.name);
       }
   if (!modules_) return;
-  if (deferred_errors && !error_sites_.empty()) readback_ = std::make_unique<ErrorReadback>();
+  if (deferred_errors && !error_sites_.empty())
+    readback_ = std::make_unique<ErrorReadback>(4 * error_sites_.size());
   cuda::ContextScope scope(modules_->context());
   for (ExecutorKernel& k : kernels_)
     k.function = modules_->function(k.cached, k.spec.entry, k.spec.smem_bytes);
@@ -225,7 +226,7 @@ cuda::ContextScope Executor::enter(const char* what) const {
 void Executor::check_errors(uint64_t errors, size_t bytes, void* stream) const {
   if (bytes == 0) return;
   if (readback_) {
-    report_errors(readback_->queue(errors, bytes, stream), true);
+    report_errors(readback_->queue(errors, stream), true);
     return;
   }
   cuda::stream_synchronize(stream);

@@ -1101,6 +1101,13 @@ TEST_P(OpsGpu, MatchesReference) {
   }
 }
 
+// The lookup the gather error tests run: 'wte_lookup' of a [50, 40] f16 table at i64 'ids' [S].
+void build_lookup(Graph& g) {
+  Tensor w = cst(g, "wte", DType::F16, {50, 40}, -1, 1);
+  Tensor ids = g.input("ids", DType::I64, {"S"});
+  g.output(g.add_node1("gather", {w, ids}, {}, "wte_lookup"));
+}
+
 // An index out of range on the device never reads out of bounds: the run is a located user
 // error naming the gather node, and the next run with good indices is correct (the error word
 // is zeroed before every run), launched directly and through a captured CUDA graph.
@@ -1109,9 +1116,7 @@ TEST(GatherGpu, OutOfRangeIndexIsALocatedErrorThenAGoodRun) {
   for (bool graphs : {false, true}) {
     SCOPED_TRACE(graphs ? "cuda graphs" : "direct launches");
     Graph g("emb");
-    Tensor w = cst(g, "wte", DType::F16, {50, 40}, -1, 1);
-    Tensor ids = g.input("ids", DType::I64, {"S"});
-    g.output(g.add_node1("gather", {w, ids}, {}, "wte_lookup"));
+    build_lookup(g);
     EngineOptions eo;
     eo.cuda_graphs = graphs;
     Engine eng(eo);
@@ -1150,9 +1155,7 @@ TEST(GatherGpu, DeferredErrorsReportAtTheNextCallOrCheck) {
   for (bool graphs : {false, true}) {
     SCOPED_TRACE(graphs ? "cuda graphs" : "direct launches");
     Graph g("emb_deferred");
-    Tensor w = cst(g, "wte", DType::F16, {50, 40}, -1, 1);
-    Tensor ids = g.input("ids", DType::I64, {"S"});
-    g.output(g.add_node1("gather", {w, ids}, {}, "wte_lookup"));
+    build_lookup(g);
     EngineOptions eo;
     eo.cuda_graphs = graphs;
     eo.deferred_errors = true;
@@ -1166,7 +1169,9 @@ TEST(GatherGpu, DeferredErrorsReportAtTheNextCallOrCheck) {
       out[oname] = alloc_poisoned(DType::F16, {static_cast<int64_t>(v.size()), 40});
       cg.run(tensors_of(in), tensors_of(out));
       HostTensor got = download(out.at(oname));  // waits for the run (and its readback)
-      if (compare) EXPECT_TRUE(got.data == run_reference(g, {{"ids", h}}).at(oname).data);
+      if (compare) {
+        EXPECT_TRUE(got.data == run_reference(g, {{"ids", h}}).at(oname).data);
+      }
     };
     auto expect_error = [&](const std::function<void()>& f, const char* what) {
       try {

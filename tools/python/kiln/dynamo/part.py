@@ -312,4 +312,3 @@ def whole_graph(fused):
     if any(call_pos[i] is None for i in part.in_pos):  # a kiln input that is not an argument
         return None
     return WholeGraph(part, call_pos, out_map, fused, consts)
-
