@@ -24,10 +24,11 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 
 
-def cuda_ms(torch, fn, iters):
+def cuda_ms(torch, fn, iters, hide_host=False):
     """The median over `iters` calls of each call's CUDA-event time, the L2 flushed before each
     (a 256 MB write outside the timed window), as `kiln bench` times the import: host time
-    before a call's first launch shows as GPU idle inside its window."""
+    before a call's first launch shows as GPU idle inside its window. With `hide_host`, the GPU
+    also sleeps 1 ms before each window, so that the window holds the GPU's work alone."""
     for _ in range(5):
         fn()
     flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
@@ -36,12 +37,72 @@ def cuda_ms(torch, fn, iters):
     torch.cuda.synchronize()
     for a, b in pairs:
         flush.zero_()
+        if hide_host:
+            torch.cuda._sleep(SLEEP_CYCLES)
         a.record()
         fn()
         b.record()
     torch.cuda.synchronize()
     times = sorted(a.elapsed_time(b) for a, b in pairs)
     return times[len(times) // 2]
+
+
+SLEEP_CYCLES = 2_000_000  # about 1 ms at the H200's clock: longer than any call's host time
+
+
+def busy_host_us(torch, fn, iters=30):
+    """The least wall time of one call of `fn` while the GPU is busy with ~1 ms of work queued
+    ahead: the call never waits for the GPU, so this is its host time alone."""
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    best = float("inf")
+    for _ in range(iters):
+        torch.cuda._sleep(SLEEP_CYCLES)
+        t = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t)
+        torch.cuda.synchronize()
+    return best * 1e6
+
+
+def latency_row(torch, kiln, kd, bz, args, a, name):
+    """Where a model's call window goes (--latency): the host time of one call (GPU busy ahead)
+    through the backend, dynamo with a backend that does nothing (its guards and frame), the
+    same with torch's guard filter, and the backend's graph called directly; then the call
+    windows as the table times them, and with the host hidden (the GPU's work alone)."""
+    e = bz.BY_NAME[name]
+    m16 = bz.model16(torch, e, bz.build_model(torch, e, args.seed))
+    xs = bz.to_device(torch, bz.make_inputs(torch, e, args, a.batch, torch.Generator()), True)
+    torch._dynamo.reset()
+    kd.reset()
+    all_filter = compile_options(torch, "all")
+    with torch.no_grad():
+        f = torch.compile(m16, backend="kiln")
+        ys = f(*xs)
+        fa = torch.compile(copy.deepcopy(m16), backend="kiln", options=all_filter)
+        fa(*xs)
+        nothing = torch.compile(copy.deepcopy(m16), backend=lambda gm, ex: (lambda *z: ys))
+        nothing(*xs)
+        res = {"backend": busy_host_us(torch, lambda: f(*xs)),
+               "backend, guard filter all": busy_host_us(torch, lambda: fa(*xs)),
+               "dynamo, backend doing nothing": busy_host_us(torch, lambda: nothing(*xs))}
+        g = kd.kiln_graphs()[0]
+        cg = kiln.Engine().compile(g)
+        given = dict(zip([t.name for t in g.inputs], xs))
+        res["direct run_torch"] = busy_host_us(torch, lambda: cg.run_torch(given))
+        win = {"backend": cuda_ms(torch, lambda: f(*xs), a.iters),
+               "backend, host hidden": cuda_ms(torch, lambda: f(*xs), a.iters, True),
+               "backend, guard filter all": cuda_ms(torch, lambda: fa(*xs), a.iters),
+               "direct": cuda_ms(torch, lambda: cg.run_torch(given), a.iters),
+               "direct, host hidden": cuda_ms(torch, lambda: cg.run_torch(given), a.iters, True)}
+    print(f"{name}: {len(kd.kiln_graphs())} kiln graphs, "
+          f"{sum(p.numel() for p in m16.parameters()) / 1e6:.1f} M parameters in "
+          f"{len(list(m16.parameters()))} tensors, {len(list(m16.modules()))} modules")
+    for k, v in res.items():
+        print(f"  host per call, {k:32} {v:8.1f} us")
+    for k, v in win.items():
+        print(f"  call window,   {k:32} {v:8.3f} ms")
 
 
 def host_table(torch, fns, rounds=15, iters=500):
@@ -244,6 +305,9 @@ def main():
                          "buffers)")
     ap.add_argument("--plans", default=None,
                     help="write `kiln plan` of each model's backend graph and import here")
+    ap.add_argument("--latency", action="store_true",
+                    help="per model: the host time of one call and its parts, and the call "
+                         "window with the host hidden (instead of the table)")
     ap.add_argument("--no-host", action="store_true", help="no host-time breakdown after the models")
     ap.add_argument("--host-only", action="store_true",
                     help="only the host-time breakdown (run in a fresh process after the models)")
@@ -258,6 +322,10 @@ def main():
         return
     import bench_zoo as bz
     args = bz.parse_args([])
+    if a.latency:
+        for name in [m for m in a.models.split(",") if m]:
+            latency_row(torch, kiln, kd, bz, args, a, name)
+        return
     print(f"{'model':24} {'backend ms':>11} {'direct ms':>10} {'C++ ms':>8} {'import ms':>10} "
           f"{'backend/import':>14} {'eager ops':>9}")
     for name in [m for m in a.models.split(",") if m]:
