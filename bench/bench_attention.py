@@ -156,7 +156,10 @@ def measure(c, args, work):
     best = [r[f"{be}_ms"] for be in BACKENDS if f"{be}_ms" in r]
     if best:
         r["best_torch_ms"] = min(best)
-    variants = [("kiln", ""), ("kiln_mma", "attention.wgmma=2")]
+    variants = [("kiln", "")] + ([] if args.no_mma else [("kiln_mma", "attention.wgmma=2")])
+    for v in args.variant:  # NAME:SCHEDULE, an A/B candidate beside the rule
+        vname, _, sched = v.partition(":")
+        variants.append(("kiln_" + vname, sched))
     if name == "decode":  # the anchor: one CTA per (batch, head), as before flash-decoding
         variants.append(("kiln_nosplit", "attention.splits=1"))
     for prefix, sched in variants:
@@ -186,9 +189,10 @@ def kv_bytes(c):
     return 2 * b * hkv * sk * d * 2
 
 
-def markdown(rows):
+def markdown(rows, variants=()):
     cols = ["case", "dtype", "B", "Hq", "Hkv", "Sq", "Sk", "D", "causal", "kiln_TFLOP/s",
-            "kiln_mma_TFLOP/s", "flash_TFLOP/s", "cudnn_TFLOP/s", "efficient_TFLOP/s",
+            "kiln_mma_TFLOP/s"] + [f"kiln_{v.partition(':')[0]}_TFLOP/s" for v in variants] + [
+             "flash_TFLOP/s", "cudnn_TFLOP/s", "efficient_TFLOP/s",
             "kiln_vs_best_torch", "kiln_kv_GB/s", "kiln_nosplit_kv_GB/s", "kiln_vs_nosplit",
             "kiln_kernel"]
     lines = ["| " + " | ".join(cols) + " |", "|" + " --- |" * len(cols)]
@@ -206,6 +210,10 @@ def main():
     ap.add_argument("--dims", default="64,128,256", help="head dims of the prefill cases")
     ap.add_argument("--only", default="", help="run only cases whose name (prefill, gqa, decode) "
                                                "is in this comma-separated list")
+    ap.add_argument("--no-mma", action="store_true", help="no mma.sync row (the sm_80 path)")
+    ap.add_argument("--variant", action="append", default=[],
+                    help="NAME:KILN_SCHEDULE, a kiln variant timed beside the rule (its "
+                         "kiln_NAME_TFLOP/s column in the table)")
     ap.add_argument("--warmup-ms", type=int, default=25)
     ap.add_argument("--rep-ms", type=int, default=100)
     ap.add_argument("--out", default=os.path.join(os.environ.get("OUT", "/tmp"),
@@ -246,7 +254,7 @@ def main():
     with open(args.out, "w") as f:
         json.dump(rows, f, indent=1)
     with open(args.md, "w") as f:
-        f.write(markdown(rows))
+        f.write(markdown(rows, args.variant))
     return 0
 
 

@@ -90,9 +90,11 @@ std::optional<KernelSpec> emit_attention_wgmma(const EmitContext& cx, const Fusi
   for (size_t i = 0; i + 2 < r; ++i) bdim[i] = a.dim(c.batch[i]);
   const AttentionScores sc = attention_scores(g, c, a);
 
+  const bool pingpong = cx.opts.schedule.attention_pingpong == 1;
   std::string name =
       fmt::format("attention_{}_d{}_wg{}x{}{}{}", dtype_name(qd.dtype), d, lay.query_rows,
                   lay.key_rows, sc.name_suffix, c.kv_broadcast() ? "_gqa" : "");
+  if (pingpong) name += "_pingpong";
   if (c.q_len.is_static() && c.k_len.is_static())
     name += fmt::format("_s{}x{}", c.q_len.value(), c.k_len.value());
 
@@ -110,9 +112,9 @@ std::optional<KernelSpec> emit_attention_wgmma(const EmitContext& cx, const Fusi
       "long (&db)[4], float (&acc)[1][{}][4]) {{ kc_wgmma_rs4_n{}(pa, db, acc); }}",
       lay.padded_dim / 8, lay.padded_dim);
   dev.close("};");
-  dev.line("typedef KcAttentionWg<{}, {}, {}, {}, {}, {}, {}, KcScores, KcAttnMma> KA;", d,
+  dev.line("typedef KcAttentionWg<{}, {}, {}, {}, {}, {}, {}, KcScores, KcAttnMma, {}> KA;", d,
            bf16 ? "true" : "false", lay.key_rows, lay.stages, map_rank(c.q_strides),
-           map_rank(c.k_strides), map_rank(c.v_strides));
+           map_rank(c.k_strides), map_rank(c.v_strides), pingpong ? "true" : "false");
   dev.line("static_assert(KA::SMEM_BYTES == {} && KA::THREADS == {}, \"attention layout\");",
            lay.smem_bytes, lay.threads);
 

@@ -35,6 +35,7 @@ constexpr OverrideKey kOverrideKeys[] = {
     {"attention.fused", &ScheduleOverrides::attention_fused, 1, 2},
     {"attention.wgmma", &ScheduleOverrides::attention_wgmma, 1, 2},
     {"attention.splits", &ScheduleOverrides::attention_splits, 1, 256},
+    {"attention.pingpong", &ScheduleOverrides::attention_pingpong, 1, 2},
 };
 // channelnorm.algo by name (index = value).
 constexpr const char* kChannelNormAlgos[] = {"rule", "split", "cluster", "pergroup"};
@@ -59,7 +60,8 @@ const char* schedule_override_keys() {
          "off), contraction.tmastore (1 on: the rule, 2 off), contraction.rowfold (1 on: the rule, "
          "2 off), attention.fused (1 on: the rule, 2 off), attention.wgmma (1 on: the rule, 2 off: "
          "the mma.sync kernel), attention.splits (1 none, 2..256: key splits of a decode-shaped "
-         "attention), window.vec (1 on: the rule, 2 off)";
+         "attention), attention.pingpong (1 on, 2 off: the rule), window.vec (1 on: the rule, 2 "
+         "off)";
 }
 
 ScheduleOverrides env_schedule_overrides() {

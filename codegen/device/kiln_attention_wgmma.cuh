@@ -41,7 +41,8 @@ __device__ __forceinline__ void kc_attn_box(unsigned dst, const KcTmaDesc* m, in
   if constexpr (R == 5) kc_tma_load_5d(dst, m, col, row, b[0], b[1], b[2], bar);
 }
 
-template <int D, bool BF16, int BK, int STAGES, int QR, int KR, int VR, class Score, class MMA>
+template <int D, bool BF16, int BK, int STAGES, int QR, int KR, int VR, class Score, class MMA,
+          bool PINGPONG>
 struct KcAttentionWg {
   static_assert(D % 8 == 0 && D >= 64 && D <= 256, "wgmma attention: head dim 64 to 256");
   static_assert(BK % 64 == 0 && BK <= 256, "key tile: whole 64-key wgmma groups");
@@ -262,6 +263,93 @@ struct KcAttentionWg {
     store(oacc, l0, l1, o, o_rs, row0, tq);
   }
 
+  // The two consumer warpgroups take turns on the tensor cores (FlashAttention-3's ping-pong):
+  // a warpgroup issues its products only between bar.sync on its own named barrier and
+  // bar.arrive on the other's, so one warpgroup's softmax runs while the other's products do.
+  // Barriers 1 and 2 (0 is __syncthreads), each counting both warpgroups' 256 threads.
+  // Immediate barrier ids: a register id makes ptxas reserve all 16.
+  __device__ static __forceinline__ void turn_wait(int wg) {
+    if (wg == 0)
+      asm volatile("bar.sync 1, 256;\n" ::: "memory");
+    else
+      asm volatile("bar.sync 2, 256;\n" ::: "memory");
+  }
+  __device__ static __forceinline__ void turn_pass(int wg) {
+    if (wg == 0)
+      asm volatile("bar.arrive 2, 256;\n" ::: "memory");
+    else
+      asm volatile("bar.arrive 1, 256;\n" ::: "memory");
+  }
+
+  // One consumer warpgroup, software-pipelined and taking turns (KILN_SCHEDULE attention.pingpong
+  // until its A/B): each turn issues tile t's S = Q K^T and tile t-1's O += P V; tile t's softmax
+  // runs once its S is done, while the PV product (and the other warpgroup's turn) is on the
+  // tensor cores. Turns: tile 0's S, tiles 1..n-1, the last tile's PV: n + 1 per warpgroup.
+  // Warpgroup 1 passes the first turn to warpgroup 0 and does not pass after its last, so each
+  // barrier sees as many arrivals as waits.
+  __device__ static __forceinline__ void consume_pingpong(unsigned base, unsigned bars, int wg,
+                                                          unsigned short* o, long long o_rs, int tq,
+                                                          int tk, int q0, int kb0, int nkb,
+                                                          const Score& sc) {
+    const int warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
+    const int row0 = q0 + wg * 64 + warp * 16 + (lane >> 2);
+    const unsigned sq = base + wg * 64 * 128;
+    float oacc[1][DP / 8][4];
+#pragma unroll
+    for (int i = 0; i < DP / 8; ++i)
+      oacc[0][i][0] = oacc[0][i][1] = oacc[0][i][2] = oacc[0][i][3] = 0.f;
+    float m0 = -KILN_INF, m1 = -KILN_INF, l0 = 0.f, l1 = 0.f;  // rows lane/4 and lane/4 + 8
+    const int n = nkb - kb0;                                   // stage counter t: key tile kb0 + t
+    if (n > 0) {
+      if (wg == 1) turn_pass(wg);
+      kc_mbar_wait(q_bar(bars), 0);
+      float sacc[1][BK / 8][4], a0, a1;
+      unsigned pa[BK / 64][4][4];  // P of the tile before the current one
+      turn_wait(wg);
+      kc_mbar_wait(full_k(bars, 0), 0);
+      issue_s(sq, k_tile(base, 0), sacc);
+      turn_pass(wg);
+      kc_wg_wait<0>();
+      fence(sacc);
+      if (lane == 0) kc_mbar_arrive(empty_k(bars, 0));
+      softmax_tile(sacc, sc, kb0, row0, tq, tk, m0, m1, l0, l1, a0, a1);  // O is still zero
+      to_p(sacc, pa);
+      for (int t = 1; t < n; ++t) {
+        const int s = t % STAGES, ps = (t - 1) % STAGES;
+        turn_wait(wg);
+        kc_mbar_wait(full_k(bars, s), (t / STAGES) & 1);
+        issue_s(sq, k_tile(base, s), sacc);
+        kc_mbar_wait(full_v(bars, ps), ((t - 1) / STAGES) & 1);
+        issue_o(pa, v_tile(base, ps), oacc);
+        turn_pass(wg);
+        kc_wg_wait<1>();  // S of tile t (the older group) is done; PV of tile t-1 may still run
+        fence(sacc);
+        if (lane == 0) kc_mbar_arrive(empty_k(bars, s));  // this warp is done with K of stage s
+        softmax_tile(sacc, sc, kb0 + t, row0, tq, tk, m0, m1, l0, l1, a0, a1);
+        kc_wg_wait<0>();
+        fence(oacc);
+        if (lane == 0) kc_mbar_arrive(empty_v(bars, ps));
+#pragma unroll
+        for (int dt = 0; dt < DP / 8; ++dt) {  // what came before, to tile t's maxima
+          oacc[0][dt][0] *= a0;
+          oacc[0][dt][1] *= a0;
+          oacc[0][dt][2] *= a1;
+          oacc[0][dt][3] *= a1;
+        }
+        to_p(sacc, pa);
+      }
+      const int ps = (n - 1) % STAGES;  // the last tile's PV
+      turn_wait(wg);
+      kc_mbar_wait(full_v(bars, ps), ((n - 1) / STAGES) & 1);
+      issue_o(pa, v_tile(base, ps), oacc);
+      if (wg == 0) turn_pass(wg);
+      kc_wg_wait<0>();
+      fence(oacc);
+      if (lane == 0) kc_mbar_arrive(empty_v(bars, ps));
+    }
+    store(oacc, l0, l1, o, o_rs, row0, tq);
+  }
+
   // qm, km, vm: TMA maps of Q, K, V ({D, rows, batch dims that do not broadcast}); qb, kb, vb:
   // this CTA's coordinates on those batch dims; o: this batch element's output rows.
   __device__ static __forceinline__ void run(unsigned short* smem, const KcTmaDesc* qm,
@@ -291,7 +379,10 @@ struct KcAttentionWg {
       if (threadIdx.x == CONSUMERS * 128) produce(base, bars, qm, km, vm, qb, kb, vb, q0, kb0, nkb);
     } else {
       asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(CONSUMER_REGS));
-      consume(base, bars, wg, o, o_rs, tq, tk, q0, kb0, nkb, sc);
+      if constexpr (PINGPONG)
+        consume_pingpong(base, bars, wg, o, o_rs, tq, tk, q0, kb0, nkb, sc);
+      else
+        consume(base, bars, wg, o, o_rs, tq, tk, q0, kb0, nkb, sc);
     }
   }
 };

@@ -292,8 +292,8 @@ TEST(AttentionMasksGpu, GroupedQuerySymbolicLengthsAndHeadDims) {
 TEST(AttentionMasksGpu, WgmmaAndMmaSyncKernels) {
   KILN_REQUIRE_DEVICE();
   if (cuda::query_device_info().sm != 90) GTEST_SKIP() << "the wgmma kernel needs sm_90a";
-  // The rule's wgmma kernel, the mma.sync kernel.
-  for (const std::string sched : {"", "attention.wgmma=2"}) {
+  // The rule's wgmma kernel, its ping-pong consumers (an A/B candidate), the mma.sync kernel.
+  for (const std::string sched : {"", "attention.pingpong=1", "attention.wgmma=2"}) {
     const bool wg = sched != "attention.wgmma=2";
     EngineOptions eo;
     eo.schedule = sched;
