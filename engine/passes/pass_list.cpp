@@ -42,6 +42,12 @@ std::string run_fold_batchnorm(Graph& g) {
                      folded == 1 ? "" : "s");
 }
 
+std::string run_channel_shuffles(Graph& g) {
+  std::vector<std::string> rewritten;
+  channel_shuffles_as_gathers(g, &rewritten);
+  return listed("channel shuffles as one channels-last gather", rewritten);
+}
+
 std::string run_channels_last_filters(Graph& g) {
   const int n = channels_last_filters(g);
   return n == 0 ? std::string()
@@ -104,13 +110,15 @@ std::string run_fold_slice_views(Graph& g) {
   return listed("strided views (no copy kernel)", views);
 }
 
-// Each pass sees the graph the ones above it left: the filters are relaid after batchnorm folding
-// made new ones and before the padding copies them, the padding copies the folded weights, and a
-// transpose a matmul absorbs is gone before the views are made; a concat's inputs become views
-// before the slices (a slice of a concat input then composes with its place).
+// Each pass sees the graph the ones above it left: channel shuffles keep the maps after them
+// channels-last before the filters of the convs there are relaid; the filters are relaid after
+// batchnorm folding made new ones and before the padding copies them, the padding copies the folded
+// weights, and a transpose a matmul absorbs is gone before the views are made; a concat's inputs
+// become views before the slices (a slice of a concat input then composes with its place).
 constexpr EnginePass kEnginePasses[] = {
     {has_split, run_lower_splits, true},
     {has_batchnorm_after_contraction, run_fold_batchnorm},
+    {has_reshape_of_channels_last, run_channel_shuffles},
     {has_channels_last_conv_with_nchw_filter, run_channels_last_filters},
     {has_spatial_mean, run_spatial_means_as_pools},
     {has_paddable_conv, run_pad_conv_channels},

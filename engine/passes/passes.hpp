@@ -23,6 +23,17 @@ int fold_batchnorm(Graph& g);
 // Cheap test: some batchnorm reads a conv2d / matmul output (fold_batchnorm may change `g`).
 bool has_batchnorm_after_contraction(const Graph& g);
 
+// A channel shuffle of a channels-last map, reshape([N, C, H, W] -> [N, g, C/g, H, W]) then
+// transpose(0, 2, 1, 3, 4) then reshape back to [N, C, H, W] (ShuffleNet's, as ONNX exporters
+// and core ATen write it), becomes one gather of the channels (output channel j g + i is input
+// channel i C/g + j) that stays channels-last: in row-major 5-D form the first reshape is a copy
+// out of channels-last order and the transpose another, and every conv after the shuffle read a
+// row-major map (SIMT NCHW kernels). The layouts after it are inferred again; a shuffle that
+// would change a graph output's layout is left as it is. Returns the number rewritten ("name (g
+// groups of C/g)" in `rewritten`); the reshapes and transposes are pruned.
+int channel_shuffles_as_gathers(Graph& g, std::vector<std::string>* rewritten = nullptr);
+bool has_reshape_of_channels_last(const Graph& g);
+
 // The constant filter of a conv2d over NHWC activations, held [K, C, R, S] (NCHW: the torch
 // backend's weights, a C++ graph's), becomes a constant laid out NHWC ([K, R, S, C] in memory,
 // "<w>_krsc", the same values): the TMA and im2col loaders read a filter row (r, s, c) as one
