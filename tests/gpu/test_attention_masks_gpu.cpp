@@ -289,11 +289,15 @@ TEST(AttentionMasksGpu, GroupedQuerySymbolicLengthsAndHeadDims) {
 // of the 128-row tiles), a causal diagonal below zero (fully masked first rows), key padding with a
 // sequence all padding, a bool mask, grouped-query K / V and symbolic query and key lengths that
 // differ, rebound.
-TEST(AttentionMasksGpu, WgmmaAndMmaSyncKernels) {
+// One test per schedule (the rule's wgmma kernel, its ping-pong consumers, the mma.sync kernel),
+// so that each runs in a process of its own.
+class WgmmaAndMmaSync : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(WgmmaAndMmaSync, Kernels) {
   KILN_REQUIRE_DEVICE();
   if (cuda::query_device_info().sm != 90) GTEST_SKIP() << "the wgmma kernel needs sm_90a";
-  // The rule's wgmma kernel, its ping-pong consumers (an A/B candidate), the mma.sync kernel.
-  for (const std::string sched : {"", "attention.pingpong=1", "attention.wgmma=2"}) {
+  {
+    const std::string sched = GetParam();
     const bool wg = sched != "attention.wgmma=2";
     EngineOptions eo;
     eo.schedule = sched;
@@ -359,6 +363,15 @@ TEST(AttentionMasksGpu, WgmmaAndMmaSyncKernels) {
       }
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(AttentionMasksGpu, WgmmaAndMmaSync,
+                         ::testing::Values(std::string(), std::string("attention.pingpong=1"),
+                                           std::string("attention.wgmma=2")),
+                         [](const ::testing::TestParamInfo<std::string>& i) {
+                           return i.param.empty()                  ? std::string("rule")
+                                  : i.param == "attention.wgmma=2" ? std::string("mma_sync")
+                                                                   : std::string("pingpong");
+                         });
 
 // Sliding windows on both kernels (the wgmma one where the device takes it): a band constant,
 // an `and` of trilus over a symbolic length (key tiles skipped below and above the band), and
