@@ -140,7 +140,7 @@ class CopyKernel {
     ident_out_.resize(r);
     for (size_t d = 0; d < ident_in_.size(); ++d) ident_in_[d] = static_cast<int>(d);
     for (size_t d = 0; d < r; ++d) ident_out_[d] = static_cast<int>(d);
-    if (is_index_gather(node_.op)) {
+    if (is_index_gather(node_.op) && !gather_indices_in_range(g, node_)) {
       // The error word an out-of-range index is reported in (codegen/gather_source.hpp).
       KernelArg err;
       err.kind = KernelArg::Kind::ErrorWord;

@@ -30,11 +30,14 @@ CopySource index_gather_source(Writer& w, const Graph& g, const Node& node,
   w.line("long long {} = {};", raw,
          load_f32(fmt::format("{} + {}", tensor_param(indices), operand_offset(id, map, ic, dp))));
   w.line("if ({} < 0) {} += {};", raw, raw, dim);
-  // Out of range: reported, and the read clamped into the axis (never out of bounds).
-  w.open("if ({0} < 0 || {0} >= {1}) {{", raw, dim);
-  w.line("atomicOr({}, {}u);", err, kGatherIndexOutOfRange);
-  w.line("{0} = {0} < 0 ? 0 : {1} - 1;", raw, dim);
-  w.close();
+  // Out of range: reported, and the read clamped into the axis (never out of bounds). Constant
+  // indices checked here are in range.
+  if (!gather_indices_in_range(g, node)) {
+    w.open("if ({0} < 0 || {0} >= {1}) {{", raw, dim);
+    w.line("atomicOr({}, {}u);", err, kGatherIndexOutOfRange);
+    w.line("{0} = {0} < 0 ? 0 : {1} - 1;", raw, dim);
+    w.close();
+  }
   // The data may be larger than the output (an embedding table): its offsets stay in int only
   // when all of it is addressable in int.
   const Dim numel = shape_numel(data.shape);

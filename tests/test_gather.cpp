@@ -252,6 +252,27 @@ TEST(Gather, CopyKernelLoadsTheIndexAndReportsOutOfRange) {
     for (const KernelArg& a : k.args) EXPECT_NE(a.kind, KernelArg::Kind::ErrorWord) << k.name;
 }
 
+// Constant indices all in range (a channel shuffle's) need no check: no clamp, no error word, so
+// a run has nothing to read back; a constant index out of range keeps both and is reported.
+TEST(Gather, ConstantIndicesInRangeNeedNoErrorWord) {
+  for (int64_t bad : {0, 1}) {
+    Graph g("shuffle");
+    Tensor x = g.input("x", DType::F16, {"N", 6, 4, 4}, Layout::NHWC);
+    Tensor idx = g.constant("idx", TensorDesc{DType::I64, {6}, Layout::NCHW, {}},
+                            ints(DType::I64, {6}, {0, 3, 1, 4, 2, bad ? 6 : -1}));
+    g.output(g.relu(g.gather(x, idx, 1)));
+    EXPECT_EQ(g.tensor(g.nodes()[0].outputs[0]).desc.layout, Layout::NHWC);
+    auto ks = generate_kernels(g, plan_fusion(g));
+    int words = 0;
+    for (const KernelSpec& k : ks)
+      for (const KernelArg& a : k.args) words += a.kind == KernelArg::Kind::ErrorWord;
+    EXPECT_EQ(words, bad);
+    const std::string body = ks[0].source.substr(ks[0].source.find("extern \"C\""));
+    EXPECT_EQ(body.find("atomicOr") != std::string::npos, bad == 1) << body;
+    EXPECT_NO_THROW(nvrtc_compile(ks[0].source, ks[0].name, "sm_90"));
+  }
+}
+
 // BERT's embedding block: both lookups fuse into the layernorm's prologue (one row-norm kernel
 // reading the tables through the ids, one error word per lookup); unfused, each lookup is a copy
 // kernel. A lookup whose result is also a graph output keeps its own kernel.

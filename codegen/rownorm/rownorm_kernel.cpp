@@ -37,9 +37,11 @@ RowNormKernel::RowNormKernel(const EmitContext& cx, const FusionGroup& grp)
   for (int n : grp.nodes) {
     if (n == grp.anchor) continue;
     if (is_index_gather(g_.nodes()[n].op)) {
-      // Read through by the prologue's loads; each reports into its own error word.
+      // Read through by the prologue's loads; each reports into its own error word (none where
+      // its constant indices are all in range).
       gathers_.push_back(n);
       gather_errors_.push_back(fmt::format("{}{}", kErrorWordParam, gathers_.size() - 1));
+      if (gather_indices_in_range(g_, g_.nodes()[n])) continue;
       KernelArg err;
       err.kind = KernelArg::Kind::ErrorWord;
       err.tensor = g_.nodes()[n].outputs[0];

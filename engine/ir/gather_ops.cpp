@@ -93,4 +93,19 @@ int64_t gather_axis(const Node& n, int rank) {
   return axis < 0 ? axis + rank : axis;
 }
 
+bool gather_indices_in_range(const Graph& g, const Node& n) {
+  if (!is_index_gather(n.op)) return false;
+  const TensorDesc& data = g.tensor(n.inputs[0]).desc;
+  const TensorInfo& it = g.tensor(n.inputs[1]);
+  if (it.role != TensorRole::Constant || !it.data) return false;
+  const Dim numel = shape_numel(it.desc.shape);
+  if (!numel.is_static() || numel.value() > kMaxCheckedConstantIndices) return false;
+  const Dim& axis_dim = data.shape[gather_axis(n, data.rank())];
+  if (!axis_dim.is_static()) return false;
+  const int64_t dim = axis_dim.value();
+  for (int64_t v : it.data->to_i64())
+    if (v < -dim || v >= dim) return false;
+  return true;
+}
+
 }  // namespace kiln
