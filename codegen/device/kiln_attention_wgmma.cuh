@@ -65,6 +65,22 @@ struct KcAttentionWg {
       for (int e = 0; e < 4; ++e) kc_reg_fence(a[0][i][e]);
   }
 
+  template <int N>
+  __device__ static __forceinline__ void zero(float (&a)[1][N][4]) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) a[0][i][0] = a[0][i][1] = a[0][i][2] = a[0][i][3] = 0.f;
+  }
+  // O rescaled to the new row maxima (a0: row lane/4, a1: row lane/4 + 8).
+  __device__ static __forceinline__ void rescale(float (&oacc)[1][DP / 8][4], float a0, float a1) {
+#pragma unroll
+    for (int dt = 0; dt < DP / 8; ++dt) {
+      oacc[0][dt][0] *= a0;
+      oacc[0][dt][1] *= a0;
+      oacc[0][dt][2] *= a1;
+      oacc[0][dt][3] *= a1;
+    }
+  }
+
   // Barrier addresses: full_k[s], full_v[s], empty_k[s], empty_v[s], then the Q barrier.
   __device__ static __forceinline__ unsigned full_k(unsigned bars, int s) {
     return bars + 8 * s;
@@ -148,9 +164,7 @@ struct KcAttentionWg {
   // S = Q K^T of the key tile in `sk` into sacc, issued and committed (not waited for).
   __device__ static __forceinline__ void issue_s(unsigned sq, unsigned sk,
                                                  float (&sacc)[1][BK / 8][4]) {
-#pragma unroll
-    for (int i = 0; i < BK / 8; ++i)
-      sacc[0][i][0] = sacc[0][i][1] = sacc[0][i][2] = sacc[0][i][3] = 0.f;
+    zero(sacc);
     fence(sacc);
     kc_wg_fence();
 #pragma unroll
@@ -227,9 +241,7 @@ struct KcAttentionWg {
     const int row0 = q0 + wg * 64 + warp * 16 + (lane >> 2);
     const unsigned sq = base + wg * 64 * 128;
     float oacc[1][DP / 8][4];
-#pragma unroll
-    for (int i = 0; i < DP / 8; ++i)
-      oacc[0][i][0] = oacc[0][i][1] = oacc[0][i][2] = oacc[0][i][3] = 0.f;
+    zero(oacc);
     float m0 = -KILN_INF, m1 = -KILN_INF, l0 = 0.f, l1 = 0.f;  // rows lane/4 and lane/4 + 8
     kc_mbar_wait(q_bar(bars), 0);                              // the Q block
     for (int t = 0; t < nkb - kb0; ++t) {                      // stage counter t, key tile kb0 + t
@@ -242,13 +254,7 @@ struct KcAttentionWg {
       fence(sacc);
       float a0, a1;
       softmax_tile(sacc, sc, kb0 + t, row0, tq, tk, m0, m1, l0, l1, a0, a1);
-#pragma unroll
-      for (int dt = 0; dt < DP / 8; ++dt) {
-        oacc[0][dt][0] *= a0;
-        oacc[0][dt][1] *= a0;
-        oacc[0][dt][2] *= a1;
-        oacc[0][dt][3] *= a1;
-      }
+      rescale(oacc, a0, a1);
       unsigned pa[BK / 64][4][4];
       to_p(sacc, pa);
       kc_mbar_wait(full_v(bars, s), ph);
@@ -295,9 +301,7 @@ struct KcAttentionWg {
     const int row0 = q0 + wg * 64 + warp * 16 + (lane >> 2);
     const unsigned sq = base + wg * 64 * 128;
     float oacc[1][DP / 8][4];
-#pragma unroll
-    for (int i = 0; i < DP / 8; ++i)
-      oacc[0][i][0] = oacc[0][i][1] = oacc[0][i][2] = oacc[0][i][3] = 0.f;
+    zero(oacc);
     float m0 = -KILN_INF, m1 = -KILN_INF, l0 = 0.f, l1 = 0.f;  // rows lane/4 and lane/4 + 8
     const int n = nkb - kb0;                                   // stage counter t: key tile kb0 + t
     if (n > 0) {
@@ -329,13 +333,7 @@ struct KcAttentionWg {
         kc_wg_wait<0>();
         fence(oacc);
         if (lane == 0) kc_mbar_arrive(empty_v(bars, ps));
-#pragma unroll
-        for (int dt = 0; dt < DP / 8; ++dt) {  // what came before, to tile t's maxima
-          oacc[0][dt][0] *= a0;
-          oacc[0][dt][1] *= a0;
-          oacc[0][dt][2] *= a1;
-          oacc[0][dt][3] *= a1;
-        }
+        rescale(oacc, a0, a1);  // what came before, to tile t's maxima
         to_p(sacc, pa);
       }
       const int ps = (n - 1) % STAGES;  // the last tile's PV
