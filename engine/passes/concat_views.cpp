@@ -111,27 +111,60 @@ bool written_in_place(const Graph& g, int i, size_t k, int root,
 // goes before the first of them that reads it), and so do the outputs of its prefix concats. False
 // (nothing changed) where the output's strides are not static, an input's place would not be
 // aligned or no input can be written in place.
-bool eliminate(Graph& g, int i, std::vector<std::string>* what) {
+// Why concat node `i`'s inputs have no aligned places in its output (`strides`, at `base`): the
+// first input whose place does not start 16 bytes in.
+std::string misaligned(const Graph& g, int i, const std::vector<int64_t>& strides,
+                       const Dim& base) {
+  const Node& n = g.nodes()[i];
+  const TensorDesc& od = g.tensor(n.outputs[0]).desc;
+  const int64_t axis = movement_axis(n, od.rank());
+  Dim start(0);
+  for (size_t k = 0; k < n.inputs.size(); ++k) {
+    if (!offset_aligned(start, strides[axis], static_cast<int64_t>(dtype_size(od.dtype))))
+      return fmt::format("input {} would start at {} of dim {}, not 16 bytes into the buffer", k,
+                         start.str(), axis);
+    start = start + g.tensor(n.inputs[k]).desc.shape[axis];
+  }
+  return fmt::format("its place at {} is not 16 bytes aligned", base.str());
+}
+
+// Concat node `i` as a view node (true), or why it stays a copy kernel (false, `*why`).
+bool eliminate(Graph& g, int i, std::vector<std::string>* what, std::string* why) {
   const int out = g.nodes()[i].outputs[0];
   const TensorInfo& to = g.tensor(out);
-  if (to.role != TensorRole::Intermediate || g.nodes()[i].inputs.size() < 2) return false;
+  if (to.role != TensorRole::Intermediate || g.nodes()[i].inputs.size() < 2) {
+    *why = to.role != TensorRole::Intermediate ? "its output is a graph output" : "one input";
+    return false;
+  }
   // A view of a concat output (a reshape folded earlier) was laid out against its own memory.
   if (to.view_of < 0)
     for (const TensorInfo& o : g.tensors())
-      if (o.view_of == out) return false;
+      if (o.view_of == out) {
+        *why = fmt::format("'{}' is already a view of its output", o.name);
+        return false;
+      }
   auto strides = static_strides(to.desc);
-  if (!strides) return false;
+  if (!strides) {
+    *why = "its output's strides are not static";
+    return false;
+  }
   // The output's own offset is aligned (0, or placed by this pass in a later concat).
   const Dim base = to.view_offset;
   const auto offsets = places(g, i, *strides, base);
-  if (!offsets) return false;
+  if (!offsets) {
+    *why = misaligned(g, i, *strides, base);
+    return false;
+  }
   const int root = memory_root(g, out);
   std::vector<int> prefixes = prefix_concats(g, i);
   std::vector<bool> in_place(offsets->size());
   for (size_t k = 0; k < in_place.size(); ++k)
     in_place[k] = written_in_place(g, i, k, root, *strides, (*offsets)[k], prefixes);
   // Where no input can be written in place, one concat kernel beats one copy per input.
-  if (std::find(in_place.begin(), in_place.end(), true) == in_place.end()) return false;
+  if (std::find(in_place.begin(), in_place.end(), true) == in_place.end()) {
+    *why = "no input's producer can store into its place";
+    return false;
+  }
   const std::string name = g.nodes()[i].name;
   int copies = 0;
   for (size_t k = 0; k < in_place.size(); ++k) {
@@ -170,7 +203,8 @@ bool has_concat(const Graph& g) {
   return false;
 }
 
-int fold_concat_views(Graph& g, std::vector<std::string>* eliminated) {
+int fold_concat_views(Graph& g, std::vector<std::string>* eliminated,
+                      std::vector<std::string>* kept) {
   std::vector<std::string> what;
   int count = 0;
   // Consumers first: a concat whose output feeds a later concat (DenseNet's growing features)
@@ -181,8 +215,14 @@ int fold_concat_views(Graph& g, std::vector<std::string>* eliminated) {
   std::vector<int> outs;
   for (int i = static_cast<int>(g.nodes().size()); i-- > 0;)
     if (g.nodes()[i].op == OpKind::Concat) outs.push_back(g.nodes()[i].outputs[0]);
-  for (int t : outs)
-    if (eliminate(g, g.tensor(t).producer, &what)) ++count;
+  for (int t : outs) {
+    std::string why;
+    const std::string name = g.nodes()[g.tensor(t).producer].name;
+    if (eliminate(g, g.tensor(t).producer, &what, &why))
+      ++count;
+    else if (kept)
+      kept->push_back(fmt::format("{} ({})", name, why));
+  }
   if (eliminated) *eliminated = std::move(what);
   return count;
 }

@@ -99,9 +99,13 @@ std::string run_fold_movement_views(Graph& g) {
 }
 
 std::string run_fold_concat_views(Graph& g) {
-  std::vector<std::string> eliminated;
-  fold_concat_views(g, &eliminated);
-  return listed("concats eliminated (producers write into the concat buffer)", eliminated);
+  std::vector<std::string> eliminated, kept;
+  fold_concat_views(g, &eliminated, &kept);
+  std::string note =
+      listed("concats eliminated (producers write into the concat buffer)", eliminated);
+  const std::string copies = listed("concats kept as copy kernels", kept);
+  if (!note.empty() && !copies.empty()) note += "; ";
+  return note + copies;
 }
 
 std::string run_fold_slice_views(Graph& g) {

@@ -122,8 +122,11 @@ bool is_view_node(const Graph& g, const Node& n);
 // A concat stays a copy where no input is written in place, the output's strides are not static
 // or an input's place is not 16 bytes aligned. Concats are visited consumers first. Returns the
 // number eliminated
-// ("cat1" or "cat1 (1 of 3 inputs copied in)" in `eliminated`).
-int fold_concat_views(Graph& g, std::vector<std::string>* eliminated = nullptr);
+// ("cat1" or "cat1 (1 of 3 inputs copied in)" in `eliminated`); `kept` says why each other
+// concat stays a copy kernel ("cat2 (input 1 would start at 58 of dim 1, not 16 bytes into the
+// buffer)").
+int fold_concat_views(Graph& g, std::vector<std::string>* eliminated = nullptr,
+                      std::vector<std::string>* kept = nullptr);
 bool has_concat(const Graph& g);
 
 // A slice with positive steps (a split's slices among them) whose readers are all elementwise
