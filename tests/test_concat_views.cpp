@@ -367,6 +367,14 @@ TEST(ConcatViews, CopiesStayWhereAViewWouldNotDo) {
     EXPECT_EQ(count_kind(l.plan, GroupKind::Copy), 2) << plan_to_string(*l.g, l.plan);
     EXPECT_EQ(count_kind(l.plan, GroupKind::View), 0) << plan_to_string(*l.g, l.plan);
     expect_same_values(*g, *l.g);
+    // The plan's note says why each stays a copy kernel.
+    Graph c = *g;
+    std::vector<std::string> views, kept;
+    EXPECT_EQ(fold_slice_views(c, &views, &kept), 0);
+    ASSERT_EQ(kept.size(), 2u);
+    EXPECT_EQ(kept[0], fmt::format("{} (slice: conv2d 'out' reads dense memory only)",
+                                   g->nodes()[0].name));
+    EXPECT_NE(kept[1].find("(slice: it reads a constant)"), std::string::npos) << kept[1];
   }
 }
 

@@ -109,9 +109,12 @@ std::string run_fold_concat_views(Graph& g) {
 }
 
 std::string run_fold_slice_views(Graph& g) {
-  std::vector<std::string> views;
-  fold_slice_views(g, &views);
-  return listed("strided views (no copy kernel)", views);
+  std::vector<std::string> views, kept;
+  fold_slice_views(g, &views, &kept);
+  std::string note = listed("strided views (no copy kernel)", views);
+  const std::string copies = listed("slices, expands and gathers kept as copy kernels", kept);
+  if (!note.empty() && !copies.empty()) note += "; ";
+  return note + copies;
 }
 
 // Each pass sees the graph the ones above it left: channel shuffles keep the maps after them

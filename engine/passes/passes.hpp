@@ -134,8 +134,10 @@ bool has_concat(const Graph& g);
 // expand (stride 0 along the broadcast dims) and a gather whose indices are a constant
 // progression in range (a scalar index drops the axis: ViT's x[:, 0]); offsets stay 16 bytes
 // aligned and constants are never viewed. Returns the number of views ("name (slice)" in
-// `views`).
-int fold_slice_views(Graph& g, std::vector<std::string>* views = nullptr);
+// `views`); `kept` says why each other slice, expand or gather stays a copy kernel ("s (slice:
+// conv2d 'c' reads dense memory only)").
+int fold_slice_views(Graph& g, std::vector<std::string>* views = nullptr,
+                     std::vector<std::string>* kept = nullptr);
 bool has_slice_or_expand(const Graph& g);
 
 // Each split node becomes one slice node per output (named "<split>.<k>", writing the split's

@@ -84,26 +84,56 @@ bool gather_strides(const Graph& g, const Node& n, const std::vector<int64_t>& i
   return true;
 }
 
-bool try_view(Graph& g, int i, std::string* what) {
+// The reader of `t` that takes only dense memory (not an elementwise op), as "op 'name'", or "".
+std::string dense_reader(const Graph& g, int t) {
+  for (int c : consumers_of(g, t))
+    if (op_info(g.nodes()[c].op).role != FusionRole::Elementwise)
+      return fmt::format("{} '{}'", op_name(g.nodes()[c].op), g.nodes()[c].name);
+  return "";
+}
+
+// Movement node `i` as a view (true), or, for a slice, expand or gather that stays a copy
+// kernel, why (false, `*why`; empty for other nodes).
+bool try_view(Graph& g, int i, std::string* what, std::string* why) {
   const Node& n = g.nodes()[i];
   if (n.op != OpKind::Slice && n.op != OpKind::Expand && n.op != OpKind::Gather) return false;
   const int in = n.inputs[0], out = n.outputs[0];
   const TensorInfo& ti = g.tensor(in);
   if (ti.desc.dtype != g.tensor(out).desc.dtype) return false;
-  if (!may_become_view(g, out) || !all_readers_strided(g, out)) return false;
+  if (!may_become_view(g, out)) {
+    *why = "its output is a graph output or already has views";
+    return false;
+  }
+  if (!all_readers_strided(g, out)) {
+    const std::string r = dense_reader(g, out);
+    *why = r.empty() ? "nothing reads it" : fmt::format("{} reads dense memory only", r);
+    return false;
+  }
   const int root = memory_root(g, in);
   // Constants are uploaded one by one for the kernels that read them.
-  if (g.tensor(root).role == TensorRole::Constant) return false;
+  if (g.tensor(root).role == TensorRole::Constant) {
+    *why = "it reads a constant";
+    return false;
+  }
   auto in_strides = static_strides(ti.desc);
-  if (!in_strides) return false;
+  if (!in_strides) {
+    *why = "its input's strides are not static";
+    return false;
+  }
   std::vector<int64_t> strides;
   int64_t offset = 0;
   const bool ok = n.op == OpKind::Gather ? gather_strides(g, n, *in_strides, &strides, &offset)
                                          : view_strides(g, n, *in_strides, &strides, &offset);
-  if (!ok) return false;
-  // The input's own offset is aligned (a view made by a pass) or 0.
-  if (!offset_aligned(Dim(offset), 1, static_cast<int64_t>(dtype_size(ti.desc.dtype))))
+  if (!ok) {
+    *why = n.op == OpKind::Gather ? "its indices are no constant progression in range"
+                                  : "a negative step or a symbolic sliced dim";
     return false;
+  }
+  // The input's own offset is aligned (a view made by a pass) or 0.
+  if (!offset_aligned(Dim(offset), 1, static_cast<int64_t>(dtype_size(ti.desc.dtype)))) {
+    *why = fmt::format("it starts {} elements in, not 16 bytes aligned", offset);
+    return false;
+  }
   const Dim at = ti.view_offset + Dim(offset);
   *what = fmt::format("{} ({})", n.name, op_name(n.op));
   make_view(g, out, root, strides, at);
@@ -118,11 +148,16 @@ bool has_slice_or_expand(const Graph& g) {
   return false;
 }
 
-int fold_slice_views(Graph& g, std::vector<std::string>* views) {
+int fold_slice_views(Graph& g, std::vector<std::string>* views, std::vector<std::string>* kept) {
   int count = 0;
   for (int i = 0; i < static_cast<int>(g.nodes().size()); ++i) {
-    std::string what;
-    if (!try_view(g, i, &what)) continue;
+    std::string what, why;
+    if (!try_view(g, i, &what, &why)) {
+      if (kept && !why.empty())
+        kept->push_back(
+            fmt::format("{} ({}: {})", g.nodes()[i].name, op_name(g.nodes()[i].op), why));
+      continue;
+    }
     if (views) views->push_back(what);
     ++count;
   }
