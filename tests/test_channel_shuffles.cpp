@@ -8,7 +8,9 @@
 #include <algorithm>
 #include <string>
 
+#include "codegen/kernel_spec.hpp"
 #include "engine/passes/passes.hpp"
+#include "engine/planner/plan.hpp"
 #include "kiln/graph.hpp"
 #include "tests/same_values.hpp"
 #include "tests/shuffle_graphs.hpp"
@@ -36,6 +38,29 @@ TEST(ChannelShuffles, ShuffleIsOneChannelsLastGather) {
       EXPECT_EQ(f->tensor(n.outputs[0]).desc.layout, Layout::NHWC) << n.name;
     }
   test::expect_same_values(*g, *f);
+}
+
+// The layout decisions pinned: the sm_90 kernels of two ShuffleNet units of 116 channels (stage 3's
+// width), every conv channels-last on tensor cores, each half one gather.
+TEST(ChannelShuffles, GoldenKernels) {
+  auto f = apply_engine_passes(test::shuffle_units(116), true, nullptr);
+  CodegenOptions co;
+  co.sm = 90;
+  co.arch_specific = true;  // what the Engine builds on an H200 (sm_90a)
+  std::vector<std::string> names;
+  for (const KernelSpec& k : generate_kernels(*f, plan_fusion(*f), co)) names.push_back(k.name);
+  const std::vector<std::string> want = {"conv_f16_nhwc_1x1_c4_wg64x64x64_s3_relu",
+                                         "copy_f16_gather",
+                                         "copy_f16_gather_g2",
+                                         "conv_f16_nhwc_1x1_cscalar_wg64x64x64_s3_relu",
+                                         "copy_f16_concat",
+                                         "copy_f16_gather_g5",
+                                         "copy_f16_gather_g6",
+                                         "conv_f16_nhwc_1x1_cscalar_wg64x64x64_s3_relu_g7",
+                                         "copy_f16_concat_g8",
+                                         "conv_f16_nhwc_1x1_c4_wg64x64x64_s3_relu_g9",
+                                         "window_f16_r30_global_avgpool"};
+  EXPECT_EQ(names, want);
 }
 
 TEST(ChannelShuffles, OddGroupSizesAndThreeGroups) {

@@ -24,14 +24,11 @@ int64_t check_operands(const InferArgs& a) {
   return axis < 0 ? axis + r : axis;
 }
 
-// Row-major, except where `keep`: a channels-last map gathered along one dim by 1-D indices (a
-// channel shuffle, a nearest upsample by index) stays channels-last, as the other movement ops
-// keep their input's layout, so that the convs after it read it in place.
-TensorDesc result(const TensorDesc& data, Shape shape, bool keep = false) {
+TensorDesc result(const TensorDesc& data, Shape shape) {
   TensorDesc o;
   o.dtype = data.dtype;
-  o.layout = keep && data.layout == Layout::NHWC && shape.size() == 4 ? Layout::NHWC : Layout::NCHW;
   o.shape = std::move(shape);
+  o.layout = Layout::NCHW;
   return o;
 }
 
@@ -43,7 +40,7 @@ std::vector<TensorDesc> infer_gather(const InferArgs& a) {
   const Shape& is = in(a, 1).shape;
   out.insert(out.end(), is.begin(), is.end());
   out.insert(out.end(), ds.begin() + axis + 1, ds.end());
-  return {result(in(a, 0), out, is.size() == 1)};
+  return {result(in(a, 0), out)};
 }
 
 // The indices' shape; they have data's rank, and every dim but the axis fits data's.

@@ -1,6 +1,7 @@
 // Channel shuffles of channels-last maps as one gather of the channels (engine/passes/passes.hpp).
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <optional>
 
 #include "engine/base/check.hpp"
@@ -77,7 +78,8 @@ std::optional<SliceAxis> channel_slice(const Graph& g, const Node& n, int64_t c)
 // gather(x, those indices, axis 1). Where only channel slices read the shuffled map (ShuffleNet
 // splits it in halves), each slice becomes the gather of its part of the indices instead: one
 // pass over the channels, not a gather and then slices copying its halves.
-void to_gather(Graph& g, const Shuffle& s) {
+// Returns the gathers' outputs.
+std::vector<int> to_gather(Graph& g, const Shuffle& s) {
   const int64_t c = s.groups * s.per;
   std::vector<int64_t> idx(static_cast<size_t>(c));
   for (int64_t i = 0; i < s.groups; ++i)
@@ -89,20 +91,25 @@ void to_gather(Graph& g, const Shuffle& s) {
     if (auto p = channel_slice(g, g.nodes()[r], c)) parts.push_back(*p);
   if (is_graph_output(g, out) || readers.empty() || parts.size() != readers.size()) {
     make_channel_gather(g, s.merge, s.x, idx);
-    return;
+    return {out};
   }
+  std::vector<int> outs;
   for (size_t k = 0; k < readers.size(); ++k) {
     std::vector<int64_t> part;
     for (int64_t e = 0; e < parts[k].len; ++e)
       part.push_back(idx[static_cast<size_t>(parts[k].start + e * parts[k].step)]);
     make_channel_gather(g, readers[k], s.x, part);
+    outs.push_back(g.nodes()[readers[k]].outputs[0]);
   }
+  return outs;
 }
 
 // Infers the outputs of nodes `first`.. again from their inputs (the layouts after a rewrite that
-// changed one tensor's layout, as building the graph would have set them); false, leaving the
-// graph partly updated, when a shape would change or a graph output's layout would.
-bool reinfer_from(Graph& g, size_t first) {
+// changed one tensor's layout, as building the graph would have set them), the channel gathers'
+// outputs channels-last (shape inference makes a gather's output row-major, which a graph output
+// keeps); false, leaving the graph partly updated, when a shape would change or a graph output's
+// layout would.
+bool reinfer_from(Graph& g, size_t first, const std::vector<int>& gathers) {
   for (size_t i = first; i < g.nodes().size(); ++i) {
     const Node& n = g.nodes()[i];
     std::vector<const TensorInfo*> in;
@@ -110,6 +117,8 @@ bool reinfer_from(Graph& g, size_t first) {
     std::vector<TensorDesc> outs = op_info(n.op).infer(InferArgs{n.name, in, n});
     KILN_ASSERT(outs.size() == n.outputs.size(), "node '{}': {} outputs inferred for {}", n.name,
                 outs.size(), n.outputs.size());
+    if (std::find(gathers.begin(), gathers.end(), n.outputs[0]) != gathers.end())
+      outs[0].layout = Layout::NHWC;
     for (size_t k = 0; k < outs.size(); ++k) {
       TensorInfo& t = g.mutable_tensors()[n.outputs[k]];
       if (!(outs[k].shape == t.desc.shape) || outs[k].dtype != t.desc.dtype) return false;
@@ -135,8 +144,7 @@ int channel_shuffles_as_gathers(Graph& g, std::vector<std::string>* rewritten) {
     if (!s) continue;
     // On a copy: a rewrite that would change a graph output's layout is not made.
     Graph h = g;
-    to_gather(h, *s);
-    if (!reinfer_from(h, i)) continue;
+    if (!reinfer_from(h, i, to_gather(h, *s))) continue;
     g = std::move(h);
     if (rewritten)
       rewritten->push_back(
