@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # What the lead runs on the GPU machine (device tool) with build/ carried:
-#   tools/device_run.sh [tests] [examples] [memory] [conv] [profile] [resnet50] ...
+#   tools/device_run.sh [tests] [shards] [pyext] [latency] [attention-ab] [examples] [memory] [conv] ...
 # MEMORY_ARGS=--variants adds the schedule variants to the memory step. Results land in $OUT.
 # Each step is bounded in time so one hang cannot eat the lease.
 set -u
@@ -146,6 +146,59 @@ json.dump(b.make_cases()['groupnorm_silu']['graph'], open('/tmp/gn.json', 'w'))"
         tail -3 ;;
     multigpu)  # the two-GPU run (a 2-GPU machine): ResNet-50 N=128 on gpu:0 + gpu:1
       timeout ${MULTIGPU_TIMEOUT:-420} tools/multi_gpu_run.sh 2>&1 | tee "$OUT/multi_gpu.log" | tail -30 ;;
+    shards)  # the GPU suite in 8 gtest shards side by side (GPU_TEST_SIZE_STEP=9) and each wgmma
+             # attention schedule in a process of its own (SHARDS_TIMEOUT, default 200 s)
+      for ((i = 0; i < 8; ++i)); do
+        GPU_TEST_SIZE_STEP=9 GTEST_TOTAL_SHARDS=8 GTEST_SHARD_INDEX=$i timeout ${SHARDS_TIMEOUT:-200} \
+          $B/kiln_gpu_tests --gtest_brief=1 --gtest_filter='-*WgmmaAndMmaSync*' > "$OUT/gpu_$i.log" 2>&1 &
+      done
+      for p in rule pingpong mma_sync; do
+        timeout ${SHARDS_TIMEOUT:-200} $B/kiln_gpu_tests --gtest_brief=1 \
+          --gtest_filter="*WgmmaAndMmaSync.Kernels/$p" > "$OUT/gpu_attn_$p.log" 2>&1 &
+      done
+      wait
+      for f in "$OUT"/gpu_*.log; do
+        echo "$(basename "$f"): $(grep -ac '^\[       OK \]' "$f") ok, $(grep -ac '^\[  FAILED  \]' "$f") failed"
+      done
+      grep -ah '^\[  FAILED' "$OUT"/gpu_*.log | head -20 ;;
+    pyext)  # the Python package for the device's own Python, in /tmp/kpy (export PYTHONPATH=/tmp/kpy
+            # after it): the extension built against $B/libkiln.a with the image's nanobind and
+            # CMake, the package and its torch_dynamo_backends entry point laid out beside it
+      py=/tmp/kpy; pb=/tmp/kpy-build; mkdir -p $py $pb
+      cat > $pb/CMakeLists.txt <<CM
+cmake_minimum_required(VERSION 3.18)
+project(kpy CXX)
+set(CMAKE_CXX_STANDARD 20)
+find_package(Python 3.9 COMPONENTS Interpreter Development.Module REQUIRED)
+find_package(nanobind CONFIG REQUIRED PATHS $(python3 -m nanobind --cmake_dir))
+find_package(CUDAToolkit REQUIRED)
+find_package(Threads REQUIRED)
+file(GLOB S $PWD/tools/python/src/*.cpp)
+nanobind_add_module(_kiln NB_STATIC \${S})
+target_include_directories(_kiln PRIVATE $PWD/include $PWD/tools/python/src)
+target_compile_definitions(_kiln PRIVATE KILN_VERSION="0.1.0")
+target_link_libraries(_kiln PRIVATE $PWD/$B/libkiln.a CUDA::nvrtc \${CMAKE_DL_LIBS} Threads::Threads)
+CM
+      (cd $pb && cmake -G Ninja -DCMAKE_BUILD_TYPE=Release -DPython_EXECUTABLE="$(command -v python3)" \
+        -DCUDAToolkit_ROOT=/usr/local/cuda . > /dev/null && ninja > /dev/null) || echo "pyext: build failed"
+      rm -rf $py/kiln && cp -r tools/python/kiln $py/kiln && cp $pb/_kiln*.so $py/kiln/ &&
+        cp -r tools/onnx2kiln $py/kiln/onnx2kiln
+      mkdir -p $py/kiln-0.1.0.dist-info
+      printf 'Metadata-Version: 2.1\nName: kiln\nVersion: 0.1.0\n' > $py/kiln-0.1.0.dist-info/METADATA
+      printf '[torch_dynamo_backends]\nkiln = kiln.dynamo:kiln_backend\n' \
+        > $py/kiln-0.1.0.dist-info/entry_points.txt
+      ls $py/kiln/_kiln*.so ;;
+    attention-ab)  # the wgmma attention's rule against ATTENTION_VARIANT (NAME:KILN_SCHEDULE, default
+                   # the ping-pong consumers), f16 prefill at D 64 and 128
+      timeout ${ATTENTION_TIMEOUT:-200} python3 bench/bench_attention.py --kiln $B/kiln --dtypes f16 \
+        --dims 64,128 --seqs ${ATTENTION_SEQS:-4096,16384} --only prefill --no-mma \
+        --variant "${ATTENTION_VARIANT:-pingpong:attention.pingpong=1}" --out "$OUT/attn.json" \
+        --md "$OUT/attn.md" > "$OUT/attn.log" 2>&1
+      cat "$OUT/attn.md" ;;
+    latency)  # (after pyext) where LATENCY_MODELS' backend call windows go: host time per call and
+              # the windows with the host hidden (bench_torch_backend.py --latency)
+      PYTHONPATH=/tmp/kpy timeout ${LATENCY_TIMEOUT:-150} python3 bench/bench_torch_backend.py --latency \
+        --models ${LATENCY_MODELS:-squeezenet1_1} --kiln $B/kiln 2>&1 | grep -v Warning ;;
     *) echo "unknown step $step" ;;
   esac
 done
