@@ -65,6 +65,10 @@ struct KcAttentionWg {
       for (int e = 0; e < 4; ++e) kc_reg_fence(a[0][i][e]);
   }
 
+  // The first of the two query rows (row0, row0 + 8) a thread of consumer warpgroup `wg` holds.
+  __device__ static __forceinline__ int first_row(int q0, int wg) {
+    return q0 + wg * 64 + ((threadIdx.x >> 5) & 3) * 16 + ((threadIdx.x & 31) >> 2);
+  }
   template <int N>
   __device__ static __forceinline__ void zero(float (&a)[1][N][4]) {
 #pragma unroll
@@ -237,9 +241,8 @@ struct KcAttentionWg {
   __device__ static __forceinline__ void consume(unsigned base, unsigned bars, int wg,
                                                  unsigned short* o, long long o_rs, int tq, int tk,
                                                  int q0, int kb0, int nkb, const Score& sc) {
-    const int warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
-    const int row0 = q0 + wg * 64 + warp * 16 + (lane >> 2);
-    const unsigned sq = base + wg * 64 * 128;
+    const int lane = threadIdx.x & 31, row0 = first_row(q0, wg);
+    const unsigned sq = base + wg * 64 * 128;  // this warpgroup's Q rows
     float oacc[1][DP / 8][4];
     zero(oacc);
     float m0 = -KILN_INF, m1 = -KILN_INF, l0 = 0.f, l1 = 0.f;  // rows lane/4 and lane/4 + 8
@@ -297,9 +300,8 @@ struct KcAttentionWg {
                                                           unsigned short* o, long long o_rs, int tq,
                                                           int tk, int q0, int kb0, int nkb,
                                                           const Score& sc) {
-    const int warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
-    const int row0 = q0 + wg * 64 + warp * 16 + (lane >> 2);
-    const unsigned sq = base + wg * 64 * 128;
+    const int lane = threadIdx.x & 31, row0 = first_row(q0, wg);
+    const unsigned sq = base + wg * 64 * 128;  // this warpgroup's Q rows
     float oacc[1][DP / 8][4];
     zero(oacc);
     float m0 = -KILN_INF, m1 = -KILN_INF, l0 = 0.f, l1 = 0.f;  // rows lane/4 and lane/4 + 8
