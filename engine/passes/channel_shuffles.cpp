@@ -10,6 +10,7 @@
 #include "engine/ir/op_table.hpp"
 #include "engine/passes/graph_edit.hpp"
 #include "engine/passes/passes.hpp"
+#include "kiln/error.hpp"
 
 namespace kiln {
 namespace {
@@ -144,7 +145,14 @@ int channel_shuffles_as_gathers(Graph& g, std::vector<std::string>* rewritten) {
     if (!s) continue;
     // On a copy: a rewrite that would change a graph output's layout is not made.
     Graph h = g;
-    if (!reinfer_from(h, i, to_gather(h, *s))) continue;
+    // An op after it that refuses a channels-last input leaves the shuffle as it is too.
+    bool ok = false;
+    try {
+      ok = reinfer_from(h, i, to_gather(h, *s));
+    } catch (const Error& e) {
+      if (e.kind() != ErrorKind::User) throw;
+    }
+    if (!ok) continue;
     g = std::move(h);
     if (rewritten)
       rewritten->push_back(
