@@ -372,8 +372,8 @@ TEST(ConcatViews, CopiesStayWhereAViewWouldNotDo) {
     std::vector<std::string> views, kept;
     EXPECT_EQ(fold_slice_views(c, &views, &kept), 0);
     ASSERT_EQ(kept.size(), 2u);
-    EXPECT_EQ(kept[0], fmt::format("{} (slice: conv2d 'out' reads dense memory only)",
-                                   g->nodes()[0].name));
+    EXPECT_EQ(kept[0],
+              fmt::format("{} (slice: conv2d 'out' reads dense memory only)", g->nodes()[0].name));
     EXPECT_NE(kept[1].find("(slice: it reads a constant)"), std::string::npos) << kept[1];
   }
 }

@@ -16,9 +16,9 @@ namespace kiln {
 namespace {
 
 // The element offsets of concat node `i`'s inputs in a root where its output starts at `base`
-// with `strides`; none where one would not be 16-byte aligned.
+// with `strides`; none where one would not be 16-byte aligned (`why`, if given, says which).
 std::optional<std::vector<Dim>> places(const Graph& g, int i, const std::vector<int64_t>& strides,
-                                       const Dim& base) {
+                                       const Dim& base, std::string* why = nullptr) {
   const Node& n = g.nodes()[i];
   const TensorDesc& od = g.tensor(n.outputs[0]).desc;
   const int64_t axis = movement_axis(n, od.rank());
@@ -26,8 +26,17 @@ std::optional<std::vector<Dim>> places(const Graph& g, int i, const std::vector<
   const int64_t st = strides[axis];
   std::vector<Dim> offsets;
   Dim start(0);
-  for (int t : n.inputs) {
-    if (!offset_aligned(start, st, es)) return std::nullopt;
+  for (size_t k = 0; k < n.inputs.size(); ++k) {
+    const int t = n.inputs[k];
+    if (!offset_aligned(start, st, es)) {
+      if (why)
+        *why = k == 0 ? fmt::format("its place at {} is not 16 bytes aligned", base.str())
+                      : fmt::format(
+                            "input {} would start at {} of dim {}, not 16 bytes into "
+                            "the buffer",
+                            k, start.str(), axis);
+      return std::nullopt;
+    }
     offsets.push_back(base + start * Dim(st));
     start = start + g.tensor(t).desc.shape[axis];
   }
@@ -110,25 +119,7 @@ bool written_in_place(const Graph& g, int i, size_t k, int root,
 // identity copy where it cannot be written in place; the copy serves the prefixes too, so it
 // goes before the first of them that reads it), and so do the outputs of its prefix concats. False
 // (nothing changed) where the output's strides are not static, an input's place would not be
-// aligned or no input can be written in place.
-// Why concat node `i`'s inputs have no aligned places in its output (`strides`, at `base`): the
-// first input whose place does not start 16 bytes in.
-std::string misaligned(const Graph& g, int i, const std::vector<int64_t>& strides,
-                       const Dim& base) {
-  const Node& n = g.nodes()[i];
-  const TensorDesc& od = g.tensor(n.outputs[0]).desc;
-  const int64_t axis = movement_axis(n, od.rank());
-  Dim start(0);
-  for (size_t k = 0; k < n.inputs.size(); ++k) {
-    if (!offset_aligned(start, strides[axis], static_cast<int64_t>(dtype_size(od.dtype))))
-      return fmt::format("input {} would start at {} of dim {}, not 16 bytes into the buffer", k,
-                         start.str(), axis);
-    start = start + g.tensor(n.inputs[k]).desc.shape[axis];
-  }
-  return fmt::format("its place at {} is not 16 bytes aligned", base.str());
-}
-
-// Concat node `i` as a view node (true), or why it stays a copy kernel (false, `*why`).
+// aligned or no input can be written in place, with the reason in `*why`.
 bool eliminate(Graph& g, int i, std::vector<std::string>* what, std::string* why) {
   const int out = g.nodes()[i].outputs[0];
   const TensorInfo& to = g.tensor(out);
@@ -150,11 +141,8 @@ bool eliminate(Graph& g, int i, std::vector<std::string>* what, std::string* why
   }
   // The output's own offset is aligned (0, or placed by this pass in a later concat).
   const Dim base = to.view_offset;
-  const auto offsets = places(g, i, *strides, base);
-  if (!offsets) {
-    *why = misaligned(g, i, *strides, base);
-    return false;
-  }
+  const auto offsets = places(g, i, *strides, base, why);
+  if (!offsets) return false;
   const int root = memory_root(g, out);
   std::vector<int> prefixes = prefix_concats(g, i);
   std::vector<bool> in_place(offsets->size());

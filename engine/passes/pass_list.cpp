@@ -26,6 +26,11 @@ std::string listed(const char* title, const std::vector<std::string>& items) {
   return items.empty() ? std::string() : fmt::format("{}: {}", title, fmt::join(items, ", "));
 }
 
+// "a; b" of two notes, either of which may be "".
+std::string joined(const std::string& a, const std::string& b) {
+  return a.empty() || b.empty() ? a + b : a + "; " + b;
+}
+
 // Splits become slices: every node the planner sees has one output.
 std::string run_lower_splits(Graph& g) {
   std::vector<std::string> lowered;
@@ -101,20 +106,15 @@ std::string run_fold_movement_views(Graph& g) {
 std::string run_fold_concat_views(Graph& g) {
   std::vector<std::string> eliminated, kept;
   fold_concat_views(g, &eliminated, &kept);
-  std::string note =
-      listed("concats eliminated (producers write into the concat buffer)", eliminated);
-  const std::string copies = listed("concats kept as copy kernels", kept);
-  if (!note.empty() && !copies.empty()) note += "; ";
-  return note + copies;
+  return joined(listed("concats eliminated (producers write into the concat buffer)", eliminated),
+                listed("concats kept as copy kernels", kept));
 }
 
 std::string run_fold_slice_views(Graph& g) {
   std::vector<std::string> views, kept;
   fold_slice_views(g, &views, &kept);
-  std::string note = listed("strided views (no copy kernel)", views);
-  const std::string copies = listed("slices, expands and gathers kept as copy kernels", kept);
-  if (!note.empty() && !copies.empty()) note += "; ";
-  return note + copies;
+  return joined(listed("strided views (no copy kernel)", views),
+                listed("slices, expands and gathers kept as copy kernels", kept));
 }
 
 // Each pass sees the graph the ones above it left: channel shuffles keep the maps after them
