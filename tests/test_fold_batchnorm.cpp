@@ -226,3 +226,61 @@ TEST(FoldBatchnorm, EngineFoldsBeforePlanning) {
   EXPECT_EQ(shapes.size(), 1u);
   EXPECT_TRUE(shapes.count(g->tensor(g->outputs()[0]).name));
 }
+
+namespace {
+
+// x -> batchnorm -> conv2d (kxk, `pad`, `groups`), MaxViT's pre-norm before its 1x1 conv; a 1x1
+// conv's input x is also the residual (read by the add), as in an MBConv.
+Graph bn_conv(int64_t k, int64_t pad, int64_t groups, bool bias) {
+  Graph g("bnconv");
+  Tensor x = g.input("x", DType::F32, {"N", 8, 9, 7}, Layout::NHWC);
+  Tensor z = g.batchnorm(x, vec_const(g, "gamma", DType::F32, 8, 1, 0.2, 3),
+                         vec_const(g, "beta", DType::F32, 8, 0, 0.2, 4),
+                         vec_const(g, "mean", DType::F32, 8, 0, 0.3, 5),
+                         vec_const(g, "var", DType::F32, 8, 0.5, 2.0, 6, "uniform"), 1e-3);
+  Tensor w = g.constant_random("w", {DType::F32, {8, 8 / groups, k, k}, Layout::NHWC, {}}, "normal",
+                               0, 0.3, 1);
+  Conv2dOptions o;
+  o.padding = {pad, pad};
+  o.groups = groups;
+  Tensor y = g.conv2d(z, w, bias ? vec_const(g, "b", DType::F32, 8, 0, 0.5, 2) : Tensor{}, o);
+  g.output(k == 1 ? g.add(y, x) : y);
+  return g;
+}
+
+}  // namespace
+
+TEST(FoldBatchnorm, IntoTheConvAfterIt) {
+  for (int64_t k : {1, 3})
+    for (bool bias : {false, true}) {
+      SCOPED_TRACE(fmt::format("{}x{} bias {}", k, k, bias));
+      Graph g = bn_conv(k, 0, 1, bias);
+      Graph f = g;
+      EXPECT_TRUE(has_batchnorm_next_to_contraction(g));
+      EXPECT_EQ(fold_batchnorm(f), 1);
+      EXPECT_EQ(count_op(f, OpKind::Batchnorm), 0);
+      std::map<std::string, HostTensor> in{
+          {"x", random_input(DType::F32, {2, 8, 9, 7}, Layout::NHWC, 7)}};
+      expect_same_outputs(g, f, in, 1e-6);
+    }
+}
+
+TEST(FoldBatchnorm, NotIntoPaddedOrGroupedConvs) {
+  // a padded tap reads 0, not the batchnorm of 0; groups: not handled
+  for (auto [pad, groups] : {std::pair<int64_t, int64_t>{1, 1}, {0, 2}}) {
+    Graph g = bn_conv(3, pad, groups, true);
+    EXPECT_FALSE(has_batchnorm_next_to_contraction(g));
+    EXPECT_EQ(fold_batchnorm(g), 0);
+  }
+  // the batchnorm's output read by something else too
+  Graph g("shared");
+  Tensor x = g.input("x", DType::F32, {"N", 8, 9, 7}, Layout::NHWC);
+  Tensor z = g.batchnorm(x, vec_const(g, "gamma", DType::F32, 8, 1, 0.2, 3),
+                         vec_const(g, "beta", DType::F32, 8, 0, 0.2, 4),
+                         vec_const(g, "mean", DType::F32, 8, 0, 0.3, 5),
+                         vec_const(g, "var", DType::F32, 8, 0.5, 2.0, 6, "uniform"));
+  Tensor w =
+      g.constant_random("w", {DType::F32, {8, 8, 1, 1}, Layout::NHWC, {}}, "normal", 0, 0.3, 1);
+  g.output(g.add(g.conv2d(z, w), z));
+  EXPECT_EQ(fold_batchnorm(g), 0);
+}

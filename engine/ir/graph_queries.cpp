@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include "engine/ir/op_table.hpp"
+
 namespace kiln {
 
 std::vector<int> consumers_of(const Graph& g, int t) {
@@ -32,6 +34,31 @@ std::optional<std::vector<int64_t>> static_strides(const TensorDesc& d) {
     shape[i] = d.shape[i].value();
   }
   return layout_strides(shape, d.layout);
+}
+
+bool strides_dense(const std::vector<int64_t>& strides, const Shape& shape, Layout layout) {
+  TensorDesc d;
+  d.shape = shape;
+  d.layout = layout;
+  const auto want = static_strides(d);
+  if (!want || want->size() != strides.size()) return false;
+  for (size_t i = 0; i < strides.size(); ++i)
+    if (!(shape[i].is_static() && shape[i].value() == 1) && strides[i] != (*want)[i]) return false;
+  return true;
+}
+
+bool all_consumers_take_nhwc(const Graph& g, int t) {
+  for (int c : consumers_of(g, t)) {
+    const Node& n = g.nodes()[c];
+    const OpInfo& info = op_info(n.op);
+    if (info.role == FusionRole::Elementwise || info.category == OpCategory::Window) continue;
+    if (n.op == OpKind::Conv2d && n.inputs[0] == t) continue;
+    // A transpose to [N, H, W, C]: the memory read in its order (a view).
+    if (n.op == OpKind::Transpose && n.attr_ints("perm") == std::vector<int64_t>{0, 2, 3, 1})
+      continue;
+    return false;
+  }
+  return true;
 }
 
 }  // namespace kiln

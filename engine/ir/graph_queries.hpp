@@ -17,5 +17,11 @@ int memory_root(const Graph& g, int t);
 // Element strides of a tensor in memory when they are static: explicit (Strided), or a dense
 // layout whose dims are static except the outermost (which no stride depends on).
 std::optional<std::vector<int64_t>> static_strides(const TensorDesc& d);
+// Whether `strides` are the dense strides of `shape` in `layout` (unit dims may carry any stride).
+bool strides_dense(const std::vector<int64_t>& strides, const Shape& shape, Layout layout);
+// Every reader of `t` reads a channels-last tensor as well as a row-major one, at full speed: the
+// elementwise ops (adjacent threads, adjacent memory in either layout), convolutions (as their
+// input), pools, and a transpose to [N, H, W, C] (the channels-last memory in its order).
+bool all_consumers_take_nhwc(const Graph& g, int t);
 
 }  // namespace kiln

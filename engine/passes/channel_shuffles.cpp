@@ -105,29 +105,15 @@ std::vector<int> to_gather(Graph& g, const Shuffle& s) {
   return outs;
 }
 
-// Infers the outputs of nodes `first`.. again from their inputs (the layouts after a rewrite that
-// changed one tensor's layout, as building the graph would have set them), the channel gathers'
-// outputs channels-last (shape inference makes a gather's output row-major, which a graph output
-// keeps); false, leaving the graph partly updated, when a shape would change or a graph output's
-// layout would.
+// The gathers' outputs channels-last (shape inference makes a gather's output row-major), and the
+// layouts after them inferred again (graph_edit.hpp: reinfer_layouts); false where a graph
+// output's layout would change.
 bool reinfer_from(Graph& g, size_t first, const std::vector<int>& gathers) {
-  for (size_t i = first; i < g.nodes().size(); ++i) {
-    const Node& n = g.nodes()[i];
-    std::vector<const TensorInfo*> in;
-    for (int t : n.inputs) in.push_back(&g.tensor(t));
-    std::vector<TensorDesc> outs = op_info(n.op).infer(InferArgs{n.name, in, n});
-    KILN_ASSERT(outs.size() == n.outputs.size(), "node '{}': {} outputs inferred for {}", n.name,
-                outs.size(), n.outputs.size());
-    if (std::find(gathers.begin(), gathers.end(), n.outputs[0]) != gathers.end())
-      outs[0].layout = Layout::NHWC;
-    for (size_t k = 0; k < outs.size(); ++k) {
-      TensorInfo& t = g.mutable_tensors()[n.outputs[k]];
-      if (!(outs[k].shape == t.desc.shape) || outs[k].dtype != t.desc.dtype) return false;
-      if (outs[k].layout != t.desc.layout && is_graph_output(g, n.outputs[k])) return false;
-      t.desc = outs[k];
-    }
+  for (int t : gathers) {
+    if (is_graph_output(g, t) && g.tensor(t).desc.layout != Layout::NHWC) return false;
+    g.mutable_tensors()[t].desc.layout = Layout::NHWC;
   }
-  return true;
+  return reinfer_layouts(g, first);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "engine/base/check.hpp"
+#include "engine/passes/graph_edit.hpp"
 #include "engine/passes/passes.hpp"
 
 namespace kiln {
@@ -77,16 +78,10 @@ bool try_fold(Graph& g, int bi) {
   for (int64_t k = 0; k < channels; ++k) b[k] = (b[k] - mean[k]) * f[k] + beta[k];
 
   DType bdt = bt >= 0 ? g.tensor(bt).desc.dtype : wd.dtype;
-  std::string base = g.tensor(wt).name;
-  auto fresh = [&](const std::string& stem) {
-    std::string n = stem;
-    for (int i = 2; g.find(n) >= 0; ++i) n = fmt::format("{}_{}", stem, i);
-    return n;
-  };
-  Tensor nw = g.constant(fresh(base + "_bnfold"), wd, std::move(wnew));
+  Tensor nw = g.constant(fresh_name(g, g.tensor(wt).name + "_bnfold"), wd, std::move(wnew));
   TensorDesc bd{bdt, {Dim(channels)}, Layout::NCHW, {}};
-  Tensor nb =
-      g.constant(fresh(c.name + "_bnfold_bias"), bd, HostTensor::from_f64(bdt, {channels}, b));
+  Tensor nb = g.constant(fresh_name(g, c.name + "_bnfold_bias"), bd,
+                         HostTensor::from_f64(bdt, {channels}, b));
   std::vector<Node>& nodes = g.mutable_nodes();
   Node& cn = nodes[pi];
   int yt = nodes[bi].outputs[0];
@@ -106,6 +101,88 @@ bool try_fold(Graph& g, int bi) {
   return true;
 }
 
+// The conv2d that alone reads batchnorm node `bi`'s output, as its input, with constant weights
+// (and bias), one group and no padding, or -1: a padded tap reads 0, not the batchnorm of 0.
+int conv_reading(const Graph& g, int bi) {
+  const Node& bn = g.nodes()[bi];
+  if (bn.op != OpKind::Batchnorm || bn.outputs.empty()) return -1;
+  const int yt = bn.outputs[0];
+  for (int o : g.outputs())
+    if (o == yt) return -1;
+  int ci = -1;
+  for (size_t i = 0; i < g.nodes().size(); ++i)
+    for (int t : g.nodes()[i].inputs)
+      if (t == yt) {
+        if (ci >= 0) return -1;
+        ci = static_cast<int>(i);
+      }
+  if (ci < 0) return -1;
+  const Node& c = g.nodes()[ci];
+  if (c.op != OpKind::Conv2d || c.inputs[0] != yt || c.inputs[1] == yt) return -1;
+  if (c.attr_int("groups") != 1) return -1;
+  for (int64_t p : c.attr_ints("padding"))
+    if (p != 0) return -1;
+  if (!is_const(g, c.inputs[1]) || (c.inputs.size() > 2 && !is_const(g, c.inputs[2]))) return -1;
+  for (size_t i = 1; i < 5; ++i)
+    if (!is_const(g, bn.inputs[i])) return -1;
+  return ci;
+}
+
+// Folds batchnorm node `bi` into the conv after it if it can (MaxViT's and pre-activation
+// blocks' norm before a 1x1 conv): with f = gamma / sqrt(var + eps) and t = beta - mean f over
+// the input channels c, W'[k, c, r, s] = W[k, c, r, s] f[c] and b'[k] = b[k] + sum W[k, c, r, s]
+// t[c]; the conv reads the batchnorm's input. True when the graph changed.
+bool try_fold_before(Graph& g, int bi) {
+  const int ci = conv_reading(g, bi);
+  if (ci < 0) return false;
+  const Node& bn = g.nodes()[bi];
+  const Node& c = g.nodes()[ci];
+  const int wt = c.inputs[1];
+  const int bt = c.inputs.size() > 2 ? c.inputs[2] : -1;
+  std::vector<double> gamma = g.tensor(bn.inputs[1]).data->to_f64();
+  std::vector<double> beta = g.tensor(bn.inputs[2]).data->to_f64();
+  std::vector<double> mean = g.tensor(bn.inputs[3]).data->to_f64();
+  std::vector<double> var = g.tensor(bn.inputs[4]).data->to_f64();
+  const double eps = bn.attr_float("eps");
+  HostTensor wnew = *g.tensor(wt).data;
+  KILN_ASSERT(wnew.is_row_major() && wnew.rank() == 4, "constant '{}' is not a row-major filter",
+              g.tensor(wt).name);
+  const int64_t k_out = wnew.shape[0], cin = wnew.shape[1], taps = wnew.shape[2] * wnew.shape[3];
+  KILN_ASSERT(static_cast<int64_t>(gamma.size()) == cin,
+              "batchnorm '{}' of {} channels before a "
+              "conv of {}",
+              bn.name, gamma.size(), cin);
+  std::vector<double> b(static_cast<size_t>(k_out), 0.0);
+  if (bt >= 0) b = g.tensor(bt).data->to_f64();
+  const size_t es = dtype_size(wnew.dtype);
+  std::byte* wp = wnew.data.data();
+  for (int64_t k = 0; k < k_out; ++k)
+    for (int64_t ch = 0; ch < cin; ++ch) {
+      const double f = gamma[ch] / std::sqrt(var[ch] + eps), t = beta[ch] - mean[ch] * f;
+      for (int64_t r = 0; r < taps; ++r) {
+        std::byte* e = wp + static_cast<size_t>((k * cin + ch) * taps + r) * es;
+        const double w = load_element(wnew.dtype, e);
+        b[k] += w * t;
+        store_element(wnew.dtype, e, w * f);
+      }
+    }
+  const TensorDesc wd = g.tensor(wt).desc;
+  const DType bdt = bt >= 0 ? g.tensor(bt).desc.dtype : wd.dtype;
+  Tensor nw = g.constant(fresh_name(g, g.tensor(wt).name + "_bnfold"), wd, std::move(wnew));
+  Tensor nb = g.constant(fresh_name(g, c.name + "_bnfold_bias"),
+                         TensorDesc{bdt, {Dim(k_out)}, Layout::NCHW, {}},
+                         HostTensor::from_f64(bdt, {k_out}, b));
+  Node& cn = g.mutable_nodes()[ci];
+  cn.inputs[0] = g.nodes()[bi].inputs[0];
+  cn.inputs[1] = nw.id;
+  if (cn.inputs.size() > 2)
+    cn.inputs[2] = nb.id;
+  else
+    cn.inputs.push_back(nb.id);
+  g.prune();  // the batchnorm, read by nothing now
+  return true;
+}
+
 }  // namespace
 
 int fold_batchnorm(Graph& g) {
@@ -113,7 +190,7 @@ int fold_batchnorm(Graph& g) {
   for (bool changed = true; changed;) {
     changed = false;
     for (size_t i = 0; i < g.nodes().size(); ++i) {
-      if (try_fold(g, static_cast<int>(i))) {
+      if (try_fold(g, static_cast<int>(i)) || try_fold_before(g, static_cast<int>(i))) {
         ++folded;
         changed = true;
         break;
@@ -123,12 +200,14 @@ int fold_batchnorm(Graph& g) {
   return folded;
 }
 
-bool has_batchnorm_after_contraction(const Graph& g) {
-  for (const Node& n : g.nodes()) {
+bool has_batchnorm_next_to_contraction(const Graph& g) {
+  for (size_t i = 0; i < g.nodes().size(); ++i) {
+    const Node& n = g.nodes()[i];
     if (n.op != OpKind::Batchnorm || n.inputs.empty()) continue;
     int p = g.tensor(n.inputs[0]).producer;
     if (p >= 0 && (g.nodes()[p].op == OpKind::Conv2d || g.nodes()[p].op == OpKind::Matmul))
       return true;
+    if (conv_reading(g, static_cast<int>(i)) >= 0) return true;
   }
   return false;
 }

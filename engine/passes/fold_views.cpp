@@ -63,19 +63,6 @@ Layout strided_or_dense(const std::vector<int64_t>& strides, const Shape& shape)
   return is_nhwc_dense(strides, shape) ? Layout::NHWC : Layout::Strided;
 }
 
-// Consumers that read a channels-last tensor as well as a row-major one, at full speed: the
-// elementwise ops (adjacent threads, adjacent memory in either layout), convolutions and pools.
-bool all_consumers_take_nhwc(const Graph& g, int t) {
-  for (int c : consumers_of(g, t)) {
-    const OpInfo& info = op_info(g.nodes()[c].op);
-    if (info.role == FusionRole::Elementwise) continue;
-    if (info.category == OpCategory::Window) continue;
-    if (g.nodes()[c].op == OpKind::Conv2d && g.nodes()[c].inputs[0] == t) continue;
-    return false;
-  }
-  return true;
-}
-
 void set_view(Graph& g, int view, int root, const std::vector<int64_t>& strides) {
   TensorInfo& t = g.mutable_tensors()[view];
   t.view_of = root;

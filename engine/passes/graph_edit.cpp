@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "engine/base/check.hpp"
 #include "engine/ir/graph_queries.hpp"
 #include "engine/ir/op_table.hpp"
 
@@ -49,6 +50,26 @@ bool rows_dense(const Graph& g, int t) {
     }
     return op_info(n.op).category != OpCategory::Movement;
   }
+}
+
+bool reinfer_layouts(Graph& g, size_t first) {
+  for (size_t i = first; i < g.nodes().size(); ++i) {
+    const Node& n = g.nodes()[i];
+    const OpInfo& info = op_info(n.op);
+    std::vector<const TensorInfo*> in;
+    for (int t : n.inputs) in.push_back(&g.tensor(t));
+    std::vector<TensorDesc> outs = info.infer(InferArgs{n.name, in, n});
+    KILN_ASSERT(outs.size() == n.outputs.size(), "node '{}': {} outputs inferred for {}", n.name,
+                outs.size(), n.outputs.size());
+    for (size_t k = 0; k < outs.size(); ++k) {
+      TensorInfo& t = g.mutable_tensors()[n.outputs[k]];
+      if (!(outs[k].shape == t.desc.shape) || outs[k].dtype != t.desc.dtype) return false;
+      if (info.category == OpCategory::Movement && t.desc.layout == Layout::NHWC) continue;
+      if (outs[k].layout != t.desc.layout && is_graph_output(g, n.outputs[k])) return false;
+      t.desc = outs[k];
+    }
+  }
+  return true;
 }
 
 }  // namespace kiln

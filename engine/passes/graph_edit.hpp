@@ -24,4 +24,12 @@ void replace_uses(Graph& g, int from, int to);
 // matmul stores it transposed: attention's heads merge).
 bool rows_dense(const Graph& g, int t);
 
+// Infers the outputs of nodes `first`.. again from their inputs as they are now (the layouts after
+// a rewrite changed a tensor's layout, as building the graph would have set them). A movement op's
+// channels-last output stays channels-last: only a pass chooses that (shape inference makes
+// movement outputs row-major), and a copy writes any layout. Returns false, leaving the graph
+// partly updated, when a shape or dtype would change or a graph output's layout would; a user
+// error of an op that refuses its new input layout propagates.
+bool reinfer_layouts(Graph& g, size_t first);
+
 }  // namespace kiln

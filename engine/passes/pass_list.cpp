@@ -97,6 +97,18 @@ std::string run_channels_last_tokens(Graph& g) {
   return listed("channels-last tokens read in place", rewritten);
 }
 
+std::string run_compose_movement_chains(Graph& g) {
+  std::vector<std::string> rewritten;
+  compose_movement_chains(g, &rewritten);
+  return listed("reshape / transpose chains as one transpose", rewritten);
+}
+
+std::string run_elementwise_before_relabels(Graph& g) {
+  std::vector<std::string> moved;
+  elementwise_before_relabels(g, &moved);
+  return listed("elementwise ops moved above a channels-last relabel into an epilogue", moved);
+}
+
 std::string run_fold_movement_views(Graph& g) {
   std::vector<std::string> views;
   fold_movement_views(g, &views);
@@ -124,7 +136,7 @@ std::string run_fold_slice_views(Graph& g) {
 // become views before the slices (a slice of a concat input then composes with its place).
 constexpr EnginePass kEnginePasses[] = {
     {has_split, run_lower_splits, true},
-    {has_batchnorm_after_contraction, run_fold_batchnorm},
+    {has_batchnorm_next_to_contraction, run_fold_batchnorm},
     {has_reshape_of_channels_last, run_channel_shuffles},
     {has_channels_last_conv_with_nchw_filter, run_channels_last_filters},
     {has_spatial_mean, run_spatial_means_as_pools},
@@ -133,6 +145,8 @@ constexpr EnginePass kEnginePasses[] = {
     {has_matmul, run_lift_matmul_reshapes},
     {has_matmul, run_lift_matmul_row_permutes},
     {has_reshape, run_channels_last_tokens},
+    {has_transpose, run_compose_movement_chains},
+    {has_transpose, run_elementwise_before_relabels},
     {has_movement, run_fold_movement_views},
     {has_concat, run_fold_concat_views},
     {has_slice_or_expand, run_fold_slice_views},

@@ -17,11 +17,16 @@ namespace kiln {
 //   b' = (b - mean) * gamma / sqrt(var + eps) + beta
 // The contraction gets new constants W' and b' and takes over the batchnorm's output tensor; the
 // batchnorm node disappears. Matmul folds only when its output is 2-D (channel = the last dim).
+// A batchnorm that only a conv2d reads (as its input; constant weights, one group, no padding:
+// MaxViT's and pre-activation blocks' norm before a 1x1 conv) folds into it the other way:
+//   W'[k, c, r, s] = W[k, c, r, s] * f[c],  b'[k] = b[k] + sum over c, r, s of W[k, c, r, s] t[c]
+// with f = gamma / sqrt(var + eps), t = beta - mean * f; the conv reads the batchnorm's input.
 // Returns the number of batchnorm nodes folded. Dead nodes and tensors are pruned.
 int fold_batchnorm(Graph& g);
 
-// Cheap test: some batchnorm reads a conv2d / matmul output (fold_batchnorm may change `g`).
-bool has_batchnorm_after_contraction(const Graph& g);
+// Cheap test: some batchnorm reads a conv2d / matmul output or only a conv2d reads a batchnorm
+// (fold_batchnorm may change `g`).
+bool has_batchnorm_next_to_contraction(const Graph& g);
 
 // A channel shuffle of a channels-last map, reshape([N, C, H, W] -> [N, g, C/g, H, W]) then
 // transpose(0, 2, 1, 3, 4) then reshape back to [N, C, H, W] (ShuffleNet's, as ONNX exporters
@@ -85,6 +90,26 @@ int lift_matmul_row_permutes(Graph& g, std::vector<std::string>* lifted = nullpt
 // memory (two copy kernels before). Returns the number rewritten ("flat + perm" in `rewritten`).
 int channels_last_tokens(Graph& g, std::vector<std::string>* rewritten = nullptr);
 bool has_reshape(const Graph& g);
+
+// A chain of reshapes and transposes (each tensor between them read by the next alone) costs a
+// copy kernel per transpose; composed, it is one transpose of its input viewed in finer dims (the
+// input's dims split where a reshape of the chain splits them), between reshapes that are views.
+// Where every reader of a 4-D output takes channels-last memory and a conv or pool reads it
+// (directly or after elementwise ops), the transpose writes [N, H, W, C] and the output is that
+// memory as [N, C, H, W] channels-last (MaxViT's window and grid departitions, so that its MBConv
+// blocks run NHWC convs); the layouts after it are inferred again. Chains that a matmul or
+// attention reads stay (their operands are strided views). Returns the number of chains rewritten
+// ("last node (k copies -> 1)" in `rewritten`).
+int compose_movement_chains(Graph& g, std::vector<std::string>* rewritten = nullptr);
+bool has_transpose(const Graph& g);
+
+// An elementwise op that alone reads a transpose relabeling a contraction's row-major [N, H, W, C]
+// result as a channels-last [N, C, H, W] (a view: ConvNeXt's permute after fc2, then its layer
+// scale and residual add) moves above it, in the contraction's coordinates (a constant operand
+// reshaped where its dims keep their order, a run-time one read through the inverse transpose,
+// a view of its channels-last memory), so that it joins the contraction's epilogue; the relabel
+// follows it, op after op. Returns the number moved (their names in `moved`).
+int elementwise_before_relabels(Graph& g, std::vector<std::string>* moved = nullptr);
 
 // reduce_mean over the two spatial dims of a 4-D activation, keeping them (adaptive_avg_pool2d(x,
 // 1) in core ATen), becomes global_avgpool: the same output from the window family's parallel
