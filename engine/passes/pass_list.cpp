@@ -38,6 +38,18 @@ std::string run_lower_splits(Graph& g) {
   return listed("splits lowered to one slice per output", lowered);
 }
 
+std::string run_drop_empty_pads(Graph& g) {
+  std::vector<std::string> dropped;
+  drop_empty_pads(g, &dropped);
+  return listed("pads of zero width dropped", dropped);
+}
+
+std::string run_rolls_as_gathers(Graph& g) {
+  std::vector<std::string> rewritten;
+  rolls_as_gathers(g, &rewritten);
+  return listed("rolls as one gather", rewritten);
+}
+
 // Inference batchnorm after a conv/matmul with constant weights folds into them: no batchnorm
 // math in the epilogue.
 std::string run_fold_batchnorm(Graph& g) {
@@ -136,6 +148,8 @@ std::string run_fold_slice_views(Graph& g) {
 // become views before the slices (a slice of a concat input then composes with its place).
 constexpr EnginePass kEnginePasses[] = {
     {has_split, run_lower_splits, true},
+    {has_empty_pad, run_drop_empty_pads},
+    {has_roll, run_rolls_as_gathers},
     {has_batchnorm_next_to_contraction, run_fold_batchnorm},
     {has_reshape_of_channels_last, run_channel_shuffles},
     {has_channels_last_conv_with_nchw_filter, run_channels_last_filters},

@@ -10,6 +10,20 @@
 
 namespace kiln {
 
+// A pad of zero width on every side (Swin's pad of the map to a multiple of its window, when it
+// is one already) is its input: its readers read that, and the copy kernel goes. Returns the
+// number dropped (their names in `dropped`).
+int drop_empty_pads(Graph& g, std::vector<std::string>* dropped = nullptr);
+bool has_empty_pad(const Graph& g);
+
+// torch.roll as exported, concat([slice(x, s, L), slice(x, 0, s)]) along one axis of a row-major
+// x, is one gather of the axis's positions in rotated order (three copy kernels before); a roll
+// along the next axis of a roll that only it reads is one gather of both axes' positions, x
+// viewed with the two flattened (Swin's shifted windows roll H then W). Returns the number of
+// gathers made (the concats' names in `rewritten`).
+int rolls_as_gathers(Graph& g, std::vector<std::string>* rewritten = nullptr);
+bool has_roll(const Graph& g);
+
 // Folds inference batchnorm into the conv2d / matmul that feeds it when the contraction's weights
 // (and bias, if any) and the batchnorm's scale, bias, mean and var are constants and nothing else
 // reads the contraction's output:
