@@ -121,6 +121,12 @@ std::string run_elementwise_before_relabels(Graph& g) {
   return listed("elementwise ops moved above a channels-last relabel into an epilogue", moved);
 }
 
+std::string run_split_attention_batches(Graph& g) {
+  std::vector<std::string> rewritten;
+  split_attention_batches(g, &rewritten);
+  return listed("attention in the batch shape of its mask", rewritten);
+}
+
 std::string run_fold_movement_views(Graph& g) {
   std::vector<std::string> views;
   fold_movement_views(g, &views);
@@ -155,6 +161,7 @@ constexpr EnginePass kEnginePasses[] = {
     {has_channels_last_conv_with_nchw_filter, run_channels_last_filters},
     {has_spatial_mean, run_spatial_means_as_pools},
     {has_paddable_conv, run_pad_conv_channels},
+    {has_reshape_and_softmax, run_split_attention_batches},
     {has_movement, run_absorb_matmul_transposes},
     {has_matmul, run_lift_matmul_reshapes},
     {has_matmul, run_lift_matmul_row_permutes},

@@ -125,6 +125,14 @@ bool has_transpose(const Graph& g);
 // follows it, op after op. Returns the number moved (their names in `moved`).
 int elementwise_before_relabels(Graph& g, std::vector<std::string>* moved = nullptr);
 
+// Scores reshaped to split their first dim ([N W, H, S, S] -> [N, W, H, S, S]) for a mask that
+// broadcasts over N, then reshaped back before the softmax (Swin's shifted-window mask): the split
+// moves before the scores' matmul (q, k and v reshaped, views) and the merge after the softmax's
+// matmul, so that the planner sees one attention chain over two batch dims. Returns the number
+// rewritten (the scores' matmuls in `rewritten`).
+int split_attention_batches(Graph& g, std::vector<std::string>* rewritten = nullptr);
+bool has_reshape_and_softmax(const Graph& g);
+
 // reduce_mean over the two spatial dims of a 4-D activation, keeping them (adaptive_avg_pool2d(x,
 // 1) in core ATen), becomes global_avgpool: the same output from the window family's parallel
 // pool. Returns the number rewritten (their names in `rewritten`).
