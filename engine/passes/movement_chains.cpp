@@ -333,6 +333,30 @@ bool strided_reader(const Graph& g, int t) {
   return false;
 }
 
+// Chain `c` (atoms `A`) rewritten to write [N, H, W, C] for a channels-last [N, C, H, W] result,
+// where that costs no more copies than it does now: on a copy of `g`, since inferring the layouts
+// after it again may refuse (a graph output's layout would change, an op refuses it). Returns the
+// copies it costs then (0 or 1), or nothing, `g` as it was.
+std::optional<int> rewrite_channels_last(Graph& g, const Chain& c, const Atoms& A,
+                                         std::set<std::string>* made) {
+  Atoms cl = A;
+  cl.dims = {A.dims[0], A.dims[2], A.dims[3], A.dims[1]};
+  std::optional<Composite> k = compose(cl, cl.flat());
+  if (!k || c.ends_channels_last || (k->identity() ? 0 : 1) > c.copies) return std::nullopt;
+  Graph h = g;
+  std::set<std::string> hm = *made;
+  try {
+    rewrite(h, c, *k, true, &hm);
+    if (!reinfer_layouts(h, c.nodes.back() + 1)) return std::nullopt;
+  } catch (const Error& e) {
+    if (e.kind() != ErrorKind::User) throw;
+    return std::nullopt;
+  }
+  g = std::move(h);
+  *made = std::move(hm);
+  return k->identity() ? 0 : 1;
+}
+
 bool touches(const Graph& g, const Chain& c, const std::set<std::string>& made) {
   for (int k : c.nodes)
     if (made.count(g.nodes()[k].name)) return true;
@@ -359,49 +383,30 @@ int compose_movement_chains(Graph& g, std::vector<std::string>* rewritten) {
     // Where the atoms stop, the rest is a chain of its own, read channels-last too when that
     // does not feed a matmul (its first reshape reads the memory as it is: composed, the rest
     // costs one copy either way).
-    bool rest_reads_nhwc = false;
+    bool rest_takes_nhwc = false;
     if (done < c->nodes.size()) {
       starts.insert(g.nodes()[c->nodes[done]].name);
       if (done == 0) continue;
-      rest_reads_nhwc = !strided_reader(g, c->y) && !is_graph_output(g, c->y);
+      rest_takes_nhwc = !strided_reader(g, c->y) && !is_graph_output(g, c->y);
       cut(g, *c, done);
     }
     if (c->copies == 0 || consumers_of(g, c->y).empty() || is_graph_output(g, c->y) ||
         strided_reader(g, c->y))
       continue;
     const std::string name = g.nodes()[c->nodes.back()].name;
-    // Channels-last output where the readers want it: on a copy, since inferring the layouts
-    // after it again may refuse (a graph output's layout would change, an op refuses it).
-    if (wants_channels_last(g, c->y) || (rest_reads_nhwc && g.tensor(c->y).desc.rank() == 4 &&
-                                         g.tensor(c->y).desc.layout == Layout::NCHW)) {
-      const auto& d = A->dims;
-      Atoms cl = *A;
-      cl.dims = {d[0], d[2], d[3], d[1]};
-      std::optional<Composite> k = compose(cl, cl.flat());
-      if (k && !c->ends_channels_last && (k->identity() ? 0 : 1) <= c->copies) {
-        Graph h = g;
-        std::set<std::string> hm = made;
-        bool ok = false;
-        try {
-          rewrite(h, *c, *k, true, &hm);
-          ok = reinfer_layouts(h, c->nodes.back() + 1);
-        } catch (const Error& e) {
-          if (e.kind() != ErrorKind::User) throw;
-        }
-        if (ok) {
-          g = std::move(h);
-          made = std::move(hm);
-          if (rewritten)
-            rewritten->push_back(fmt::format("{} ({} copies -> {}, channels-last)", name, c->copies,
-                                             k->identity() ? 0 : 1));
-          ++count;
-          continue;
-        }
+    const TensorDesc& yd = g.tensor(c->y).desc;
+    if (wants_channels_last(g, c->y) ||
+        (rest_takes_nhwc && yd.rank() == 4 && yd.layout == Layout::NCHW)) {
+      if (auto k = rewrite_channels_last(g, *c, *A, &made)) {
+        if (rewritten)
+          rewritten->push_back(
+              fmt::format("{} ({} copies -> {}, channels-last)", name, c->copies, *k));
+        ++count;
+        continue;
       }
     }
     std::optional<Composite> k = compose(*A, A->flat());
     if (!k || (k->identity() ? 0 : 1) >= c->copies) continue;
-
     rewrite(g, *c, *k, false, &made);
     if (rewritten)
       rewritten->push_back(
