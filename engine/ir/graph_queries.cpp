@@ -36,6 +36,15 @@ std::optional<std::vector<int64_t>> static_strides(const TensorDesc& d) {
   return layout_strides(shape, d.layout);
 }
 
+bool read_by_one(const Graph& g, int t) {
+  return g.tensor(t).role == TensorRole::Intermediate && !is_graph_output(g, t) &&
+         consumers_of(g, t).size() == 1;
+}
+
+bool is_elementwise(const Node& n) {
+  return op_info(n.op).role == FusionRole::Elementwise && n.outputs.size() == 1;
+}
+
 bool strides_dense(const std::vector<int64_t>& strides, const Shape& shape, Layout layout) {
   TensorDesc d;
   d.shape = shape;

@@ -17,6 +17,10 @@ int memory_root(const Graph& g, int t);
 // Element strides of a tensor in memory when they are static: explicit (Strided), or a dense
 // layout whose dims are static except the outermost (which no stride depends on).
 std::optional<std::vector<int64_t>> static_strides(const TensorDesc& d);
+// `t` is an intermediate (not a graph output) that exactly one node reads.
+bool read_by_one(const Graph& g, int t);
+// `n` is an elementwise op of one output (FusionRole::Elementwise).
+bool is_elementwise(const Node& n);
 // Whether `strides` are the dense strides of `shape` in `layout` (unit dims may carry any stride).
 bool strides_dense(const std::vector<int64_t>& strides, const Shape& shape, Layout layout);
 // Every reader of `t` reads a channels-last tensor as well as a row-major one, at full speed: the

@@ -21,15 +21,6 @@
 namespace kiln {
 namespace {
 
-bool private_to_one(const Graph& g, int t) {
-  return g.tensor(t).role == TensorRole::Intermediate && !is_graph_output(g, t) &&
-         consumers_of(g, t).size() == 1;
-}
-
-bool is_elementwise(const Node& n) {
-  return op_info(n.op).role == FusionRole::Elementwise && n.outputs.size() == 1;
-}
-
 // The input of elementwise node `n` that carries the chain (its output's shape, an intermediate),
 // when exactly one does and every other one broadcasts over the chain's first dim.
 int chain_input(const Graph& g, const Node& n) {
@@ -70,7 +61,7 @@ std::optional<Match> match(const Graph& g, int r) {
   // Up: elementwise ops back to the scores' matmul.
   int t = split.inputs[0];
   for (;;) {
-    if (!private_to_one(g, t)) return std::nullopt;
+    if (!read_by_one(g, t)) return std::nullopt;
     const int p = g.tensor(t).producer;
     if (p < 0) return std::nullopt;
     const Node& pn = g.nodes()[p];
@@ -87,7 +78,7 @@ std::optional<Match> match(const Graph& g, int r) {
   int u = split.outputs[0];
   int merge = -1;
   for (;;) {
-    if (!private_to_one(g, u)) return std::nullopt;
+    if (!read_by_one(g, u)) return std::nullopt;
     const int c = consumers_of(g, u)[0];
     const Node& cn = g.nodes()[c];
     if (cn.op == OpKind::Reshape) {
@@ -102,12 +93,12 @@ std::optional<Match> match(const Graph& g, int r) {
     u = cn.outputs[0];
   }
   const int merged = g.nodes()[merge].outputs[0];
-  if (!(g.tensor(merged).desc.shape == is) || !private_to_one(g, merged)) return std::nullopt;
+  if (!(g.tensor(merged).desc.shape == is) || !read_by_one(g, merged)) return std::nullopt;
   m.softmax = consumers_of(g, merged)[0];
   const Node& sm = g.nodes()[m.softmax];
   const int64_t axis = sm.op == OpKind::Softmax ? sm.attr_int("axis") : 0;
   if (sm.op != OpKind::Softmax || (axis != -1 && axis != static_cast<int64_t>(is.size()) - 1) ||
-      !private_to_one(g, sm.outputs[0]))
+      !read_by_one(g, sm.outputs[0]))
     return std::nullopt;
   m.mm2 = consumers_of(g, sm.outputs[0])[0];
   const Node& pv = g.nodes()[m.mm2];
@@ -136,7 +127,7 @@ class Builder {
   // is rebuilt over the split input instead, so that the attention matcher still finds it.
   Tensor split(int t, const Dim& d0, const Dim& d1) {
     const int p = g_.tensor(t).producer;
-    if (p >= 0 && private_to_one(g_, t) && is_elementwise(g_.nodes()[p])) {
+    if (p >= 0 && read_by_one(g_, t) && is_elementwise(g_.nodes()[p])) {
       const Node pn = g_.nodes()[p];
       const int c = chain_input(g_, pn);
       if (c >= 0) return redo(pn, c, split_plain(c, d0, d1));

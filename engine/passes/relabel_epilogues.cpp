@@ -21,20 +21,11 @@
 namespace kiln {
 namespace {
 
-bool private_to_one(const Graph& g, int t) {
-  return g.tensor(t).role == TensorRole::Intermediate && !is_graph_output(g, t) &&
-         consumers_of(g, t).size() == 1;
-}
-
-bool is_elementwise(const Node& n) {
-  return op_info(n.op).role == FusionRole::Elementwise && n.outputs.size() == 1;
-}
-
 // Whether `x` comes from a contraction through private elementwise ops: what an epilogue
 // computes (other operands of those ops, a residual, may come from anywhere).
 bool from_contraction(const Graph& g, int x, int depth = 0) {
   const int p = g.tensor(x).producer;
-  if (depth > 16 || p < 0 || !private_to_one(g, x)) return false;
+  if (depth > 16 || p < 0 || !read_by_one(g, x)) return false;
   const Node& n = g.nodes()[p];
   if (op_info(n.op).category == OpCategory::Contraction) return true;
   if (!is_elementwise(n)) return false;
@@ -58,7 +49,7 @@ std::optional<std::vector<int64_t>> relabel(const Graph& g, int ti) {
   for (size_t i = 0; i < 4; ++i) ps[i] = (*st)[static_cast<size_t>(perm[i])];
   if (!strides_dense(ps, zd.shape, Layout::NHWC) || strides_dense(ps, zd.shape, Layout::NCHW))
     return std::nullopt;
-  if (!private_to_one(g, t.inputs[0]) || !from_contraction(g, t.inputs[0])) return std::nullopt;
+  if (!read_by_one(g, t.inputs[0]) || !from_contraction(g, t.inputs[0])) return std::nullopt;
   return perm;
 }
 
@@ -186,7 +177,7 @@ int elementwise_before_relabels(Graph& g, std::vector<std::string>* moved) {
     const auto perm = relabel(g, static_cast<int>(i));
     if (!perm) continue;
     const int z = g.nodes()[i].outputs[0];
-    if (!private_to_one(g, z)) continue;
+    if (!read_by_one(g, z)) continue;
     const int ei = consumers_of(g, z)[0];
     const std::string en = g.nodes()[ei].name;
     if (!is_elementwise(g.nodes()[ei]) || !move_above(g, static_cast<int>(i), ei, *perm)) continue;

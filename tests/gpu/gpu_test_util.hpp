@@ -13,6 +13,7 @@
 #include "engine/base/random.hpp"
 #include "kiln/engine.hpp"
 #include "kiln/host_tensor.hpp"
+#include "kiln/reference.hpp"
 #include "runtime/cuda_driver.hpp"
 
 namespace kiln::gputest {
@@ -122,6 +123,31 @@ inline std::map<std::string, DeviceTensor> tensors_of(const std::map<std::string
   std::map<std::string, DeviceTensor> out;
   for (const auto& [k, v] : m) out[k] = v.t;
   return out;
+}
+
+// Runs `cg` (compiled from `g`) on `inputs`, each uploaded in its declared layout, every output
+// poisoned first, and compares each output with the CPU reference of `g` (the graph as built) at
+// its dtype's tolerance.
+inline ::testing::AssertionResult matches_reference(CompiledGraph& cg, const Graph& g,
+                                                    const std::map<std::string, HostTensor>& inputs,
+                                                    void* stream) {
+  const auto want = run_reference(g, inputs);
+  std::map<std::string, DeviceData> din, dout;
+  for (int id : g.inputs()) {
+    const TensorInfo& t = g.tensor(id);
+    din[t.name] = upload(inputs.at(t.name), t.desc.layout);
+  }
+  for (int id : g.outputs()) {
+    const TensorInfo& t = g.tensor(id);
+    dout[t.name] = alloc_poisoned(t.desc.dtype, want.at(t.name).shape, t.desc.layout);
+  }
+  cg.run(tensors_of(din), tensors_of(dout), stream);
+  cuda::stream_synchronize(stream);
+  for (auto& [name, d] : dout) {
+    auto r = all_close(download(d), want.at(name), default_rtol(d.dtype));
+    if (!r) return r << " (output " << name << ")";
+  }
+  return ::testing::AssertionSuccess();
 }
 
 }  // namespace kiln::gputest
