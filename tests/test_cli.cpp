@@ -260,6 +260,25 @@ TEST(Cli, RandomInputNeedsItsSymbolsBound) {
   expect_user_error({"run", src("examples/graphs/transformer_mlp.json")}, "--shape seq=V");
 }
 
+// --passes: the CPU reference of the graph after the Engine's passes (the bottleneck's batchnorms
+// folded, its views), checked against the graph as built; a usage error beside --check or a GPU.
+TEST(Cli, PassesRunsTheRewrittenGraphAgainstTheBuiltOne) {
+  const std::vector<std::string> args = {
+      "run",      src("examples/graphs/resnet50_bottleneck.json"),
+      "--shape",  "N=1",
+      "--device", "cpu",
+      "--passes"};
+  CliResult r = run_cli(args);
+  EXPECT_EQ(r.rc, 0) << ctx(args, r);
+  EXPECT_NE(r.out.find("check  "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(": ok"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("of the graph after the passes"), std::string::npos) << r.out;
+  std::vector<std::string> bad = args;
+  bad.back() = "--check";
+  bad.push_back("--passes");
+  expect_user_error(bad, "--passes runs on the CPU reference");
+}
+
 TEST(Cli, DeviceGpuIsRefusedWithoutAGpu) {
   if (void* h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL)) {
     dlclose(h);

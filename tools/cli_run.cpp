@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "kiln/io.hpp"
+#include "kiln/lowering.hpp"
 #include "kiln/reference.hpp"
 #include "tools/cli_common.hpp"
 #include "tools/cli_gpu.hpp"
@@ -86,6 +87,7 @@ int run_run(const std::vector<std::string>& argv) {
                        {"--device", true, false},
                        {"--threads", true, false},
                        {"--check", false, false},
+                       {"--passes", false, false},
                        {"--stats", false, false}},
                       1, 1);
   const std::string device = a.get("--device", "auto");
@@ -105,13 +107,16 @@ int run_run(const std::vector<std::string>& argv) {
   std::string why;
   bool use_gpu = false;
   bool check = a.has("--check");
+  const bool passes = a.has("--passes");
+  if (passes && (check || dev.kind == DeviceFlag::Kind::Gpu))
+    usage_error("run", "--passes runs on the CPU reference: not with --check or a GPU --device");
   if (check)
     KILN_CHECK(gpu_available(&why),
                "run --check: needs a GPU to check against the CPU reference: {}", why);
   if (dev.kind == DeviceFlag::Kind::Gpu || check) {
     require_gpu("run", dev.ordinal);
     use_gpu = true;
-  } else if (dev.kind == DeviceFlag::Kind::Auto) {
+  } else if (dev.kind == DeviceFlag::Kind::Auto && !passes) {
     use_gpu = gpu_available(&why);
   }
 
@@ -160,12 +165,21 @@ int run_run(const std::vector<std::string>& argv) {
     ReferenceOptions ro;
     ro.bindings = in.bindings;
     ro.threads = threads;
+    // --passes: the graph the kernels compute (after the Engine's passes), checked below against
+    // the graph as built.
+    std::shared_ptr<const Graph> lowered;
+    if (passes) {
+      lowered = lower_graph(g).graph;
+      check = true;
+    }
     auto t0 = std::chrono::steady_clock::now();
-    outputs = run_reference(g, in.tensors, ro);
+    outputs = run_reference(passes ? *lowered : g, in.tensors, ro);
     ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     int used = threads > 0 ? threads : static_cast<int>(std::thread::hardware_concurrency());
-    backend = fmt::format("cpu reference, {} thread{}{}", used, used == 1 ? "" : "s",
-                          device == "auto" ? fmt::format("; --device auto: {}", why) : "");
+    backend =
+        fmt::format("cpu reference{}, {} thread{}{}",
+                    passes ? " of the graph after the passes" : "", used, used == 1 ? "" : "s",
+                    device == "auto" && !passes ? fmt::format("; --device auto: {}", why) : "");
   }
 
   bool check_failed = false;
@@ -236,7 +250,7 @@ KILN_CLI_COMMAND(
     "usage: kiln run GRAPH [--shape SYM=V ...] [--inputs FILE.safetensors]\n"
     "                      [--input NAME=FILE.safetensors ...] [--seed S] [--int-range LO:HI]\n"
     "                      [--output FILE.safetensors] [--device auto|cpu|gpu|gpu:N] [--threads T] "
-    "[--check] [--stats]\n"
+    "[--check] [--passes] [--stats]\n"
     "\n"
     "Runs GRAPH and prints, per output: name, shape, dtype, layout, min/max/mean and a checksum\n"
     "(FNV-1a 64 of the tensor's bytes in row-major logical order, as a safetensors file holds\n"
@@ -254,6 +268,9 @@ KILN_CLI_COMMAND(
     "  --check            run on the GPU and on the CPU reference; print the max abs/rel error\n"
     "                     per output (tolerance 1e-5 f32, 1e-2 f16/bf16, exact for\n"
     "                     i32/i64/bool); exit 1 on a mismatch\n"
+    "  --passes           run the CPU reference on the graph after the Engine's passes (the\n"
+    "                     rewrites `kiln plan` lists) and check it against the graph as built,\n"
+    "                     as --check does (exit 1 on a mismatch)\n"
     "  --stats            after the run, print the Engine's counters: plans, NVRTC compiles,\n"
     "                     memory/disk/graph cache hits, NVRTC ms (KILN_DUMP=launch: each launch)\n"
     "  --threads T        CPU reference threads (default: all cores)\n"
