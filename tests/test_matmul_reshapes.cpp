@@ -214,5 +214,24 @@ TEST(MatmulReshapes, OnlyRowReshapesOfPrivateResults) {
   }
 }
 
+// Swin's window rows: the output projection [N W, 49, C] x [C, C] reshaped to [N, h, w, 7, 7, C]
+// and departitioned by a transpose: the matmul computes the 6-D shape (its A a view) and stores
+// through the departition's strides, so no copy kernel is left.
+TEST(MatmulReshapes, WindowRowsStoreDepartitioned) {
+  auto g = std::make_shared<Graph>("proj");
+  Tensor x = g->input("x", DType::F16, {"N", 4, 49, 32});
+  Tensor w = g->constant_random("w", TensorDesc{DType::F16, {32, 32}, Layout::NCHW, {}}, "normal",
+                                0, 0.3, 1);
+  Tensor rows = g->reshape(x, {Dim("N") * Dim(4), 49, 32});
+  Tensor y = g->reshape(g->matmul(rows, w), {"N", 2, 2, 7, 7, 32});
+  Tensor d = g->reshape(g->transpose(y, {0, 1, 3, 2, 4, 5}), {"N", 14, 14, 32});
+  g->output(g->relu(d));
+  auto f = apply_engine_passes(g, true, nullptr);
+  int copies = 0;
+  for (const FusionGroup& grp : plan_fusion(*f).groups) copies += grp.kind == GroupKind::Copy;
+  EXPECT_EQ(copies, 0);
+  test::expect_same_values(*g, *f);
+}
+
 }  // namespace
 }  // namespace kiln

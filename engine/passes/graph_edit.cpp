@@ -36,7 +36,7 @@ void replace_uses(Graph& g, int from, int to) {
 }
 
 bool rows_dense(const Graph& g, int t) {
-  for (;;) {
+  for (bool via_reshape = false;; via_reshape = true) {
     const int p = g.tensor(t).producer;
     if (p < 0) return true;
     const Node& n = g.nodes()[p];
@@ -44,6 +44,10 @@ bool rows_dense(const Graph& g, int t) {
       t = n.inputs[0];
       continue;
     }
+    // A transpose that only a reshape reads is a copy or a view of dense row-major memory: the
+    // views that are not (a strided matmul operand, a channels-last map) have other readers.
+    if (n.op == OpKind::Transpose && via_reshape && consumers_of(g, n.outputs[0]).size() == 1)
+      return true;
     if (n.op == OpKind::Transpose) {
       const int in = n.inputs[0], q = g.tensor(in).producer;
       return q >= 0 && g.nodes()[q].op == OpKind::Matmul && consumers_of(g, in).size() == 1;

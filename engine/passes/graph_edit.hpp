@@ -21,7 +21,8 @@ void replace_uses(Graph& g, int from, int to);
 // Whether tensor `t` is dense row-major memory, so that reshaping it for a matmul is a view (else
 // the reshape would cost a copy kernel where the matmul read a strided operand in place): not
 // made by a movement op, through reshapes, except a transpose of a matmul's private result (the
-// matmul stores it transposed: attention's heads merge).
+// matmul stores it transposed: attention's heads merge) or a transpose that only a reshape reads
+// (a copy, or a view of row-major memory).
 bool rows_dense(const Graph& g, int t);
 
 // Infers the outputs of nodes `first`.. again from their inputs as they are now (the layouts after

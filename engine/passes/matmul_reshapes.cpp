@@ -15,22 +15,23 @@
 namespace kiln {
 namespace {
 
-// The reshape node that alone reads matmul node `mi`'s 2-D output and gives it batch dims with
-// the same columns ([R, M] -> [d0, .., M], d0 x .. = R), or -1.
+// The reshape node that alone reads matmul node `mi`'s output and gives it other row dims with
+// the same columns ([r0, .., M] -> [d0, .., M], d0 x .. = r0 x ..), or -1.
 int row_reshape(const Graph& g, int mi) {
   const Node& m = g.nodes()[mi];
   const int y = m.outputs[0];
   const TensorInfo& yt = g.tensor(y);
-  if (yt.desc.rank() != 2 || yt.desc.layout != Layout::NCHW || is_graph_output(g, y)) return -1;
+  if (yt.desc.rank() < 2 || yt.desc.layout != Layout::NCHW || is_graph_output(g, y)) return -1;
   const std::vector<int> cs = consumers_of(g, y);
   if (cs.size() != 1 || g.nodes()[cs[0]].op != OpKind::Reshape) return -1;
   const int z = g.nodes()[cs[0]].outputs[0];
   const TensorDesc& zd = g.tensor(z).desc;
-  if (zd.rank() < 3 || zd.layout != Layout::NCHW || is_graph_output(g, z)) return -1;
-  if (!(zd.shape.back() == yt.desc.shape[1])) return -1;
-  Dim rows(1);
+  if (zd.rank() < 2 || zd.layout != Layout::NCHW || is_graph_output(g, z)) return -1;
+  if (!(zd.shape.back() == yt.desc.shape.back()) || zd.shape == yt.desc.shape) return -1;
+  Dim rows(1), yrows(1);
   for (int i = 0; i + 1 < zd.rank(); ++i) rows = rows * zd.shape[i];
-  return rows == yt.desc.shape[0] ? cs[0] : -1;
+  for (int i = 0; i + 1 < yt.desc.rank(); ++i) yrows = yrows * yt.desc.shape[i];
+  return rows == yrows ? cs[0] : -1;
 }
 
 // Matmul node `mi` computes reshape node `ri`'s output shape from A reshaped alike; the
@@ -40,7 +41,7 @@ void lift(Graph& g, int mi, int ri) {
   const int y = g.nodes()[mi].outputs[0];
   const int z = g.nodes()[ri].outputs[0];
   Shape rows_k = g.tensor(z).desc.shape;
-  rows_k.back() = g.tensor(a).desc.shape[1];
+  rows_k.back() = g.tensor(a).desc.shape.back();
   const std::string name = fresh_name(g, g.nodes()[mi].name + ".rows");
   const Tensor a3 = g.add_node("reshape", {Tensor{a}}, {{"shape", rows_k}}, name, {name})[0];
   move_last_node_to(g, mi);  // before the matmul, which moves down by one
@@ -64,7 +65,7 @@ int lift_matmul_reshapes(Graph& g, std::vector<std::string>* lifted) {
     const Node& m = g.nodes()[mi];
     if (m.op != OpKind::Matmul || m.attr_int("transpose_a") != 0) continue;
     const TensorDesc& ad = g.tensor(m.inputs[0]).desc;
-    if (ad.rank() != 2 || ad.layout != Layout::NCHW || g.tensor(m.inputs[1]).desc.rank() != 2 ||
+    if (ad.rank() < 2 || ad.layout != Layout::NCHW || g.tensor(m.inputs[1]).desc.rank() != 2 ||
         !rows_dense(g, m.inputs[0]))
       continue;
     const int ri = row_reshape(g, static_cast<int>(mi));

@@ -85,10 +85,12 @@ bool has_paddable_conv(const Graph& g);
 // it. Returns the number of matmuls rewritten ("kt -> qk" in `absorbed`).
 int absorb_matmul_transposes(Graph& g, std::vector<std::string>* absorbed = nullptr);
 
-// A 2-D matmul whose output only a reshape reads, back to batch dims with the same columns
-// ([N*S, K] x [K, M] -> [N*S, M] -> [N, S, M], a Linear as exporters write it), computes the
-// reshape's shape from A reshaped alike (a view); the reshape's readers read the matmul output,
-// so its elementwise readers can join the matmul's epilogue. Returns the number of matmuls
+// A matmul with a 2-D B whose output only a reshape reads, to other row dims with the same
+// columns ([N*S, K] x [K, M] -> [N*S, M] -> [N, S, M], a Linear as exporters write it; Swin's
+// window rows [N W, 49, C] -> [N, h, w, 7, 7, C] before its departition), computes the reshape's
+// shape from A reshaped alike (a view); the reshape's readers read the matmul output, so its
+// elementwise readers can join the matmul's epilogue and a transpose after it is its store
+// layout. Returns the number of matmuls
 // rewritten ("fc -> view" in `lifted`).
 int lift_matmul_reshapes(Graph& g, std::vector<std::string>* lifted = nullptr);
 bool has_matmul(const Graph& g);
