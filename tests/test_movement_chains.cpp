@@ -89,7 +89,6 @@ TEST(MovementChains, GoldenKernels) {
                                          "copy_f16_transpose_g13",
                                          "rownorm_f16_r64_layernorm_g15",
                                          "matmul_f16_wg128x64x64_s3_tma_add_g16",
-                                         "copy_f16_transpose_g17",
                                          "copy_f16_transpose_g19"};
   EXPECT_EQ(planned(g).kernels, want);
 }

@@ -45,6 +45,25 @@ bool is_elementwise(const Node& n) {
   return op_info(n.op).role == FusionRole::Elementwise && n.outputs.size() == 1;
 }
 
+bool from_contraction_epilogue(const Graph& g, int t, std::optional<OpKind> op) {
+  for (int depth = 0; depth < 16; ++depth) {
+    const int p = g.tensor(t).producer;
+    if (p < 0) return false;
+    const Node& n = g.nodes()[p];
+    if (op_info(n.op).category == OpCategory::Contraction) return !op || n.op == *op;
+    if (!is_elementwise(n)) return false;
+    int next = -1;  // the input made by the contraction (through its epilogue)
+    for (int in : n.inputs)
+      if (read_by_one(g, in) && g.tensor(in).producer >= 0 &&
+          (op_info(g.nodes()[g.tensor(in).producer].op).category == OpCategory::Contraction ||
+           is_elementwise(g.nodes()[g.tensor(in).producer])))
+        next = next < 0 ? in : -2;
+    if (next < 0) return false;  // none, or two candidates
+    t = next;
+  }
+  return false;
+}
+
 bool strides_dense(const std::vector<int64_t>& strides, const Shape& shape, Layout layout) {
   TensorDesc d;
   d.shape = shape;

@@ -21,6 +21,10 @@ std::optional<std::vector<int64_t>> static_strides(const TensorDesc& d);
 bool read_by_one(const Graph& g, int t);
 // `n` is an elementwise op of one output (FusionRole::Elementwise).
 bool is_elementwise(const Node& n);
+// `t` is a contraction's result or made from one by elementwise ops that alone read it, each
+// other operand of theirs from anywhere (what a contraction's epilogue computes); `op`, when given,
+// the contraction's op.
+bool from_contraction_epilogue(const Graph& g, int t, std::optional<OpKind> op = std::nullopt);
 // Whether `strides` are the dense strides of `shape` in `layout` (unit dims may carry any stride).
 bool strides_dense(const std::vector<int64_t>& strides, const Shape& shape, Layout layout);
 // Every reader of `t` reads a channels-last tensor as well as a row-major one, at full speed: the

@@ -143,10 +143,11 @@ bool try_view(Graph& g, int i, std::string* what) {
       return true;
     }
   }
-  // Backward: a matmul's private output written straight into the transposed row-major memory
-  // of the transpose's result (the epilogue stores through strides).
+  // Backward: a matmul's private output (or its epilogue's: a bias add) written straight into
+  // the transposed row-major memory of the transpose's result (the epilogue stores through
+  // strides).
   if (ti.role != TensorRole::Intermediate || ti.view_of >= 0 || ti.producer < 0) return false;
-  if (g.nodes()[ti.producer].op != OpKind::Matmul || is_graph_output(g, in)) return false;
+  if (!from_contraction_epilogue(g, in, OpKind::Matmul) || is_graph_output(g, in)) return false;
   if (consumers_of(g, in) != std::vector<int>{i}) return false;
   if (to.desc.layout != Layout::NCHW) return false;
   auto ost = row_major(to.desc.shape);

@@ -21,19 +21,6 @@
 namespace kiln {
 namespace {
 
-// Whether `x` comes from a contraction through private elementwise ops: what an epilogue
-// computes (other operands of those ops, a residual, may come from anywhere).
-bool from_contraction(const Graph& g, int x, int depth = 0) {
-  const int p = g.tensor(x).producer;
-  if (depth > 16 || p < 0 || !read_by_one(g, x)) return false;
-  const Node& n = g.nodes()[p];
-  if (op_info(n.op).category == OpCategory::Contraction) return true;
-  if (!is_elementwise(n)) return false;
-  for (int t : n.inputs)
-    if (g.tensor(t).role != TensorRole::Constant && from_contraction(g, t, depth + 1)) return true;
-  return false;
-}
-
 // Transpose node `ti` relabels a row-major [N, H, W, C] x as the channels-last [N, C, H, W] z it
 // outputs (a view), x from a contraction's epilogue; returns its permutation.
 std::optional<std::vector<int64_t>> relabel(const Graph& g, int ti) {
@@ -49,7 +36,8 @@ std::optional<std::vector<int64_t>> relabel(const Graph& g, int ti) {
   for (size_t i = 0; i < 4; ++i) ps[i] = (*st)[static_cast<size_t>(perm[i])];
   if (!strides_dense(ps, zd.shape, Layout::NHWC) || strides_dense(ps, zd.shape, Layout::NCHW))
     return std::nullopt;
-  if (!read_by_one(g, t.inputs[0]) || !from_contraction(g, t.inputs[0])) return std::nullopt;
+  if (!read_by_one(g, t.inputs[0]) || !from_contraction_epilogue(g, t.inputs[0]))
+    return std::nullopt;
   return perm;
 }
 
