@@ -56,6 +56,14 @@ bool rows_dense(const Graph& g, int t) {
   }
 }
 
+int transposed_from_row_major(const Graph& g, int t, const std::vector<int64_t>& perm) {
+  const int p = g.tensor(t).producer;
+  if (p < 0) return -1;
+  const Node& n = g.nodes()[p];
+  if (n.op != OpKind::Transpose || n.attr_ints("perm") != perm) return -1;
+  return g.tensor(n.inputs[0]).desc.layout == Layout::NCHW ? n.inputs[0] : -1;
+}
+
 bool reinfer_layouts(Graph& g, size_t first) {
   for (size_t i = first; i < g.nodes().size(); ++i) {
     const Node& n = g.nodes()[i];

@@ -33,4 +33,8 @@ bool rows_dense(const Graph& g, int t);
 // error of an op that refuses its new input layout propagates.
 bool reinfer_layouts(Graph& g, size_t first);
 
+// The row-major tensor that `t` is a transpose `perm` of (a channels-last map relabeling a
+// row-major [N, H, W, C] with perm {0, 3, 1, 2}), or -1.
+int transposed_from_row_major(const Graph& g, int t, const std::vector<int64_t>& perm);
+
 }  // namespace kiln

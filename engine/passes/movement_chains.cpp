@@ -98,11 +98,10 @@ struct Atoms {
 };
 
 // One transpose of the input viewed as atoms: the view's shape (atoms merged where both orders
-// keep them together, in the input's memory order), the permutation, and the transposed shape.
+// keep them together, in the input's memory order) and the permutation.
 struct Composite {
   Shape viewed;
   std::vector<int64_t> perm;
-  Shape transposed;
   bool identity() const {
     for (size_t i = 0; i < perm.size(); ++i)
       if (perm[i] != static_cast<int64_t>(i)) return false;
@@ -110,9 +109,10 @@ struct Composite {
   }
 };
 
-// The composite of reading `in_order` and writing `out_order` (the same atoms, unit atoms left
-// out).
-std::optional<Composite> compose(const Atoms& A, const std::vector<int>& out_order) {
+// The composite of reading the input's atoms in its memory order and writing them in the current
+// tensor's row-major order (unit atoms left out).
+std::optional<Composite> compose(const Atoms& A) {
+  const std::vector<int> out_order = A.flat();
   std::vector<int> in_order;
   for (int a : A.input)
     if (!is_one(A.size[a])) in_order.push_back(a);
@@ -142,10 +142,8 @@ std::optional<Composite> compose(const Atoms& A, const std::vector<int>& out_ord
     c.viewed.push_back(runs[by_input[j]].second);
     c.perm[by_input[j]] = static_cast<int64_t>(j);
   }
-  for (const auto& r : runs) c.transposed.push_back(r.second);
   if (c.viewed.empty()) {  // a single element
     c.viewed = {Dim(1)};
-    c.transposed = {Dim(1)};
     c.perm = {0};
   }
   return c;
@@ -279,9 +277,9 @@ bool wants_channels_last(const Graph& g, int y) {
 
 // Replaces chain `c` by the view of its input as atoms, the transpose and the view back to the
 // output's shape (then, `channels_last`, a transpose to [N, C, H, W] over that memory). The new
-// nodes go where the chain's last node is; returns their number.
-int rewrite(Graph& g, const Chain& c, const Composite& k, bool channels_last,
-            std::set<std::string>* made) {
+// nodes go where the chain's last node is.
+void rewrite(Graph& g, const Chain& c, const Composite& k, bool channels_last,
+             std::set<std::string>* made) {
   const Node last = g.nodes()[c.nodes.back()];
   const Layout xl = g.tensor(c.x).desc.layout;
   const Shape ys = g.tensor(c.y).desc.shape;
@@ -294,14 +292,10 @@ int rewrite(Graph& g, const Chain& c, const Composite& k, bool channels_last,
   };
   Tensor t{c.x};
   if (xl == Layout::NHWC) {  // dense channels-last memory, read in its order: a view
-    const int p = g.tensor(c.x).producer;
-    const Node* pn = p >= 0 ? &g.nodes()[p] : nullptr;
-    if (pn && pn->op == OpKind::Transpose &&
-        pn->attr_ints("perm") == std::vector<int64_t>{0, 3, 1, 2} &&
-        g.tensor(pn->inputs[0]).desc.layout == Layout::NCHW)
-      t = Tensor{pn->inputs[0]};  // the row-major [N, H, W, C] the channels-last map relabels
-    else
-      t = add("transpose", t, {{"perm", std::vector<int64_t>{0, 2, 3, 1}}}, "rows");
+    // (the row-major [N, H, W, C] itself where the map relabels one)
+    const int rows = transposed_from_row_major(g, c.x, {0, 3, 1, 2});
+    t = rows >= 0 ? Tensor{rows}
+                  : add("transpose", t, {{"perm", std::vector<int64_t>{0, 2, 3, 1}}}, "rows");
   }
   if (!(g.tensor(t.id).desc.shape == k.viewed))
     t = add("reshape", t, {{"shape", k.viewed}}, "atoms");
@@ -315,7 +309,6 @@ int rewrite(Graph& g, const Chain& c, const Composite& k, bool channels_last,
   const int at = c.nodes.back() + 1;
   for (int i = 0; i < count; ++i) move_last_node_to(g, at);
   replace_uses(g, c.y, t.id);
-  return count;
 }
 
 // A reader of `t` takes it as a strided view: a matmul or attention operand (the loaders
@@ -341,7 +334,7 @@ std::optional<int> rewrite_channels_last(Graph& g, const Chain& c, const Atoms& 
                                          std::set<std::string>* made) {
   Atoms cl = A;
   cl.dims = {A.dims[0], A.dims[2], A.dims[3], A.dims[1]};
-  std::optional<Composite> k = compose(cl, cl.flat());
+  std::optional<Composite> k = compose(cl);
   if (!k || c.ends_channels_last || (k->identity() ? 0 : 1) > c.copies) return std::nullopt;
   Graph h = g;
   std::set<std::string> hm = *made;
@@ -405,7 +398,7 @@ int compose_movement_chains(Graph& g, std::vector<std::string>* rewritten) {
         continue;
       }
     }
-    std::optional<Composite> k = compose(*A, A->flat());
+    std::optional<Composite> k = compose(*A);
     if (!k || (k->identity() ? 0 : 1) >= c->copies) continue;
     rewrite(g, *c, *k, false, &made);
     if (rewritten)

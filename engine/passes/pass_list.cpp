@@ -151,7 +151,11 @@ std::string run_fold_slice_views(Graph& g) {
 // channels-last before the filters of the convs there are relaid; the filters are relaid after
 // batchnorm folding made new ones and before the padding copies them, the padding copies the folded
 // weights, and a transpose a matmul absorbs is gone before the views are made; a concat's inputs
-// become views before the slices (a slice of a concat input then composes with its place).
+// become views before the slices (a slice of a concat input then composes with its place). Rolls
+// become gathers before the concat and slice passes see their parts; attention is split to its
+// mask's batch shape while k's transpose is still there to absorb; reshape / transpose chains are
+// composed after the matmul and token passes took theirs, and the elementwise ops after a relabel
+// move into the epilogue once the chains' relabels exist.
 constexpr EnginePass kEnginePasses[] = {
     {has_split, run_lower_splits, true},
     {has_empty_pad, run_drop_empty_pads},

@@ -76,14 +76,9 @@ std::optional<Tensor> in_x_coordinates(Graph& g, int o, const std::vector<int64_
   }
   // The residual of the block before: the same relabel of row-major memory, which is what x's
   // coordinates read.
-  if (oi.producer >= 0) {
-    const Node& p = g.nodes()[oi.producer];
-    std::vector<int64_t> perm(4);
-    for (size_t j = 0; j < 4; ++j) perm[static_cast<size_t>(inv[j])] = static_cast<int64_t>(j);
-    if (p.op == OpKind::Transpose && p.attr_ints("perm") == perm &&
-        g.tensor(p.inputs[0]).desc.layout == Layout::NCHW)
-      return Tensor{p.inputs[0]};
-  }
+  std::vector<int64_t> perm(4);
+  for (size_t j = 0; j < 4; ++j) perm[static_cast<size_t>(inv[j])] = static_cast<int64_t>(j);
+  if (const int rows = transposed_from_row_major(g, o, perm); rows >= 0) return Tensor{rows};
   const auto st = static_strides(oi.desc);
   if (!st || oi.desc.rank() != 4) return std::nullopt;
   std::vector<int64_t> ps(4);
