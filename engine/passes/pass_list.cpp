@@ -38,10 +38,10 @@ std::string run_lower_splits(Graph& g) {
   return listed("splits lowered to one slice per output", lowered);
 }
 
-std::string run_drop_empty_pads(Graph& g) {
+std::string run_drop_identity_movements(Graph& g) {
   std::vector<std::string> dropped;
-  drop_empty_pads(g, &dropped);
-  return listed("pads of zero width dropped", dropped);
+  drop_identity_movements(g, &dropped);
+  return listed("pads and slices that move nothing dropped", dropped);
 }
 
 std::string run_rolls_as_gathers(Graph& g) {
@@ -158,7 +158,7 @@ std::string run_fold_slice_views(Graph& g) {
 // move into the epilogue once the chains' relabels exist.
 constexpr EnginePass kEnginePasses[] = {
     {has_split, run_lower_splits, true},
-    {has_empty_pad, run_drop_empty_pads},
+    {has_identity_movement, run_drop_identity_movements},
     {has_roll, run_rolls_as_gathers},
     {has_batchnorm_next_to_contraction, run_fold_batchnorm},
     {has_reshape_of_channels_last, run_channel_shuffles},

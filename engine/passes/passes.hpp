@@ -10,11 +10,12 @@
 
 namespace kiln {
 
+// A movement op that moves nothing is its input: its readers read that, and the copy kernel goes.
 // A pad of zero width on every side (Swin's pad of the map to a multiple of its window, when it
-// is one already) is its input: its readers read that, and the copy kernel goes. Returns the
-// number dropped (their names in `dropped`).
-int drop_empty_pads(Graph& g, std::vector<std::string>* dropped = nullptr);
-bool has_empty_pad(const Graph& g);
+// is one already), a slice that keeps every element (Swin's crop back to the unpadded map).
+// Returns the number dropped (their names in `dropped`).
+int drop_identity_movements(Graph& g, std::vector<std::string>* dropped = nullptr);
+bool has_identity_movement(const Graph& g);
 
 // torch.roll as exported, concat([slice(x, s, L), slice(x, 0, s)]) along one axis of a row-major
 // x, is one gather of the axis's positions in rotated order (three copy kernels before); a roll
