@@ -44,6 +44,12 @@ std::string run_drop_identity_movements(Graph& g) {
   return listed("pads and slices that move nothing dropped", dropped);
 }
 
+std::string run_strided_concats(Graph& g) {
+  std::vector<std::string> rewritten;
+  strided_concats_as_transposes(g, &rewritten);
+  return listed("concats of strided slices as one transpose", rewritten);
+}
+
 std::string run_rolls_as_gathers(Graph& g) {
   std::vector<std::string> rewritten;
   rolls_as_gathers(g, &rewritten);
@@ -152,7 +158,8 @@ std::string run_fold_slice_views(Graph& g) {
 // batchnorm folding made new ones and before the padding copies them, the padding copies the folded
 // weights, and a transpose a matmul absorbs is gone before the views are made; a concat's inputs
 // become views before the slices (a slice of a concat input then composes with its place). Rolls
-// become gathers before the concat and slice passes see their parts; attention is split to its
+// become gathers, and concats of strided slices transposes, before the concat and slice passes
+// see their parts; attention is split to its
 // mask's batch shape while k's transpose is still there to absorb; reshape / transpose chains are
 // composed after the matmul and token passes took theirs, and the elementwise ops after a relabel
 // move into the epilogue once the chains' relabels exist.
@@ -160,6 +167,7 @@ constexpr EnginePass kEnginePasses[] = {
     {has_split, run_lower_splits, true},
     {has_identity_movement, run_drop_identity_movements},
     {has_roll, run_rolls_as_gathers},
+    {has_strided_concat, run_strided_concats},
     {has_batchnorm_next_to_contraction, run_fold_batchnorm},
     {has_reshape_of_channels_last, run_channel_shuffles},
     {has_channels_last_conv_with_nchw_filter, run_channels_last_filters},

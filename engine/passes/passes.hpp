@@ -25,6 +25,15 @@ bool has_identity_movement(const Graph& g);
 int rolls_as_gathers(Graph& g, std::vector<std::string>* rewritten = nullptr);
 bool has_roll(const Graph& g);
 
+// A concat of strided slices of one row-major tensor that take each of its elements once, in
+// mixed-radix order of their starts (Swin's patch merging: x[:, 0::2, 0::2], x[:, 1::2, 0::2],
+// x[:, 0::2, 1::2], x[:, 1::2, 1::2] concatenated along C), is one transpose of the tensor with
+// each strided axis split into [extent / step, step]: six slice copies and a concat copy become
+// one transpose, which the movement chains compose with the reshapes around it. Returns the
+// number rewritten (the concats' names in `rewritten`).
+int strided_concats_as_transposes(Graph& g, std::vector<std::string>* rewritten = nullptr);
+bool has_strided_concat(const Graph& g);
+
 // Folds inference batchnorm into the conv2d / matmul that feeds it when the contraction's weights
 // (and bias, if any) and the batchnorm's scale, bias, mean and var are constants and nothing else
 // reads the contraction's output:
