@@ -2,6 +2,7 @@
 // the elementwise chain making a 1x1 conv's input (a squeeze-excite channel scale, DenseNet's
 // pre-activation batchnorm + relu) runs in the conv's cp.async loaders, on every tensor-core
 // path, and compiles for sm_80 and sm_90a; what the loaders cannot take stays a kernel of its own.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -14,6 +15,7 @@
 #include "engine/planner/plan.hpp"
 #include "kiln/error.hpp"
 #include "kiln/graph.hpp"
+#include "tests/golden_file.hpp"
 #include "tests/prologue_graphs.hpp"
 
 namespace kiln {
@@ -104,6 +106,25 @@ TEST(ConvPrologue, DenseNetPreActivationReadsTheConcatInPlace) {
     EXPECT_TRUE(strided_source);
     for (const KernelSpec* k : pre) expect_compiles(*k, sm);
   }
+}
+
+// The generated kernels pinned: the squeeze-excite projection on the sm_90a wgmma kernel and a
+// dense layer's 1x1 conv on the mma.sync one (their bodies: the device files have tests of their
+// own).
+TEST(ConvPrologue, GoldenSource) {
+  std::string text;
+  auto body = [&](const KernelSpec& k) {
+    const size_t at = k.source.find("extern \"C\" __global__");
+    ASSERT_NE(at, std::string::npos) << k.name;
+    text += fmt::format("// ---- {} grid=({}, {}) block={}\n", k.name, k.grid[0].str(),
+                        k.grid[1].str(), k.block[0]);
+    text += k.source.substr(at);
+  };
+  Built se = build(test::se_block(32, 24, 9, 7), 90);
+  body(*named(se, "_pre_mul").at(0));
+  Built dense = build(test::dense_layers(24, 16, 5, 6), 80);
+  body(*named(dense, "_pre_batchnorm_relu").at(1));
+  test::expect_golden("conv_prologue.cu", text);
 }
 
 // A conv after `scale` * x, x [N, c, 6, 5].
