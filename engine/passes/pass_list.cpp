@@ -44,6 +44,12 @@ std::string run_drop_identity_movements(Graph& g) {
   return listed("pads and slices that move nothing dropped", dropped);
 }
 
+std::string run_gathers_through_permutes(Graph& g) {
+  std::vector<std::string> rewritten;
+  gathers_through_permutes(g, &rewritten);
+  return listed("transposes of gathers as one gather", rewritten);
+}
+
 std::string run_strided_concats(Graph& g) {
   std::vector<std::string> rewritten;
   strided_concats_as_transposes(g, &rewritten);
@@ -167,6 +173,7 @@ constexpr EnginePass kEnginePasses[] = {
     {has_split, run_lower_splits, true},
     {has_identity_movement, run_drop_identity_movements},
     {has_roll, run_rolls_as_gathers},
+    {has_permuted_gather, run_gathers_through_permutes},
     {has_strided_concat, run_strided_concats},
     {has_batchnorm_next_to_contraction, run_fold_batchnorm},
     {has_reshape_of_channels_last, run_channel_shuffles},

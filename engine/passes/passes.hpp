@@ -25,6 +25,14 @@ bool has_identity_movement(const Graph& g);
 int rolls_as_gathers(Graph& g, std::vector<std::string>* rewritten = nullptr);
 bool has_roll(const Graph& g);
 
+// A gather of constant indices whose result only reshapes and transposes rearrange along the
+// gathered axis (the dims before and after it staying in place) is one gather with its indices in
+// the rearranged order: Swin's roll of the map (a gather of its flattened positions) and the
+// window partition after it are one gather (two copy kernels before). Returns the number
+// rewritten (the last transposes' names in `rewritten`).
+int gathers_through_permutes(Graph& g, std::vector<std::string>* rewritten = nullptr);
+bool has_permuted_gather(const Graph& g);
+
 // A concat of strided slices of one row-major tensor that take each of its elements once, in
 // mixed-radix order of their starts (Swin's patch merging: x[:, 0::2, 0::2], x[:, 1::2, 0::2],
 // x[:, 0::2, 1::2], x[:, 1::2, 1::2] concatenated along C), is one transpose of the tensor with
