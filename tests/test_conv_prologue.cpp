@@ -108,6 +108,27 @@ TEST(ConvPrologue, DenseNetPreActivationReadsTheConcatInPlace) {
   }
 }
 
+// Autotuning may pick any candidate: each of the SE projection's compiles, none has a producer
+// warpgroup or TMA.
+TEST(ConvPrologue, EveryAutotuneCandidateCompiles) {
+  Built b = build(test::se_block(136, 72, 9, 7), 90);
+  CodegenOptions co;
+  co.sm = 90;
+  co.arch_specific = true;
+  int pre = 0;
+  for (const TuningSite& site : contraction_tuning_sites(*b.g, b.plan, co)) {
+    if (site.kernels.empty() || site.kernels[0].name.find("_pre_") == std::string::npos) continue;
+    ++pre;
+    EXPECT_GE(site.kernels.size(), 6u);
+    for (const KernelSpec& k : site.kernels) {
+      EXPECT_EQ(k.name.find("_tma"), std::string::npos) << k.name;
+      EXPECT_EQ(k.name.find("_ws"), std::string::npos) << k.name;
+      expect_compiles(k, 90);
+    }
+  }
+  EXPECT_EQ(pre, 1);
+}
+
 // The generated kernels pinned: the squeeze-excite projection on the sm_90a wgmma kernel and a
 // dense layer's 1x1 conv on the mma.sync one (their bodies: the device files have tests of their
 // own).
