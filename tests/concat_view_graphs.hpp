@@ -85,7 +85,11 @@ inline std::shared_ptr<Graph> dense_block_exported(DType dt, Shape xs = {"N", 16
 }
 
 // Four branches (1x1; 1x1 -> 3x3; 1x1 -> 5x5; maxpool -> 1x1), each ending in a relu, joined.
-inline std::shared_ptr<Graph> inception_block(DType dt, Shape xs = {"N", 32, 8, 8}) {
+// `avg_pool`: the pool branch averages (Inception-v3's; engine/passes/pools_after_convs.cpp moves
+// the pool after its narrowing conv, whose relu then writes its place of the concat from the
+// pool's kernel) instead of taking the maximum (GoogLeNet's).
+inline std::shared_ptr<Graph> inception_block(DType dt, Shape xs = {"N", 32, 8, 8},
+                                              bool avg_pool = false) {
   auto g = std::make_shared<Graph>("inception_block");
   Tensor x = g->input("x", dt, xs, conv_layout(dt));
   Tensor b1 = relu(*g, conv(*g, x, 16, 1, "b1", 1, 1), "b1.relu");
@@ -97,7 +101,8 @@ inline std::shared_ptr<Graph> inception_block(DType dt, Shape xs = {"N", 32, 8, 
   po.kernel = {3, 3};
   po.stride = {1, 1};
   po.padding = {1, 1};
-  Tensor b4 = relu(*g, conv(*g, g->maxpool2d(x, po), 16, 1, "b4", 1, 4), "b4.relu");
+  Tensor pooled = avg_pool ? g->avgpool2d(x, po) : g->maxpool2d(x, po);
+  Tensor b4 = relu(*g, conv(*g, pooled, 16, 1, "b4", 1, 4), "b4.relu");
   Tensor joined = cat(*g, {b1, b2, b3, b4}, 1, "cat");
   g->output(conv(*g, joined, 16, 1, "out", 1, 5));
   return g;

@@ -199,6 +199,27 @@ TEST(ConcatViews, InceptionBranchesStoreInPlace) {
   expect_compiles(*g);
 }
 
+// Inception-v3's average-pool branch: the pool runs after its narrowing 1x1 conv and its
+// kernel's epilogue (the conv's bias, the relu) stores into the concat in place.
+TEST(ConcatViews, AveragePoolBranchStoresInPlaceFromThePool) {
+  auto g = test::inception_block(DType::F16, {"N", 32, 8, 8}, true);
+  Lowered l = lower(g);
+  const Graph& f = *l.g;
+  EXPECT_EQ(count_kind(l.plan, GroupKind::Copy), 0) << plan_to_string(f, l.plan);
+  EXPECT_EQ(count_kind(l.plan, GroupKind::Pointwise), 0) << plan_to_string(f, l.plan);
+  const std::vector<int64_t> st{64 * 80, 1, 8 * 80, 80};
+  expect_view(f, "b4.relu", "cat", Dim(64), st);
+  const Node& relu = *std::find_if(f.nodes().begin(), f.nodes().end(),
+                                   [](const Node& n) { return n.name == "b4.relu"; });
+  const int relu_index = static_cast<int>(&relu - f.nodes().data());
+  for (const FusionGroup& grp : l.plan.groups)
+    if (std::find(grp.nodes.begin(), grp.nodes.end(), relu_index) != grp.nodes.end())
+      EXPECT_EQ(grp.kind, GroupKind::Window) << plan_to_string(f, l.plan);
+  expect_same_values(*g, f, 2e-3);
+  expect_arena_sound(f, l.plan);
+  expect_compiles(*g);
+}
+
 TEST(ConcatViews, UnetSkipCopiesOnlyTheInputThePoolAlsoReads) {
   for (DType dt : {DType::F16, DType::F32}) {
     SCOPED_TRACE(dname(dt));

@@ -44,6 +44,12 @@ std::string run_drop_identity_movements(Graph& g) {
   return listed("pads and slices that move nothing dropped", dropped);
 }
 
+std::string run_pools_after_convs(Graph& g) {
+  std::vector<std::string> swapped;
+  pools_after_convs(g, &swapped);
+  return listed("average pools moved after the narrowing 1x1 conv", swapped);
+}
+
 std::string run_gathers_through_permutes(Graph& g) {
   std::vector<std::string> rewritten;
   gathers_through_permutes(g, &rewritten);
@@ -176,6 +182,7 @@ constexpr EnginePass kEnginePasses[] = {
     {has_permuted_gather, run_gathers_through_permutes},
     {has_strided_concat, run_strided_concats},
     {has_batchnorm_next_to_contraction, run_fold_batchnorm},
+    {has_pool_before_narrowing_conv, run_pools_after_convs},
     {has_reshape_of_channels_last, run_channel_shuffles},
     {has_channels_last_conv_with_nchw_filter, run_channels_last_filters},
     {has_spatial_mean, run_spatial_means_as_pools},

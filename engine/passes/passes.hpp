@@ -25,6 +25,15 @@ bool has_identity_movement(const Graph& g);
 int rolls_as_gathers(Graph& g, std::vector<std::string>* rewritten = nullptr);
 bool has_roll(const Graph& g);
 
+// An average pool read only by a 1x1 stride-1 unpadded one-group conv with fewer output than
+// input channels (Inception's pool branches: avg_pool2d(3, 1, 1), then a 1x1 conv to a quarter
+// of the channels) runs after the conv: both are linear per pixel and channel (a padded
+// tap reads 0 either way), so the conv reads the pool's input and the pool averages the conv's
+// fewer channels; the conv's bias is added after the pool (a padded tap averages 0, not the
+// bias). Returns the number swapped (the convs' names in `swapped`).
+int pools_after_convs(Graph& g, std::vector<std::string>* swapped = nullptr);
+bool has_pool_before_narrowing_conv(const Graph& g);
+
 // A gather of constant indices whose result only reshapes and transposes rearrange along the
 // gathered axis (the dims before and after it staying in place) is one gather with its indices in
 // the rearranged order: Swin's roll of the map (a gather of its flattened positions) and the

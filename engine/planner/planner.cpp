@@ -323,9 +323,15 @@ class Planner {
     const GroupKind k = groups_[gid].kind;
     if (k == GroupKind::Pointwise || k == GroupKind::Contraction) return true;
     const Node& n = g_.nodes()[node];
-    for (const std::vector<int>* ts : {&n.inputs, &n.outputs})
-      for (int t : *ts)
-        if (is_strided_view(g_, t)) return false;
+    // A pool's epilogue stores each result through its strides (codegen/emit_window.cpp,
+    // scalar_pool): an elementwise node after the anchor may write a strided view (an
+    // Inception branch's relu into its place of the concat).
+    const bool window_epilogue =
+        k == GroupKind::Window && elementwise(n) && node > groups_[gid].anchor;
+    for (int t : n.inputs)
+      if (is_strided_view(g_, t)) return false;
+    for (int t : n.outputs)
+      if (is_strided_view(g_, t) && !window_epilogue) return false;
     return true;
   }
 

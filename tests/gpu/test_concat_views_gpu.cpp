@@ -119,6 +119,11 @@ TEST(ConcatViewsGpu, ExportedDenseBlock) {
 TEST(ConcatViewsGpu, InceptionBlock) {
   KILN_REQUIRE_DEVICE();
   check_all([](DType dt) { return test::inception_block(dt); }, {DType::F16, DType::F32});
+  check_all(
+      [](DType dt) {
+        return test::inception_block(dt, {"N", 32, 8, 8}, true);
+      },
+      {DType::F16, DType::F32});
 }
 
 TEST(ConcatViewsGpu, UnetSkip) {
