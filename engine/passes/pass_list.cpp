@@ -44,6 +44,12 @@ std::string run_drop_identity_movements(Graph& g) {
   return listed("pads and slices that move nothing dropped", dropped);
 }
 
+std::string run_merge_sibling_matmuls(Graph& g) {
+  std::vector<std::string> merged;
+  merge_sibling_matmuls(g, &merged);
+  return listed("sibling projections as one matmul", merged);
+}
+
 std::string run_pools_after_convs(Graph& g) {
   std::vector<std::string> swapped;
   pools_after_convs(g, &swapped);
@@ -183,6 +189,7 @@ constexpr EnginePass kEnginePasses[] = {
     {has_strided_concat, run_strided_concats},
     {has_batchnorm_next_to_contraction, run_fold_batchnorm},
     {has_pool_before_narrowing_conv, run_pools_after_convs},
+    {has_sibling_matmuls, run_merge_sibling_matmuls},
     {has_reshape_of_channels_last, run_channel_shuffles},
     {has_channels_last_conv_with_nchw_filter, run_channels_last_filters},
     {has_spatial_mean, run_spatial_means_as_pools},

@@ -34,6 +34,14 @@ bool has_roll(const Graph& g);
 int pools_after_convs(Graph& g, std::vector<std::string>* swapped = nullptr);
 bool has_pool_before_narrowing_conv(const Graph& g);
 
+// Matmuls of one input by constant weights whose results only movement ops read (HF's separate
+// q, k and v projections) are one matmul by the weights side by side, the results slices of its
+// result along the last dim (which the attention reads through, as torchvision's in-projection):
+// one GEMM of the summed width reads the input once. A missing bias is zeros where another has
+// one. Returns the number of merges (the matmuls' names in `merged`).
+int merge_sibling_matmuls(Graph& g, std::vector<std::string>* merged = nullptr);
+bool has_sibling_matmuls(const Graph& g);
+
 // A gather of constant indices whose result only reshapes and transposes rearrange along the
 // gathered axis (the dims before and after it staying in place) is one gather with its indices in
 // the rearranged order: Swin's roll of the map (a gather of its flattened positions) and the
