@@ -20,7 +20,7 @@ Tensor weight(Graph& g, const char* name, Shape s, uint64_t seed) {
                            0, 0.5, seed);
 }
 
-// x [N, 5, 16] -> q, k (no bias, B given transposed), v projections, each split into heads.
+// x [N, 5, 16] -> q, k (no bias) and v projections, each split into heads.
 std::shared_ptr<Graph> qkv(bool epilogue_on_v = false) {
   auto g = std::make_shared<Graph>("qkv");
   Tensor x = g->input("x", DType::F32, {"N", 5, 16});
