@@ -14,9 +14,27 @@ bool constant_data(const Graph& g, int t) {
   return ti.role == TensorRole::Constant && ti.data.has_value();
 }
 
+// Whether `t` reaches only matmuls, through reshapes, transposes and slices: an attention's
+// operands, which the fused kernel reads through such chains in place (a slice of the merged
+// result another kernel had to read would cost a copy).
+bool reaches_matmuls(const Graph& g, int t) {
+  if (is_graph_output(g, t)) return false;
+  const std::vector<int> cs = consumers_of(g, t);
+  if (cs.empty()) return false;
+  for (int c : cs) {
+    const Node& cn = g.nodes()[c];
+    if (cn.op == OpKind::Matmul) continue;
+    if (cn.op != OpKind::Reshape && cn.op != OpKind::Transpose && cn.op != OpKind::Slice)
+      return false;
+    if (!reaches_matmuls(g, cn.outputs[0])) return false;
+  }
+  return true;
+}
+
 // Matmul node `n` as a projection that can merge: A not transposed, B a constant [K, N] (N-major
-// or, transposed, [N, K]) of static dims, a constant bias or none, and a result that only
-// movement ops read (an epilogue would lose its fusion on a slice of the merged result).
+// or, transposed, [N, K]) of static dims, a constant bias or none, and a 16-bit result that only
+// reaches matmuls (an attention's q, k, v; an epilogue would lose its fusion on a slice of the
+// merged result).
 bool projection(const Graph& g, const Node& n) {
   if (n.op != OpKind::Matmul || n.attr_int("transpose_a") != 0) return false;
   const TensorDesc& bd = g.tensor(n.inputs[1]).desc;
@@ -24,13 +42,8 @@ bool projection(const Graph& g, const Node& n) {
       !bd.shape[1].is_static())
     return false;
   if (n.inputs.size() > 2 && !constant_data(g, n.inputs[2])) return false;
-  const int y = n.outputs[0];
-  if (is_graph_output(g, y)) return false;
-  for (int c : consumers_of(g, y)) {
-    const OpKind op = g.nodes()[c].op;
-    if (op != OpKind::Reshape && op != OpKind::Transpose && op != OpKind::Slice) return false;
-  }
-  return true;
+  const DType dt = g.tensor(n.outputs[0]).desc.dtype;
+  return (dt == DType::F16 || dt == DType::BF16) && reaches_matmuls(g, n.outputs[0]);
 }
 
 // The projections of one input, grouped by what must agree for one matmul.
