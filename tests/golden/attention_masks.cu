@@ -1,4 +1,4 @@
-// ---- attention_f16_d32_q64_maskadd grid=(2*((S+63)/64)*N) block=128 smem=25600 args=10
+// ---- attention_f16_d32_q64_maskadd grid=(2*((S+63)/64)*N) block=128 smem=25600 args=9
 struct KcScores {
   static constexpr bool CAUSAL = false;
   static constexpr bool WINDOW = false;
@@ -14,15 +14,15 @@ struct KcScores {
 };
 typedef KcAttention<32, false, 4, 64, true, KcScores> KA;
 static_assert(KA::SMEM_BYTES == 25600, "attention shared memory");
-extern "C" __global__ void __launch_bounds__(KA::THREADS) attention_f16_d32_q64_maskadd(const unsigned short* __restrict__ t_0, const unsigned short* __restrict__ t_1, const unsigned short* __restrict__ t_2, unsigned short* __restrict__ t_3, long long s0, long long s1, long long s2, const unsigned short* __restrict__ t_4, long long s3, long long s4) {
+extern "C" __global__ void __launch_bounds__(KA::THREADS) attention_f16_d32_q64_maskadd(const unsigned short* __restrict__ t_0, unsigned short* __restrict__ t_1, long long s0, long long s1, long long s2, const unsigned short* __restrict__ t_2, long long s3, long long s4, long long s5) {
   extern __shared__ __align__(128) unsigned short kc_smem[];
   const long long qt = (long long)blockIdx.x % s1;
   long long bz = (long long)blockIdx.x / s1;
   const long long b1 = bz % 2LL; bz /= 2LL;
   const long long b0 = bz % s2; bz /= s2;
   KcScores sc; sc.coff = 0; sc.wlo = 0;
-  sc.m1 = t_4 + (0 + b0 * s3); sc.m1_rs = s0; sc.m1_ks = 1LL;
-  KA::run(kc_smem, t_0 + (0 + b1 * 32LL + b0 * s4), 64LL, t_1 + (0 + b1 * 32LL + b0 * s4), 64LL, t_2 + (0 + b1 * 32LL + b0 * s4), 64LL, t_3 + (0 + b1 * 32LL + b0 * s4), 64LL, (int)s0, (int)s0, (int)(qt * 64), sc);
+  sc.m1 = t_2 + (0 + b0 * s3); sc.m1_rs = s0; sc.m1_ks = 1LL;
+  KA::run(kc_smem, t_0 + (0 + b1 * 32LL + b0 * s4), 192LL, t_0 + (64LL + b1 * 32LL + b0 * s4), 192LL, t_0 + (128LL + b1 * 32LL + b0 * s4), 192LL, t_1 + (0 + b1 * 32LL + b0 * s5), 64LL, (int)s0, (int)s0, (int)(qt * 64), sc);
 }
 // ---- attention_f16_d40_q64_causal_s100x100 grid=(4*N) block=128 smem=35840 args=5
 struct KcScores {
