@@ -45,7 +45,8 @@ struct Problem {
   // A conv's A prologue (engine/planner: a linear elementwise chain private to the conv, its
   // other operands per sample and channel): the nodes from the one x reads to the one making the
   // anchor's input, in order. x is then the chain's source, which the loaders read; the loaders
-  // rewrite each A chunk in shared memory with the chain's value (codegen/contraction/prologue.cpp).
+  // rewrite each A chunk in shared memory with the chain's value
+  // (codegen/contraction/prologue.cpp).
   std::vector<int> prologue;
   // The group's other nodes after the anchor (its epilogue), in group order.
   std::vector<int> epilogue;

@@ -59,7 +59,8 @@ const char* schedule_override_keys() {
          "channelnorm.onewave (1 on, 2 off), "
          "contraction.im2col (1 on: the rule, 2 off), contraction.prefetch (1 on: the rule, 2 "
          "off), contraction.tmastore (1 on: the rule, 2 off), contraction.rowfold (1 on: the rule, "
-         "2 off), contraction.prologue (1 on: the rule, 2 off), attention.fused (1 on: the rule, 2 off), attention.wgmma (1 on: the rule, 2 off: "
+         "2 off), contraction.prologue (1 on: the rule, 2 off), attention.fused (1 on: the rule, 2 "
+         "off), attention.wgmma (1 on: the rule, 2 off: "
          "the mma.sync kernel), attention.splits (1 none, 2..256: key splits of a decode-shaped "
          "attention), attention.pingpong (1 on, 2 off: the rule), window.vec (1 on: the rule, 2 "
          "off)";

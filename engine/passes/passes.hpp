@@ -35,10 +35,11 @@ int pools_after_convs(Graph& g, std::vector<std::string>* swapped = nullptr);
 bool has_pool_before_narrowing_conv(const Graph& g);
 
 // 16-bit matmuls of one input by constant weights whose results only reach matmuls through
-// movement ops (HF's separate q, k and v projections, the attention's operands) are one matmul by the weights side by side, the results slices of its
-// result along the last dim (which the attention reads through, as torchvision's in-projection):
-// one GEMM of the summed width reads the input once. A missing bias is zeros where another has
-// one. Returns the number of merges (the matmuls' names in `merged`).
+// movement ops (HF's separate q, k and v projections, the attention's operands) are one matmul by
+// the weights side by side, the results slices of its result along the last dim (which the
+// attention reads through, as torchvision's in-projection): one GEMM of the summed width reads the
+// input once. A missing bias is zeros where another has one. Returns the number of merges (the
+// matmuls' names in `merged`).
 int merge_sibling_matmuls(Graph& g, std::vector<std::string>* merged = nullptr);
 bool has_sibling_matmuls(const Graph& g);
 
