@@ -73,3 +73,33 @@ TEST(SiblingMatmuls, WhatCannotMergeStays) {
 
 }  // namespace
 }  // namespace kiln
+
+namespace kiln {
+namespace {
+
+// Whisper's q: the projection scaled by a constant scalar is the projection by scaled weights
+// (engine/passes/matmul_scales.cpp), which then merges with k and v.
+TEST(MatmulScales, ScaledQueryFoldsThenMerges) {
+  auto g = std::make_shared<Graph>("scaled_q");
+  Tensor x = g->input("x", DType::F16, {"N", 5, 16});
+  auto w = [&](const char* name, Shape s, uint64_t seed) {
+    return g->constant_random(name, TensorDesc{DType::F16, std::move(s), Layout::NCHW, {}},
+                              "normal", 0, 0.5, seed);
+  };
+  TensorDesc sd{DType::F16, {}, Layout::NCHW, {}};
+  Tensor c = g->constant("scale", sd, HostTensor::from_f64(DType::F16, {}, {0.125}));
+  Tensor q = g->mul(g->matmul(x, w("wq", {16, 8}, 1), w("bq", {8}, 2)), c);
+  Tensor k = g->matmul(x, w("wk", {16, 8}, 3));
+  Tensor v = g->matmul(x, w("wv", {16, 8}, 4), w("bv", {8}, 5));
+  auto heads = [&](Tensor t) { return g->transpose(g->reshape(t, {"N", 5, 2, 4}), {0, 2, 1, 3}); };
+  g->output(g->matmul(g->softmax(g->matmul(heads(q), heads(k), {}, false, true)), heads(v)));
+  Graph f = *g;
+  EXPECT_EQ(fold_matmul_scales(f), 1);
+  EXPECT_EQ(test::count_op(f, OpKind::Mul), 0);
+  EXPECT_EQ(merge_sibling_matmuls(f), 1);
+  EXPECT_EQ(test::count_op(f, OpKind::Matmul), 3);
+  test::expect_same_values(*g, f, 1e-2);  // the weights times 1/8 round once, not the products
+}
+
+}  // namespace
+}  // namespace kiln

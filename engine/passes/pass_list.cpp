@@ -44,6 +44,12 @@ std::string run_drop_identity_movements(Graph& g) {
   return listed("pads and slices that move nothing dropped", dropped);
 }
 
+std::string run_fold_matmul_scales(Graph& g) {
+  std::vector<std::string> folded;
+  fold_matmul_scales(g, &folded);
+  return listed("scalar scales folded into the projection's weights", folded);
+}
+
 std::string run_merge_sibling_matmuls(Graph& g) {
   std::vector<std::string> merged;
   merge_sibling_matmuls(g, &merged);
@@ -189,6 +195,7 @@ constexpr EnginePass kEnginePasses[] = {
     {has_strided_concat, run_strided_concats},
     {has_batchnorm_next_to_contraction, run_fold_batchnorm},
     {has_pool_before_narrowing_conv, run_pools_after_convs},
+    {has_scaled_matmul, run_fold_matmul_scales},
     {has_sibling_matmuls, run_merge_sibling_matmuls},
     {has_reshape_of_channels_last, run_channel_shuffles},
     {has_channels_last_conv_with_nchw_filter, run_channels_last_filters},

@@ -34,6 +34,13 @@ bool has_roll(const Graph& g);
 int pools_after_convs(Graph& g, std::vector<std::string>* swapped = nullptr);
 bool has_pool_before_narrowing_conv(const Graph& g);
 
+// A matmul by constant weights (and bias) whose result only a multiplication by a constant scalar
+// reads is the matmul by the scaled weights (and bias): Whisper's and CLIP's q scaled by
+// 1 / sqrt(head dim), which then merges with k and v (merge_sibling_matmuls). Returns the number
+// folded (the matmuls' names in `folded`).
+int fold_matmul_scales(Graph& g, std::vector<std::string>* folded = nullptr);
+bool has_scaled_matmul(const Graph& g);
+
 // 16-bit matmuls of one input by constant weights whose results only reach matmuls through
 // movement ops (HF's separate q, k and v projections, the attention's operands) are one matmul by
 // the weights side by side, the results slices of its result along the last dim (which the
