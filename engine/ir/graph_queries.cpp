@@ -100,4 +100,9 @@ bool nhwc_chunks(const TensorDesc& d) {
   return true;
 }
 
+bool has_constant_data(const Graph& g, int t) {
+  const TensorInfo& ti = g.tensor(t);
+  return ti.role == TensorRole::Constant && ti.data.has_value();
+}
+
 }  // namespace kiln

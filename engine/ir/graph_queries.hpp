@@ -35,5 +35,7 @@ bool all_consumers_take_nhwc(const Graph& g, int t);
 // other stride a multiple of 8 elements: dense NHWC, or a strided view in such memory (a concat
 // input or output in its place), which a conv's loaders read in 16-byte chunks of 8 channels.
 bool nhwc_chunks(const TensorDesc& d);
+// Whether tensor `t` is a constant whose data the graph holds (folding passes read it).
+bool has_constant_data(const Graph& g, int t);
 
 }  // namespace kiln

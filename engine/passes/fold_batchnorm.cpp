@@ -4,16 +4,12 @@
 #include <cmath>
 
 #include "engine/base/check.hpp"
+#include "engine/ir/graph_queries.hpp"
 #include "engine/passes/graph_edit.hpp"
 #include "engine/passes/passes.hpp"
 
 namespace kiln {
 namespace {
-
-bool is_const(const Graph& g, int t) {
-  const TensorInfo& ti = g.tensor(t);
-  return ti.role == TensorRole::Constant && ti.data.has_value();
-}
 
 // Folds batchnorm node `bi` if it can; true when the graph changed.
 bool try_fold(Graph& g, int bi) {
@@ -35,9 +31,9 @@ bool try_fold(Graph& g, int bi) {
   }
   int wt = c.inputs[1];
   int bt = c.inputs.size() > 2 ? c.inputs[2] : -1;
-  if (!is_const(g, wt) || (bt >= 0 && !is_const(g, bt))) return false;
+  if (!has_constant_data(g, wt) || (bt >= 0 && !has_constant_data(g, bt))) return false;
   for (size_t i = 1; i < 5; ++i)
-    if (!is_const(g, bn.inputs[i])) return false;
+    if (!has_constant_data(g, bn.inputs[i])) return false;
   const TensorDesc& wd = g.tensor(wt).desc;
   bool tb = false;
   if (!conv) {
@@ -122,9 +118,11 @@ int conv_reading(const Graph& g, int bi) {
   if (c.attr_int("groups") != 1) return -1;
   for (int64_t p : c.attr_ints("padding"))
     if (p != 0) return -1;
-  if (!is_const(g, c.inputs[1]) || (c.inputs.size() > 2 && !is_const(g, c.inputs[2]))) return -1;
+  if (!has_constant_data(g, c.inputs[1]) ||
+      (c.inputs.size() > 2 && !has_constant_data(g, c.inputs[2])))
+    return -1;
   for (size_t i = 1; i < 5; ++i)
-    if (!is_const(g, bn.inputs[i])) return -1;
+    if (!has_constant_data(g, bn.inputs[i])) return -1;
   return ci;
 }
 

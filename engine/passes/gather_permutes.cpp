@@ -117,12 +117,7 @@ int rewrite(Graph& g, const Permuted& p) {
   const int data = gn.inputs[0];
   const int64_t axis = p.axis;
   const size_t before = g.nodes().size();
-  TensorDesc d;
-  d.dtype = DType::I64;
-  d.shape = {Dim(static_cast<int64_t>(composed.size()))};
-  const int64_t n = static_cast<int64_t>(composed.size());
-  Tensor k = g.constant(fresh_name(g, name + "_positions"), d,
-                        HostTensor::from_i64(DType::I64, {n}, composed));
+  Tensor k = index_constant(g, name + "_positions", composed);
   const std::string gname = fresh_name(g, name + ".gather");
   Tensor y =
       g.add_node("gather", {Tensor{data}, k}, {{"axis", AttrValue(axis)}}, gname, {gname})[0];

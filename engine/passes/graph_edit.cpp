@@ -84,4 +84,12 @@ bool reinfer_layouts(Graph& g, size_t first) {
   return true;
 }
 
+Tensor index_constant(Graph& g, const std::string& stem, const std::vector<int64_t>& idx) {
+  TensorDesc d;
+  d.dtype = DType::I64;
+  d.shape = {Dim(static_cast<int64_t>(idx.size()))};
+  return g.constant(fresh_name(g, stem), d,
+                    HostTensor::from_i64(DType::I64, {static_cast<int64_t>(idx.size())}, idx));
+}
+
 }  // namespace kiln

@@ -15,6 +15,9 @@ std::string fresh_name(const Graph& g, const std::string& stem);
 // topological order when the moved node's inputs are produced before `at`).
 void move_last_node_to(Graph& g, int at);
 
+// A new constant i64 vector `idx` (a gather's indices), named after `stem`.
+Tensor index_constant(Graph& g, const std::string& stem, const std::vector<int64_t>& idx);
+
 // Every node input that is tensor `from` becomes `to` (the graph outputs stay as they are).
 void replace_uses(Graph& g, int from, int to);
 

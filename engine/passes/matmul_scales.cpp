@@ -7,11 +7,6 @@
 namespace kiln {
 namespace {
 
-bool constant_data(const Graph& g, int t) {
-  const TensorInfo& ti = g.tensor(t);
-  return ti.role == TensorRole::Constant && ti.data.has_value();
-}
-
 // The matmul whose result mul node `mi` alone reads and scales by a constant scalar: constant
 // weights (and bias), or -1. `*scale` gets the scalar.
 int scaled_matmul(const Graph& g, int mi, double* scale) {
@@ -19,13 +14,13 @@ int scaled_matmul(const Graph& g, int mi, double* scale) {
   if (m.op != OpKind::Mul || m.inputs.size() != 2) return -1;
   for (int side = 0; side < 2; ++side) {
     const int y = m.inputs[side], s = m.inputs[1 - side];
-    if (!constant_data(g, s) || shape_numel(g.tensor(s).desc.shape) != Dim(1)) continue;
+    if (!has_constant_data(g, s) || shape_numel(g.tensor(s).desc.shape) != Dim(1)) continue;
     const int p = g.tensor(y).producer;
     if (p < 0 || g.nodes()[p].op != OpKind::Matmul || is_graph_output(g, y)) continue;
     if (consumers_of(g, y).size() != 1) continue;
     const Node& mm = g.nodes()[p];
-    if (!constant_data(g, mm.inputs[1]) ||
-        (mm.inputs.size() > 2 && !constant_data(g, mm.inputs[2])))
+    if (!has_constant_data(g, mm.inputs[1]) ||
+        (mm.inputs.size() > 2 && !has_constant_data(g, mm.inputs[2])))
       continue;
     if (g.tensor(y).desc.dtype != g.tensor(m.outputs[0]).desc.dtype) continue;
     *scale = g.tensor(s).data->to_f64()[0];

@@ -56,14 +56,6 @@ std::optional<Roll> roll_of(const Graph& g, const Node& n) {
   return Roll{x, axis, a.start, len};
 }
 
-Tensor index_constant(Graph& g, const std::string& stem, const std::vector<int64_t>& idx) {
-  TensorDesc d;
-  d.dtype = DType::I64;
-  d.shape = {Dim(static_cast<int64_t>(idx.size()))};
-  return g.constant(fresh_name(g, stem), d,
-                    HostTensor::from_i64(DType::I64, {static_cast<int64_t>(idx.size())}, idx));
-}
-
 // Replaces concat node `ci` (roll `r`, or, `inner` given, that roll of inner's output along the
 // axis before) by one gather; the new nodes go before it. Returns their number.
 int to_gather(Graph& g, int ci, const Roll& r, const std::optional<Roll>& inner) {

@@ -9,11 +9,6 @@
 namespace kiln {
 namespace {
 
-bool constant_data(const Graph& g, int t) {
-  const TensorInfo& ti = g.tensor(t);
-  return ti.role == TensorRole::Constant && ti.data.has_value();
-}
-
 // Whether `t` reaches only matmuls, through reshapes, transposes and slices: an attention's
 // operands, which the fused kernel reads through such chains in place (a slice of the merged
 // result another kernel had to read would cost a copy).
@@ -38,10 +33,10 @@ bool reaches_matmuls(const Graph& g, int t) {
 bool projection(const Graph& g, const Node& n) {
   if (n.op != OpKind::Matmul || n.attr_int("transpose_a") != 0) return false;
   const TensorDesc& bd = g.tensor(n.inputs[1]).desc;
-  if (!constant_data(g, n.inputs[1]) || bd.rank() != 2 || !bd.shape[0].is_static() ||
+  if (!has_constant_data(g, n.inputs[1]) || bd.rank() != 2 || !bd.shape[0].is_static() ||
       !bd.shape[1].is_static())
     return false;
-  if (n.inputs.size() > 2 && !constant_data(g, n.inputs[2])) return false;
+  if (n.inputs.size() > 2 && !has_constant_data(g, n.inputs[2])) return false;
   const DType dt = g.tensor(n.outputs[0]).desc.dtype;
   return (dt == DType::F16 || dt == DType::BF16) && reaches_matmuls(g, n.outputs[0]);
 }
