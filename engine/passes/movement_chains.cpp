@@ -253,9 +253,10 @@ std::optional<Atoms> atoms_of(const Graph& g, const Chain& c, size_t* done) {
   return A;
 }
 
-// Whether channels-last memory suits `y` ([N, C, H, W]): every reader takes it, and a conv or a
-// pool reads it, directly or after elementwise ops.
-bool wants_channels_last(const Graph& g, int y) {
+// Whether channels-last memory suits `y` ([N, C, H, W]): every reader takes it, and a conv (or,
+// unless `convs_only`, a pool) reads it, directly or after elementwise ops; `convs_only` counts
+// the convs whose filters are channels-last (the graph's layout for them) alone.
+bool wants_channels_last(const Graph& g, int y, bool convs_only = false) {
   const TensorDesc& d = g.tensor(y).desc;
   if (d.rank() != 4 || d.layout != Layout::NCHW || !all_consumers_take_nhwc(g, y)) return false;
   std::vector<int> frontier = {y};
@@ -264,8 +265,9 @@ bool wants_channels_last(const Graph& g, int y) {
     for (int t : frontier)
       for (int c : consumers_of(g, t)) {
         const Node& n = g.nodes()[c];
-        if ((n.op == OpKind::Conv2d && n.inputs[0] == t) ||
-            op_info(n.op).category == OpCategory::Window)
+        if ((n.op == OpKind::Conv2d && n.inputs[0] == t &&
+             (!convs_only || g.tensor(n.inputs[1]).desc.layout == Layout::NHWC)) ||
+            (!convs_only && op_info(n.op).category == OpCategory::Window))
           return true;
         if (op_info(n.op).role == FusionRole::Elementwise)
           next.insert(next.end(), n.outputs.begin(), n.outputs.end());
@@ -327,15 +329,15 @@ bool strided_reader(const Graph& g, int t) {
 }
 
 // Chain `c` (atoms `A`) rewritten to write [N, H, W, C] for a channels-last [N, C, H, W] result,
-// where that costs no more copies than it does now: on a copy of `g`, since inferring the layouts
-// after it again may refuse (a graph output's layout would change, an op refuses it). Returns the
+// where that costs at most `allowed` copies: on a copy of `g`, since inferring the layouts after
+// it again may refuse (a graph output's layout would change, an op refuses it). Returns the
 // copies it costs then (0 or 1), or nothing, `g` as it was.
-std::optional<int> rewrite_channels_last(Graph& g, const Chain& c, const Atoms& A,
+std::optional<int> rewrite_channels_last(Graph& g, const Chain& c, const Atoms& A, int allowed,
                                          std::set<std::string>* made) {
   Atoms cl = A;
   cl.dims = {A.dims[0], A.dims[2], A.dims[3], A.dims[1]};
   std::optional<Composite> k = compose(cl);
-  if (!k || c.ends_channels_last || (k->identity() ? 0 : 1) > c.copies) return std::nullopt;
+  if (!k || c.ends_channels_last || (k->identity() ? 0 : 1) > allowed) return std::nullopt;
   Graph h = g;
   std::set<std::string> hm = *made;
   try {
@@ -383,14 +385,22 @@ int compose_movement_chains(Graph& g, std::vector<std::string>* rewritten) {
       rest_takes_nhwc = !strided_reader(g, c->y) && !is_graph_output(g, c->y);
       cut(g, *c, done);
     }
-    if (c->copies == 0 || consumers_of(g, c->y).empty() || is_graph_output(g, c->y) ||
-        strided_reader(g, c->y))
+    if (consumers_of(g, c->y).empty() || is_graph_output(g, c->y) || strided_reader(g, c->y))
       continue;
+    // A 16-bit view that a conv reads as NCHW (a UNet attention block's result, O^T as
+    // [N, C, H, W]) is worth a copy to channels-last: the conv runs on tensor cores over NHWC
+    // (in f32 both layouts are SIMT), and the copy often is no kernel (the attention kernel
+    // writes its result through it).
+    const DType ydt = g.tensor(c->y).desc.dtype;
+    const bool nchw_conv = c->copies == 0 && (ydt == DType::F16 || ydt == DType::BF16) &&
+                           wants_channels_last(g, c->y, true);
+    if (c->copies == 0 && !nchw_conv) continue;
     const std::string name = g.nodes()[c->nodes.back()].name;
     const TensorDesc& yd = g.tensor(c->y).desc;
     if (wants_channels_last(g, c->y) ||
         (rest_takes_nhwc && yd.rank() == 4 && yd.layout == Layout::NCHW)) {
-      if (auto k = rewrite_channels_last(g, *c, *A, &made)) {
+      if (auto k =
+              rewrite_channels_last(g, *c, *A, std::max(c->copies, nchw_conv ? 1 : 0), &made)) {
         if (rewritten)
           rewritten->push_back(
               fmt::format("{} ({} copies -> {}, channels-last)", name, c->copies, *k));

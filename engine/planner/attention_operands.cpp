@@ -117,10 +117,25 @@ std::optional<Map> map_of(const Graph& g, int t) {
   return m;
 }
 
-// The strides of a map whose dims are one part each.
+// Parts of one dim that step through memory as one part would (the outer's stride is the inner's
+// span: channels-last H and W flattened into positions) merged into one.
+std::vector<Part> merged(const std::vector<Part>& d) {
+  std::vector<Part> out;
+  for (const Part& p : d) {
+    if (!out.empty() && out.back().stride == p.size * p.stride) {
+      out.back() = Part{out.back().size * p.size, p.stride, p.factor};
+      continue;
+    }
+    out.push_back(p);
+  }
+  return out;
+}
+
+// The strides of a map whose dims are one part each (after merging).
 std::optional<Strides> strided(const Map& m) {
   Strides s;
-  for (const std::vector<Part>& d : m.dims) {
+  for (const std::vector<Part>& dim : m.dims) {
+    const std::vector<Part> d = merged(dim);
     if (d.size() > 1) return std::nullopt;
     s.st.push_back(d.empty() ? Dim(0) : d[0].stride);
     s.factor.push_back(d.empty() ? 0 : d[0].factor);

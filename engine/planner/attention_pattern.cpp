@@ -137,12 +137,16 @@ std::optional<AttentionChain> match_attention(const Graph& g, int qk) {
   int next = private_consumer(g, sm.outputs[0]);
   if (next < 0) return std::nullopt;
   const Node& m2 = nodes[next];
-  if (m2.op != OpKind::Matmul || m2.inputs.size() != 2 || m2.inputs[0] != sm.outputs[0] ||
-      m2.attr_int("transpose_a") != 0)
+  if (m2.op != OpKind::Matmul || m2.inputs.size() != 2 || m2.attr_int("transpose_a") != 0)
+    return std::nullopt;
+  // O = P @ V, or its transpose O^T = V' @ P^T with V' = V^T ([..., D, Tk]: the attention block
+  // of VQGAN / LDM-style UNets, whose O^T is the channels of the block's output).
+  const bool o_rows = m2.inputs[0] == sm.outputs[0];
+  if (!o_rows && !(m2.inputs[1] == sm.outputs[0] && m2.attr_int("transpose_b") != 0))
     return std::nullopt;
   c.pv = next;
-  c.v = m2.inputs[1];
-  c.v_rows = m2.attr_int("transpose_b") == 0;
+  c.v = o_rows ? m2.inputs[1] : m2.inputs[0];
+  c.v_rows = o_rows && m2.attr_int("transpose_b") == 0;
   c.o = m2.outputs[0];
 
   for (int x : {c.k, c.v, c.o}) {
@@ -154,8 +158,8 @@ std::optional<AttentionChain> match_attention(const Graph& g, int qk) {
   const Shape& od = g.tensor(c.o).desc.shape;
   const Dim& tk = c.k_rows ? kd[r - 2] : kd[r - 1];
   if (!((c.k_rows ? kd[r - 1] : kd[r - 2]) == d) || !((c.v_rows ? vd[r - 1] : vd[r - 2]) == d) ||
-      !((c.v_rows ? vd[r - 2] : vd[r - 1]) == tk) || !(od[r - 1] == d) ||
-      !(od[r - 2] == qd.shape[r - 2]) || !(scores[r - 1] == tk))
+      !((c.v_rows ? vd[r - 2] : vd[r - 1]) == tk) || !(od[o_rows ? r - 1 : r - 2] == d) ||
+      !(od[o_rows ? r - 2 : r - 1] == qd.shape[r - 2]) || !(scores[r - 1] == tk))
     return std::nullopt;
   std::optional<Operand> qo = read_operand(g, c.q, true), ko = read_operand(g, c.k, true),
                          vo = read_operand(g, c.v, false), oo = write_result(g, c.o);
@@ -163,7 +167,7 @@ std::optional<AttentionChain> match_attention(const Graph& g, int qk) {
   auto qs = operand_strides(g, *qo, c.q, r - 1, batch, false);
   auto ks = operand_strides(g, *ko, c.k, c.k_rows ? r - 1 : r - 2, batch, true);
   auto vs = operand_strides(g, *vo, c.v, c.v_rows ? r - 1 : r - 2, batch, true);
-  auto os = operand_strides(g, *oo, c.o, r - 1, batch, false);
+  auto os = operand_strides(g, *oo, c.o, o_rows ? r - 1 : r - 2, batch, false);
   if (!qs || !ks || !vs || !os) return std::nullopt;
   c.q_strides = *qs;
   c.k_strides = *ks;

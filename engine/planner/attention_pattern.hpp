@@ -5,7 +5,8 @@
 //            full [B, H, Sq, Sk]; any float dtype; computed or constant),
 //     where(cond, S, fill) or where(cond, fill, S) (fill a scalar constant, cond a bool that
 //            broadcasts to S),
-//   P = softmax(S, last axis), O = P @ V
+//   P = softmax(S, last axis), O = P @ V (or O^T = V^T @ P^T, the transposed P read as a
+//   transpose_b operand: the UNet attention block whose O^T is its output's channels)
 // where the scores and every intermediate up to P are private (one consumer, not graph outputs).
 // Q, K and V are read through their strides (symbolic where the shapes are) and an offset: views
 // as laid out, and private chains of reshapes, transposes and slices down to the last that stayed
