@@ -42,14 +42,6 @@ struct Problem {
   bool is_conv_transpose = false;
   DType dtype = DType::F32;               // of the anchor's inputs
   int x = -1, w = -1, bias = -1, y = -1;  // tensor ids (x = A, w = B for matmul)
-  // A conv's A prologue (engine/planner: a linear elementwise chain private to the conv, its
-  // other operands per sample and channel): the nodes from the one x reads to the one making the
-  // anchor's input, in order. x is then the chain's source, which the loaders read; the loaders
-  // rewrite each A chunk in shared memory with the chain's value
-  // (codegen/contraction/prologue.cpp).
-  std::vector<int> prologue;
-  // The group's other nodes after the anchor (its epilogue), in group order.
-  std::vector<int> epilogue;
   ConvProblem conv;
   MatmulProblem mm;
   std::string where;  // "group 3 (conv1 relu)" for messages

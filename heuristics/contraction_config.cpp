@@ -315,8 +315,7 @@ std::vector<ContractionConfig> contraction_candidates(const ContractionProblemIn
     // Warp-specialized variants first (every stage holds a tile in flight, so one more stage
     // where it fits), then every tile at its usual depth.
     for (const WgCandidate& cand : kWgCandidates) {
-      // at most two consumer warpgroups (registers); an A prologue needs every thread loading
-      if (cand.bm > 128 || p.a_prologue) continue;
+      if (cand.bm > 128) continue;  // at most two consumer warpgroups (registers)
       ContractionConfig c = wgmma_config(cand, cand.stages, 1);
       c.ws = true;
       add(c);

@@ -40,10 +40,6 @@ struct ContractionProblemInfo {
   // pixels, one output column per chunk: the RGB stem padded to 4 channels and 8 filter columns),
   // loaded as whole input rows by TMA: the rule where allowed.
   bool tma_rowfold = false;
-  // A conv's A prologue (an elementwise chain rewriting each A chunk in shared memory after it
-  // lands): only the kernels whose every thread issues the cp.async copies (mma.sync, wgmma
-  // without warp specialization) take it, so no TMA and no producer warpgroup.
-  bool a_prologue = false;
 };
 
 struct ContractionConfig {

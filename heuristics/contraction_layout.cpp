@@ -31,10 +31,6 @@ void choose_mainloop(const ContractionShape& s, ContractionLayout* L) {
               cfg.str());
   // Warp-specialized wgmma: the loaders run on the producer warpgroup's 128 threads only.
   const bool warp_spec = wg && cfg.ws;
-  KILN_CHECK(!warp_spec || !s.a_prologue,
-             "{}: config {} has a producer warpgroup; a conv with an A prologue needs every "
-             "thread loading A (a cp.async config without ws)",
-             s.where, cfg.str());
   KILN_ASSERT(!warp_spec || cfg.split_k == 1, "{}: warp-specialized config {} with split-K",
               s.where, cfg.str());
   // TMA: plain-GEMM operands (2-D boxes), else a conv tiled by blocks of output pixels whose

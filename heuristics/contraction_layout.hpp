@@ -28,9 +28,6 @@ struct ContractionShape {
   bool tma_spatial = false;  // a conv's A as 4-D boxes of pixel blocks of one image
   bool tma_im2col = false;   // ... or by im2col-mode TMA over GEMM rows
   bool tma_rowfold = false;  // a conv's A as whole input rows per filter row
-  // A conv's A prologue (ContractionProblemInfo::a_prologue): the cp.async kernels without a
-  // producer warpgroup only.
-  bool a_prologue = false;
   // The cp.async loaders copy only whole 8- or 16-byte chunks of A / of B (else some elements
   // are gathered and stored to shared memory synchronously).
   bool a_async = true, b_async = true;

@@ -32,7 +32,6 @@ constexpr OverrideKey kOverrideKeys[] = {
     {"contraction.prefetch", &ScheduleOverrides::contraction_prefetch, 1, 2},
     {"contraction.tmastore", &ScheduleOverrides::contraction_tmastore, 1, 2},
     {"contraction.rowfold", &ScheduleOverrides::contraction_rowfold, 1, 2},
-    {"contraction.prologue", &ScheduleOverrides::contraction_prologue, 1, 2},
     {"attention.fused", &ScheduleOverrides::attention_fused, 1, 2},
     {"attention.wgmma", &ScheduleOverrides::attention_wgmma, 1, 2},
     {"attention.splits", &ScheduleOverrides::attention_splits, 1, 256},
@@ -59,8 +58,7 @@ const char* schedule_override_keys() {
          "channelnorm.onewave (1 on, 2 off), "
          "contraction.im2col (1 on: the rule, 2 off), contraction.prefetch (1 on: the rule, 2 "
          "off), contraction.tmastore (1 on: the rule, 2 off), contraction.rowfold (1 on: the rule, "
-         "2 off), contraction.prologue (1 on: the rule, 2 off), attention.fused (1 on: the rule, 2 "
-         "off), attention.wgmma (1 on: the rule, 2 off: "
+         "2 off), attention.fused (1 on: the rule, 2 off), attention.wgmma (1 on: the rule, 2 off: "
          "the mma.sync kernel), attention.splits (1 none, 2..256: key splits of a decode-shaped "
          "attention), attention.pingpong (1 on, 2 off: the rule), window.vec (1 on: the rule, 2 "
          "off)";

@@ -36,7 +36,6 @@ struct ScheduleOverrides {
   int contraction_tmastore = 0;  // TMA kernels' output tile stored by TMA: 1 on (the rule), 2 off
   int contraction_im2col = 0;    // convs by im2col-mode TMA: 1 on (the rule), 2 off (pixel blocks)
   int contraction_rowfold = 0;   // row-folded TMA convs (the stem): 1 on (the rule), 2 off
-  int contraction_prologue = 0;  // 1x1 convs' A prologues (planner): 1 on (the rule), 2 off
   int attention_fused = 0;       // attention chains as one kernel: 1 on (the rule), 2 off
   int attention_wgmma = 0;       // the sm_90a wgmma attention kernel: 1 on (the rule), 2 mma.sync
   int attention_splits = 0;      // decode attention's key splits: 1 none, N (2..256) N splits

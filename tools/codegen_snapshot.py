@@ -36,7 +36,7 @@ SCHEDULES = [
     ("channelnorm.onewave=2", NORM), ("channelnorm.hints=2", NORM),
     ("contraction.im2col=2", CONTRACT), ("contraction.rowfold=2", CONTRACT),
     ("contraction.prefetch=2", CONTRACT), ("contraction.tmastore=2", CONTRACT),
-    ("contraction.staged=1", CONTRACT), ("contraction.prologue=2", CONTRACT), ("window.vec=2", {"maxpool2d", "avgpool2d",
+    ("contraction.staged=1", CONTRACT), ("window.vec=2", {"maxpool2d", "avgpool2d",
                                                         "global_avgpool", "global_maxpool"}),
     ("attention.fused=2", {"softmax"}), ("stream.hints=1", None),
 ]

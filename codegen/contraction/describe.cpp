@@ -1,7 +1,6 @@
 // conv2d / conv_transpose2d / matmul problems from a Contraction group: the anchor's dims and
 // attributes, the batch dims a matmul can fold into GEMM rows, and the bytes and FLOPs the roofline
 // reports.
-#include <algorithm>
 #include <set>
 
 #include "codegen/contraction_common.hpp"
@@ -15,33 +14,6 @@ std::string group_where(const Graph& g, const FusionGroup& grp) {
   for (size_t i = 0; i < grp.nodes.size(); ++i)
     s += (i ? " " : "") + g.nodes().at(grp.nodes[i]).name;
   return s + ")";
-}
-
-// The A prologue of a conv group: from the anchor's input back through the group's nodes that
-// make it, each of which has exactly one operand of the input's shape (the chain's link).
-void find_prologue(const Graph& g, const FusionGroup& grp, Problem* p) {
-  const std::set<int> members(grp.nodes.begin(), grp.nodes.end());
-  const Shape& shape = g.tensor(p->x).desc.shape;
-  int t = p->x;
-  for (int prod = g.tensor(t).producer; prod >= 0 && members.count(prod);
-       prod = g.tensor(t).producer) {
-    const Node& pn = g.nodes()[prod];
-    int link = -1;
-    for (int in : pn.inputs) {
-      if (g.tensor(in).desc.shape != shape) continue;
-      KILN_ASSERT(link < 0, "{}: prologue node '{}' has two operands of A's shape", p->where,
-                  pn.name);
-      link = in;
-    }
-    KILN_ASSERT(link >= 0, "{}: prologue node '{}' has no operand of A's shape", p->where, pn.name);
-    p->prologue.insert(p->prologue.begin(), prod);
-    t = link;
-  }
-  p->x = t;
-  for (int ni : grp.nodes)
-    if (ni != grp.anchor &&
-        std::find(p->prologue.begin(), p->prologue.end(), ni) == p->prologue.end())
-      p->epilogue.push_back(ni);
 }
 
 }  // namespace
@@ -63,7 +35,6 @@ Problem describe(const Graph& g, const FusionGroup& grp) {
   p.w = n.inputs[1];
   p.bias = n.inputs.size() > 2 ? n.inputs[2] : -1;
   p.y = n.outputs[0];
-  find_prologue(g, grp, &p);
   const TensorDesc& xd = g.tensor(p.x).desc;
   const TensorDesc& wd = g.tensor(p.w).desc;
   const TensorDesc& yd = g.tensor(p.y).desc;

@@ -79,7 +79,8 @@ EpilogueCode epilogue(const Problem& p, ArgList& args, const std::vector<std::st
     e.lines.push_back(fmt::format("{}const float {} = {};", ind, yv, acc));
   }
   vals[p.y] = yv;
-  for (int ni : p.epilogue) {
+  for (int ni : p.group->nodes) {
+    if (ni == p.group->anchor) continue;
     const Node& n = g.nodes().at(ni);
     KILN_CHECK(is_elementwise(g, n),
                "{}: node '{}' ({}) cannot be fused into a {} epilogue: only pointwise ops can",
@@ -192,11 +193,11 @@ std::vector<std::string> epilogue_coords(Writer& w, const Problem& p, ArgList& a
 
 std::string epilogue_suffix(const Problem& p) {
   std::string s;
-  // The A prologue's ops ("_pre_mul"), then the epilogue's.
-  if (!p.prologue.empty()) s += "_pre";
-  for (int ni : p.prologue) s += std::string("_") + op_name(p.graph->nodes().at(ni).op);
   if (p.bias >= 0) s += "_bias";
-  for (int ni : p.epilogue) s += std::string("_") + op_name(p.graph->nodes().at(ni).op);
+  for (int ni : p.group->nodes) {
+    if (ni == p.group->anchor) continue;
+    s += std::string("_") + op_name(p.graph->nodes().at(ni).op);
+  }
   return s;
 }
 

@@ -86,9 +86,8 @@ void emit_k_range(TcKernel& k) {
 
 void emit_mainloop_call(TcKernel& k) {
   Writer& b = k.body;
-  const char* xform = k.p.prologue.empty() ? "" : ", xform_a";
   if (k.L.mainloop == ContractionMainloop::MmaSync) {
-    b.line("G::mainloop(kc_smem, load_a, load_b, kt0, kt1, acc{});", xform);
+    b.line("G::mainloop(kc_smem, load_a, load_b, kt0, kt1, acc);");
     return;
   }
   b.line(
@@ -96,7 +95,7 @@ void emit_mainloop_call(TcKernel& k) {
       "float (&c)[1][G::NI][4]) {{ kc_wgmma4_n{}(da, db, c); }};",
       k.L.cfg.bn);
   if (k.L.mainloop == ContractionMainloop::WgmmaCpAsync) {
-    b.line("G::mainloop(G::aligned(kc_smem), load_a, load_b, mma, kt0, kt1, acc{});", xform);
+    b.line("G::mainloop(G::aligned(kc_smem), load_a, load_b, mma, kt0, kt1, acc);");
   } else {  // the producer warpgroup returns here
     b.line("if (!G::mainloop(G::aligned(kc_smem), load_a, load_b, mma, kt0, kt1, acc)) return;");
   }

@@ -125,7 +125,8 @@ int residual_operand(const Problem& p, ArgList& a) {
   std::set<int> made{p.y};
   for (int ni : p.group->nodes)
     for (int t : g.nodes().at(ni).outputs) made.insert(t);
-  for (int ni : p.epilogue) {
+  for (int ni : p.group->nodes) {
+    if (ni == p.group->anchor) continue;
     for (int t : g.nodes().at(ni).inputs)
       if (!made.count(t) && t != p.bias && like_output(p, a, t)) return t;
   }
@@ -161,11 +162,10 @@ ContractionShape layout_shape(const Problem& p, const GemmView& v, ArgList scrat
     s.ow = p.conv.ow.is_static() ? p.conv.ow.value() : -1;
   }
   s.wgmma = wgmma_supported(p);
-  s.a_prologue = !p.prologue.empty();
-  s.tma_gemm = !s.a_prologue && tma_supported(p);
-  s.tma_spatial = !s.a_prologue && tma_spatial_supported(p);
-  s.tma_im2col = !s.a_prologue && tma_im2col_supported(p);
-  s.tma_rowfold = !s.a_prologue && tma_rowfold_supported(p);
+  s.tma_gemm = tma_supported(p);
+  s.tma_spatial = tma_spatial_supported(p);
+  s.tma_im2col = tma_im2col_supported(p);
+  s.tma_rowfold = tma_rowfold_supported(p);
   s.a_async = p.is_conv ? v.conv_a_vec || v.conv_a_half : v.aop.vec;
   s.b_async = v.bop.vec || v.bop.half;
   s.pairs = outputs_pair_storable(p, scratch);

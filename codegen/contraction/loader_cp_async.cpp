@@ -100,10 +100,8 @@ void emit_conv_pixels(TcKernel& k, const std::string& tid, int passes, int cpr) 
   const ConvProblem& c = k.p.conv;
   const int lthreads = k.L.loader_threads;
   std::string oh = k.a.dim(c.oh), ow = k.a.dim(c.ow);
-  const bool img = !k.p.prologue.empty();  // the prologue's per-sample operands
   b.line("long long a_base[{}];", passes);
   b.line("int a_ih[{}], a_iw[{}];", passes, passes);
-  if (img) b.line("long long a_img[{}];", passes);
   b.line("#pragma unroll");
   auto l = b.block("for (int p = 0; p < {}; ++p) {{", passes);
   b.line("const long long m = m0 + ({} + p * {}) / {};", tid, lthreads, cpr);
@@ -112,13 +110,11 @@ void emit_conv_pixels(TcKernel& k, const std::string& tid, int passes, int cpr) 
   b.line("const int ow = (int)(q % {}); q /= {};", ow, ow);
   b.line("const int oh = (int)(q % {}); q /= {};", oh, oh);
   b.line("a_base[p] = q * {};", k.v.xst[0]);
-  if (img) b.line("a_img[p] = q;");
   b.line("a_ih[p] = oh * {} - {};", c.stride_h, c.pad_t);
   b.line("a_iw[p] = ow * {} - {};", c.stride_w, c.pad_l);
   b.close();
   b.open("else {{");
   b.line("a_base[p] = 0;");
-  if (img) b.line("a_img[p] = 0;");
   b.line("a_ih[p] = -(1 << 29);");
   b.line("a_iw[p] = -(1 << 29);");
   b.close();
@@ -205,10 +201,6 @@ void emit_conv_gather(TcKernel& k, const std::string& tid) {
   }
   b.close();
   b.close("};");
-  if (!k.p.prologue.empty()) {
-    KILN_ASSERT(k.v.conv_a_vec, "{}: an A prologue needs 16-byte chunks of A", k.p.where);
-    emit_a_prologue(k, tid, passes, cpr, h, wdim);
-  }
 }
 
 }  // namespace

@@ -35,12 +35,11 @@ ContractionProblemInfo problem_info(const Problem& p_in, int sm, bool arch_speci
   info.simt_ok = simt_supported(p);
   info.grouped_ok = grouped_supported(p, sm);
   info.wgmma_ok = arch_specific && sm == 90 && wgmma_supported(p);
-  info.a_prologue = !p.prologue.empty();
-  const bool tma = info.wgmma_ok && !info.a_prologue;
-  info.tma_gemm = tma && tma_supported(p);
-  info.tma_spatial = tma && !info.tma_gemm && tma_spatial_supported(p);
+  info.tma_gemm = info.wgmma_ok && tma_supported(p);
+  info.tma_spatial = info.wgmma_ok && !info.tma_gemm && tma_spatial_supported(p);
   info.tma_im2col = info.tma_spatial && p.im2col_allowed && tma_im2col_supported(p);
-  info.tma_rowfold = tma && !info.tma_gemm && p.rowfold_allowed && tma_rowfold_supported(p);
+  info.tma_rowfold =
+      info.wgmma_ok && !info.tma_gemm && p.rowfold_allowed && tma_rowfold_supported(p);
   bool e = false;
   if (p.is_conv) {
     info.m = est(p.conv.n * p.conv.oh * p.conv.ow, &e);

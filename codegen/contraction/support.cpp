@@ -1,7 +1,6 @@
 // Which tensor-core paths a conv2d / matmul problem's operands allow: mma.sync, wgmma (A
 // K-major), and the TMA loads (plain GEMM boxes, pixel blocks, im2col, row-folded).
 #include "codegen/contraction/tensor_core.hpp"
-#include "engine/ir/graph_queries.hpp"
 
 namespace kiln::contraction {
 
@@ -10,10 +9,7 @@ bool mma_supported(const Problem& p) {
   const Graph& g = *p.graph;
   if (p.is_conv) {
     if (p.conv.groups != 1) return false;
-    const TensorDesc& xd = g.tensor(p.x).desc;
-    // A prologue's source may be a strided view in NHWC order (the planner's rule); the
-    // cp.async gather reads it through its strides.
-    if (xd.layout != Layout::NHWC && !(!p.prologue.empty() && nhwc_chunks(xd))) return false;
+    if (g.tensor(p.x).desc.layout != Layout::NHWC) return false;
     return true;
   }
   return true;

@@ -75,11 +75,6 @@ void emit_epilogue(TcKernel& k);
 // `tid` among the layout's loader threads.
 void emit_cp_async_loaders(TcKernel& k, const std::string& conv_tid,
                            const std::string& strided_tid);
-// `xform_a(s, kt)` (prologue.cpp): the conv's A prologue over the chunks the cp.async gather
-// copied for k tile kt (`passes` chunks per thread, `cpr` per tile row, as load_a's), rewritten
-// in shared memory; `h`, `wdim`: the input's height and width, code.
-void emit_a_prologue(TcKernel& k, const std::string& tid, int passes, int cpr, const std::string& h,
-                     const std::string& wdim);
 // TMA loaders, one producer thread: B as boxes of BN K-major rows with the residual prefetch
 // (loader_tma.cpp), A per the layout's TmaLoader.
 void emit_tma_b_rows_loader(TcKernel& k, const Dim& kdim);

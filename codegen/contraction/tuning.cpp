@@ -5,18 +5,12 @@
 #include "codegen/canonical_source.hpp"
 #include "codegen/contraction_common.hpp"
 #include "codegen/emit.hpp"
-#include "engine/base/check.hpp"
 #include "heuristics/tuning_table.hpp"
 
 namespace kiln {
 namespace contraction {
 
 KernelSpec emit_with_config(const Problem& p, const ContractionConfig& cfg, int sm) {
-  // Only the cp.async loaders rewrite A in shared memory (the planner claims a prologue only
-  // where the rules pick one of those kernels).
-  KILN_ASSERT(p.prologue.empty() || cfg.kind == ContractionConfig::Kind::Mma ||
-                  cfg.kind == ContractionConfig::Kind::Wgmma,
-              "{}: an A prologue on config {}", p.where, cfg.str());
   switch (cfg.kind) {
     case ContractionConfig::Kind::Mma:
     case ContractionConfig::Kind::Wgmma:
@@ -39,10 +33,9 @@ namespace {
 std::string structure_signature(const contraction::Problem& p) {
   if (p.is_conv) {
     const contraction::ConvProblem& c = p.conv;
-    return fmt::format("conv_{}_r{}s{}_st{}x{}_p{}x{}_d{}x{}_g{}_c{}{}",
+    return fmt::format("conv_{}_r{}s{}_st{}x{}_p{}x{}_d{}x{}_g{}_c{}",
                        layout_name(p.graph->tensor(p.x).desc.layout), c.r, c.s, c.stride_h,
-                       c.stride_w, c.pad_t, c.pad_l, c.dil_h, c.dil_w, c.groups, c.c,
-                       p.prologue.empty() ? "" : "_pre");
+                       c.stride_w, c.pad_t, c.pad_l, c.dil_h, c.dil_w, c.groups, c.c);
   }
   return fmt::format("matmul_{}{}", p.mm.ta ? "t" : "n", p.mm.tb ? "t" : "n");
 }

@@ -75,14 +75,6 @@ __device__ __forceinline__ int kc_swz_off(int row, int col) {
   return row * COLS + ((((col >> 3) ^ ((row / RDIV) % CPR))) << 3) + (col & 7);
 }
 
-// The A prologue hook of the mainloops whose every thread issues cp.async copies:
-// `xform(stage's A buffer, kt)` rewrites in place the A chunks this thread copied for k tile kt,
-// once they have landed and before any thread reads them (the copies and the rewrite are the
-// same thread's, so no barrier is needed between them). KcNoXform: no prologue.
-struct KcNoXform {
-  __device__ __forceinline__ void operator()(unsigned short*, int) const {}
-};
-
 // Block tile BM x BN x BK, warp tile WM x WN, STAGES-deep pipeline. A_KM: the A tile is stored
 // K-contiguous ([BM][BK]) else M-contiguous ([BK][BM]); B_KM likewise ([BN][BK] or [BK][BN]).
 template <int BM, int BN, int BK, int WM, int WN, int STAGES, bool A_KM, bool B_KM, bool BF16>
@@ -144,12 +136,10 @@ struct KcGemm {
   }
 
   // The multistage pipeline over k tiles [kt0, kt1). load_a(buf, kt) / load_b(buf, kt) issue the
-  // cp.async (or synchronous st.shared) copies of k tile `kt` into one stage's A / B buffer;
-  // xform_a rewrites A's (KcNoXform).
-  template <class LA, class LB, class XA = KcNoXform>
+  // cp.async (or synchronous st.shared) copies of k tile `kt` into one stage's A / B buffer.
+  template <class LA, class LB>
   __device__ static __forceinline__ void mainloop(unsigned short* smem, LA& load_a, LB& load_b,
-                                                  int kt0, int kt1, float (&acc)[MI][NI][4],
-                                                  XA xform_a = XA()) {
+                                                  int kt0, int kt1, float (&acc)[MI][NI][4]) {
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int wm = warp % WARPS_M, wn = warp / WARPS_M;
 #pragma unroll
@@ -169,7 +159,6 @@ struct KcGemm {
     }
     for (int t = 0; t < nt; ++t) {
       kc_cp_async_wait<STAGES - 2>();
-      xform_a(smem + (t % STAGES) * STAGE_ELEMS, kt0 + t);
       __syncthreads();
       const int nx = t + STAGES - 1;
       if (nx < nt) {
@@ -185,14 +174,6 @@ struct KcGemm {
   }
 };
 
-// 16-byte load of four 32-bit words from shared memory (the A prologue's rewrite).
-__device__ __forceinline__ uint4 kc_ld_shared_v4(unsigned addr) {
-  uint4 v;
-  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "r"(addr));
-  return v;
-}
 // 16-byte store of four 32-bit words to shared memory (the synchronous loader path).
 __device__ __forceinline__ void kc_st_shared_v4(unsigned addr, unsigned a, unsigned b, unsigned c,
                                                 unsigned d) {

@@ -121,11 +121,10 @@ struct KcWgmma {
     kc_wg_commit();
   }
 
-  // xform_a: the A prologue's rewrite of this thread's chunks (contraction_mma.cuh: KcNoXform).
-  template <class LA, class LB, class MMA, class XA = KcNoXform>
+  template <class LA, class LB, class MMA>
   __device__ static __forceinline__ void mainloop(unsigned short* smem, LA& load_a, LB& load_b,
                                                   MMA& mma, int kt0, int kt1,
-                                                  float (&acc)[1][NI][4], XA xform_a = XA()) {
+                                                  float (&acc)[1][NI][4]) {
     const int wg = threadIdx.x >> 7;
 #pragma unroll
     for (int ni = 0; ni < NI; ++ni)
@@ -144,7 +143,6 @@ struct KcWgmma {
     for (int t = 0; t < nt; ++t) {
       // Tile t has landed (this thread's copies); make every thread's copies visible to wgmma.
       kc_cp_async_wait<STAGES - 3>();
-      xform_a(smem + (t % STAGES) * STAGE_ELEMS, kt0 + t);
       kc_fence_proxy_async();
       __syncthreads();
       const unsigned sa = base + (t % STAGES) * STAGE_ELEMS * 2;

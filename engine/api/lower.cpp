@@ -33,7 +33,6 @@ Lowered lower(std::shared_ptr<const Graph> g, const DeviceInfo& target, const Lo
   PlanOptions po;
   po.fusion = o.fusion;
   po.fused_attention = o.schedule.attention_fused != 2;
-  po.contraction_prologue = o.schedule.contraction_prologue != 2;
   po.sm = parse_arch(target.arch);
   out.plan = plan_fusion(graph, po);
   if (o.dump_plan) fmt::print(stderr, "{}", plan_to_string(graph, out.plan));

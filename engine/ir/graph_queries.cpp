@@ -89,17 +89,6 @@ bool all_consumers_take_nhwc(const Graph& g, int t) {
   return true;
 }
 
-bool nhwc_chunks(const TensorDesc& d) {
-  if (d.shape.size() != 4) return false;
-  const Dim& c = d.shape[1];
-  if (!c.is_static() || c.value() % 8 != 0) return false;
-  if (d.layout == Layout::NHWC) return true;
-  if (d.layout != Layout::Strided || d.strides.size() != 4 || d.strides[1] != 1) return false;
-  for (int i : {0, 2, 3})
-    if (d.strides[i] % 8 != 0) return false;
-  return true;
-}
-
 bool has_constant_data(const Graph& g, int t) {
   const TensorInfo& ti = g.tensor(t);
   return ti.role == TensorRole::Constant && ti.data.has_value();

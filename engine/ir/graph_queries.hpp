@@ -31,10 +31,6 @@ bool strides_dense(const std::vector<int64_t>& strides, const Shape& shape, Layo
 // elementwise ops (adjacent threads, adjacent memory in either layout), convolutions (as their
 // input), pools, and a transpose to [N, H, W, C] (the channels-last memory in its order).
 bool all_consumers_take_nhwc(const Graph& g, int t);
-// Whether a rank-4 [N, C, H, W] tensor lies in NHWC order with its channels contiguous and every
-// other stride a multiple of 8 elements: dense NHWC, or a strided view in such memory (a concat
-// input or output in its place), which a conv's loaders read in 16-byte chunks of 8 channels.
-bool nhwc_chunks(const TensorDesc& d);
 // Whether tensor `t` is a constant whose data the graph holds (folding passes read it).
 bool has_constant_data(const Graph& g, int t);
 

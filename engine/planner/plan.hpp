@@ -46,10 +46,6 @@ struct PlanOptions {
   // Attention chains (engine/attention_pattern.hpp) as one kernel: needs mma.sync (sm_80+);
   // KILN_SCHEDULE attention.fused=2 switches it off.
   bool fused_attention = true;
-  // A 1x1 conv takes the elementwise chain making its input (per-sample / per-channel operands)
-  // as an A prologue on the tensor-core kernels (sm_80+); KILN_SCHEDULE contraction.prologue=2
-  // switches it off.
-  bool contraction_prologue = true;
   int sm = 90;
 };
 

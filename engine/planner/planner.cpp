@@ -24,7 +24,6 @@
 #include <set>
 
 #include "engine/base/check.hpp"
-#include "engine/ir/graph_queries.hpp"
 #include "engine/ir/op_table.hpp"
 #include "engine/passes/passes.hpp"
 #include "engine/passes/strided_views.hpp"
@@ -143,10 +142,7 @@ class Planner {
             continue;
           }
           int gid = new_group(i, anchor_kind(nodes[i]), i);
-          if (anchor_kind(nodes[i]) != GroupKind::Contraction)
-            claim_prologue(gid, i);
-          else
-            claim_conv_prologue(gid, i);
+          if (anchor_kind(nodes[i]) != GroupKind::Contraction) claim_prologue(gid, i);
           claim_epilogue(gid, i);
         }
       // 2. Movement ops with their prologues (after the anchors: an anchor's epilogue comes free);
@@ -437,83 +433,6 @@ class Planner {
           fmt::format("prologue: {} ({}) fused into {}'s input", pn.name, op_name(pn.op), a.name));
       // Only the operands with the iteration shape can be computed on the fly.
       for (int in : pn.inputs) work.push_back(in);
-    }
-  }
-
-  // Whether conv `anchor` can take an A prologue: a 1x1 stride-1 unpadded one-group conv over
-  // dense NHWC 16-bit channels (a multiple of 8, at least 16), which the tensor-core kernels
-  // run (sm_80+) with A loaded by cp.async chunks of 8 channels
-  // (codegen/contraction/prologue.cpp).
-  bool conv_takes_prologue(const Node& a) const {
-    if (!opts_.contraction_prologue || opts_.sm < 80 || a.op != OpKind::Conv2d) return false;
-    const TensorDesc& xd = g_.tensor(a.inputs[0]).desc;
-    const Shape& ws = g_.tensor(a.inputs[1]).desc.shape;
-    if (xd.layout != Layout::NHWC || (xd.dtype != DType::F16 && xd.dtype != DType::BF16))
-      return false;
-    if (a.attr_int("groups") != 1 || ws.size() != 4 || !(ws[2] == Dim(1)) || !(ws[3] == Dim(1)))
-      return false;
-    for (int64_t v : a.attr_ints("stride"))
-      if (v != 1) return false;
-    for (int64_t v : a.attr_ints("padding"))
-      if (v != 0) return false;
-    const Dim& c = xd.shape[1];
-    return c.is_static() && c.value() % 8 == 0 && c.value() >= 16;
-  }
-
-  // Whether operand `slot` of prologue node `n` varies only along the sample and the channel of
-  // the conv input's shape (per-channel parameters: batchnorm's; a squeeze-excite scale [N, C,
-  // 1, 1]): the prologue reads it per chunk of channels.
-  bool prologue_operand_ok(const Node& n, size_t slot, const Shape& shape) const {
-    const int t = n.inputs[slot];
-    if (!is_float(g_.tensor(t).desc.dtype) || is_strided_view(g_, t)) return false;
-    if (op_info(n.op).channel_operands && slot > 0) return true;
-    const Shape& os = g_.tensor(t).desc.shape;
-    if (os.size() > shape.size()) return false;
-    for (size_t i = 0; i < os.size(); ++i) {
-      const size_t d = shape.size() - os.size() + i;
-      const bool one = os[i].is_static() && os[i].value() == 1;
-      if (!one && (d >= 2 || !(os[i] == shape[d]))) return false;
-    }
-    return true;
-  }
-
-  // The A prologue of conv `anchor` (conv_takes_prologue): the linear chain of elementwise
-  // nodes making its input, each with one operand of that shape (the link) and the others per
-  // sample or channel, each result read by the next node alone. Claimed from the conv backwards,
-  // so that the chain claimed so far stays valid wherever it stops; each node's link must be
-  // what the loaders can read (16-byte chunks of channels in NHWC order, the conv's type: a
-  // DenseNet layer's input is its block's concat buffer in place). A squeeze-excite scale or
-  // DenseNet's pre-activation BN + ReLU then costs no kernel and no pass over the activation.
-  void claim_conv_prologue(int gid, int anchor) {
-    const Node& a = g_.nodes()[anchor];
-    if (!conv_takes_prologue(a)) return;
-    const TensorDesc& xd = g_.tensor(a.inputs[0]).desc;
-    int t = a.inputs[0];
-    for (;;) {
-      const int p = g_.tensor(t).producer;
-      if (p < 0 || group_of_[p] >= 0 || !live_[p] || is_output_.count(t)) return;
-      if (consumers_[t].size() != 1) return;
-      const Node& pn = g_.nodes()[p];
-      if (!elementwise(pn) || out_shape(p) != xd.shape || !all_floating(p) ||
-          op_info(pn.op).index_source)
-        return;
-      int link = -1;
-      for (size_t s = 0; s < pn.inputs.size(); ++s) {
-        const int in = pn.inputs[s];
-        if (g_.tensor(in).desc.shape == xd.shape) {
-          if (link >= 0) return;
-          link = in;
-        } else if (!prologue_operand_ok(pn, s, xd.shape)) {
-          return;
-        }
-      }
-      if (link < 0) return;
-      const TensorDesc& ld = g_.tensor(link).desc;
-      if (ld.dtype != xd.dtype || !nhwc_chunks(ld)) return;
-      if (!try_add(gid, p)) return;
-      groups_[gid].notes.push_back(fmt::format("prologue: {} ({}) applied to {}'s A tiles", pn.name,
-                                               op_name(pn.op), a.name));
-      t = link;
     }
   }
 
