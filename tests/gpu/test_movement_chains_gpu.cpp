@@ -30,8 +30,10 @@ TEST(MovementChainsGpu, MaxVitLayers) {
       EXPECT_EQ(copies, 8);  // four a layer
       for (int64_t n : {1, 5}) {
         SCOPED_TRACE(::testing::Message() << dtype_name(dt) << " C=" << c << " N=" << n);
-        EXPECT_TRUE(
-            matches_reference(cg, *g, {{"x", random_tensor(dt, {n, c, 14, 14}, seed++)}}, stream));
+        // bf16: two layers of matmuls over 64 channels whose pooled head cancels to near zero
+        // in places (1.6e-1 against 4.8 largest): the tolerance is relative to the largest.
+        EXPECT_TRUE(matches_reference(cg, *g, {{"x", random_tensor(dt, {n, c, 14, 14}, seed++)}},
+                                      stream, dt == DType::BF16));
       }
     }
   cuda::stream_destroy(stream);

@@ -1,8 +1,8 @@
 // A UNet attention block (tests/unet_attention.hpp) on the device: q, k and v read at their
 // thirds of the QKV conv's channels-last result, O^T written through the channels-last copy the
 // projection conv reads, against the CPU reference (f64) on random inputs, f16 and bf16, on the
-// wgmma kernel (the device's arch) and the mma.sync one (sm_80); token counts under, at and over
-// a key block, with partial blocks; outputs poisoned.
+// rules' attention kernel (wgmma on Hopper) and the mma.sync one (attention.wgmma=2); token
+// counts under, at and over a key block, with partial blocks; outputs poisoned.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -32,12 +32,12 @@ TEST(UnetAttentionGpu, BlockMatchesTheReference) {
   struct Shape {
     int64_t c, heads, h, w;
   };
-  for (const char* arch : {"", "sm_80"})
+  for (const char* schedule : {"", "attention.wgmma=2"})
     for (DType dt : {DType::F16, DType::BF16})
       for (Shape s : {Shape{64, 2, 4, 6}, Shape{128, 4, 9, 15}, Shape{128, 4, 32, 32}}) {
         const Graph g = test::unet_attention(dt, s.c, s.heads, s.h, s.w);
         EngineOptions o;
-        o.arch = arch;
+        o.schedule = schedule;
         Engine engine(o);
         CompiledGraph cg = engine.compile(g);
         int fused = 0;
@@ -45,7 +45,7 @@ TEST(UnetAttentionGpu, BlockMatchesTheReference) {
         EXPECT_EQ(fused, 1);
         EXPECT_EQ(cg.kernels().size(), 3u) << "QKV conv, attention, projection: no copy";
         for (int64_t n : {1, 3}) {
-          SCOPED_TRACE(fmt::format("{} {} C={} heads={} {}x{} N={}", *arch ? arch : "device",
+          SCOPED_TRACE(fmt::format("{} {} C={} heads={} {}x{} N={}", *schedule ? schedule : "rules",
                                    dtype_name(dt), s.c, s.heads, s.h, s.w, n));
           std::map<std::string, HostTensor> in{
               {"x", random_tensor(dt, {n, s.c, s.h, s.w}, seed++, -2.0, 2.0)}};
