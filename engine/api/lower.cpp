@@ -5,6 +5,7 @@
 
 #include <chrono>
 
+#include "engine/api/fold_constants.hpp"
 #include "engine/base/check.hpp"
 #include "engine/passes/passes.hpp"
 
@@ -25,7 +26,12 @@ int64_t lap_us(std::chrono::steady_clock::time_point* t0) {
 Lowered lower(std::shared_ptr<const Graph> g, const DeviceInfo& target, const LowerOptions& o) {
   Lowered out;
   auto t0 = std::chrono::steady_clock::now();
+  // Constants first: the passes then see the folded results as the constants they are.
+  std::string folded;
+  if (o.fusion) g = fold_constants(std::move(g), &folded);
   out.graph = apply_engine_passes(std::move(g), o.fusion, &out.passes_note);
+  if (!folded.empty())
+    out.passes_note = out.passes_note.empty() ? folded : folded + "; " + out.passes_note;
   out.passes_us = lap_us(&t0);
   const Graph& graph = *out.graph;
   KILN_CHECK(!graph.outputs().empty(), "graph '{}': no outputs to compute", graph.name());
