@@ -11,7 +11,8 @@ namespace {
 // weights (and bias), or -1. `*scale` gets the scalar.
 int scaled_matmul(const Graph& g, int mi, double* scale) {
   const Node& m = g.nodes()[mi];
-  if (m.op != OpKind::Mul || m.inputs.size() != 2) return -1;
+  // (a graph output keeps its tensor: the rewrite would leave it to the old nodes)
+  if (m.op != OpKind::Mul || m.inputs.size() != 2 || is_graph_output(g, m.outputs[0])) return -1;
   for (int side = 0; side < 2; ++side) {
     const int y = m.inputs[side], s = m.inputs[1 - side];
     if (!has_constant_data(g, s) || shape_numel(g.tensor(s).desc.shape) != Dim(1)) continue;

@@ -41,6 +41,14 @@ bool has_pool_before_narrowing_conv(const Graph& g);
 int fold_matmul_scales(Graph& g, std::vector<std::string>* folded = nullptr);
 bool has_scaled_matmul(const Graph& g);
 
+// A matmul result scaled by one factor per batch index (a [..., 1, 1] tensor: Swin V2's per-head
+// logit scale on its cosine attention scores) is the matmul of the left operand so scaled:
+// (A @ B) * s = (A * s) @ B. The scale then fuses into A's producer, and the scores reach the
+// softmax unscaled (the fused attention takes a scalar scale only). Returns the number moved
+// (the matmuls' names in `moved`).
+int scales_before_matmuls(Graph& g, std::vector<std::string>* moved = nullptr);
+bool has_batch_scaled_matmul(const Graph& g);
+
 // 16-bit matmuls of one input by constant weights whose results only reach matmuls through
 // movement ops (HF's separate q, k and v projections, the attention's operands) are one matmul by
 // the weights side by side, the results slices of its result along the last dim (which the
