@@ -192,7 +192,7 @@ std::optional<Strides> strides_of(const TensorDesc& d) {
   return s;
 }
 
-std::optional<Operand> read_operand(const Graph& g, int t, bool may_scale) {
+std::optional<Operand> read_operand(const Graph& g, int t, bool may_scale, bool private_only) {
   Operand o;
   if (std::optional<Operand> m = may_scale ? scalar_mul(g, t) : std::nullopt)
     o = *m;
@@ -204,6 +204,8 @@ std::optional<Operand> read_operand(const Graph& g, int t, bool may_scale) {
   for (int cur = o.read; !is_graph_output(g, cur);) {
     const int p = g.tensor(cur).producer;
     if (p < 0 || !movement(g.nodes()[p])) break;
+    if (private_only && !chain.empty() && consumers_of(g, cur) != std::vector<int>{chain.back()})
+      break;
     chain.push_back(p);
     if (!is_view_node(g, g.nodes()[p])) copy = static_cast<int>(chain.size());
     cur = g.nodes()[p].inputs[0];

@@ -35,10 +35,14 @@ struct Operand {
                            // scales each by sqrt(1 / sqrt(D))), folded into the scores
 };
 
-// Operand `t` of the chain: t itself, or read through its private movement ops down to the last
-// one that stayed a copy (views below it are read in place), after a private mul by a scalar
-// constant when `may_scale` (Q and K).
-std::optional<Operand> read_operand(const Graph& g, int t, bool may_scale);
+// Operand `t` of the chain: t itself, or read through its movement ops down to the last one that
+// stayed a copy (views below it are read in place), after a private mul by a scalar constant when
+// `may_scale` (Q and K). `private_only`: the walk stops at a tensor something else reads too
+// (Swin V2's v slice of a head split whose q and k slices its cosine normalization reads: v is
+// read from the split in place); else the chain may end in a tensor the other operands' chains
+// read (torchvision's one QKV transpose), which the matcher checks.
+std::optional<Operand> read_operand(const Graph& g, int t, bool may_scale,
+                                    bool private_only = false);
 
 // Where result `o` is written: o itself, or through the private reshapes and transposes that
 // follow it up to the last one that stayed a copy, whose result is then written.

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <initializer_list>
 
 #include "engine/ir/graph_queries.hpp"
 #include "engine/ir/op_table.hpp"
@@ -65,6 +66,16 @@ bool reads_stay_inside(const Graph& g, const AttentionChain& c, int written,
         if (std::find(inside.begin(), inside.end(), r) == inside.end()) return false;
     }
   return true;
+}
+
+// `c` with the operands' movement ops (each once) as its operand views.
+AttentionChain chain_views(AttentionChain c, std::initializer_list<const Operand*> ops) {
+  c.operand_views.clear();
+  for (const Operand* x : ops)
+    for (int n : x->nodes)
+      if (std::find(c.operand_views.begin(), c.operand_views.end(), n) == c.operand_views.end())
+        c.operand_views.push_back(n);
+  return c;
 }
 
 }  // namespace
@@ -164,6 +175,14 @@ std::optional<AttentionChain> match_attention(const Graph& g, int qk) {
   std::optional<Operand> qo = read_operand(g, c.q, true), ko = read_operand(g, c.k, true),
                          vo = read_operand(g, c.v, false), oo = write_result(g, c.o);
   if (!qo || !ko || !vo || !oo) return std::nullopt;
+  if (!reads_stay_inside(g, chain_views(c, {&*qo, &*ko, &*vo, &*oo}), oo->read,
+                         {qo->read, ko->read, vo->read})) {
+    // A chain reaches a tensor read outside the attention: each operand's private chain alone.
+    qo = read_operand(g, c.q, true, true);
+    ko = read_operand(g, c.k, true, true);
+    vo = read_operand(g, c.v, false, true);
+    if (!qo || !ko || !vo) return std::nullopt;
+  }
   auto qs = operand_strides(g, *qo, c.q, r - 1, batch, false);
   auto ks = operand_strides(g, *ko, c.k, c.k_rows ? r - 1 : r - 2, batch, true);
   auto vs = operand_strides(g, *vo, c.v, c.v_rows ? r - 1 : r - 2, batch, true);
@@ -173,10 +192,7 @@ std::optional<AttentionChain> match_attention(const Graph& g, int qk) {
   c.k_strides = *ks;
   c.v_strides = *vs;
   c.o_strides = *os;
-  for (const Operand* x : {&*qo, &*ko, &*vo, &*oo})
-    for (int n : x->nodes)
-      if (std::find(c.operand_views.begin(), c.operand_views.end(), n) == c.operand_views.end())
-        c.operand_views.push_back(n);
+  c = chain_views(c, {&*qo, &*ko, &*vo, &*oo});
   if (!reads_stay_inside(g, c, oo->read, {qo->read, ko->read, vo->read})) return std::nullopt;
   c.operand_scale = qo->scale * ko->scale;
   c.batch = batch;
