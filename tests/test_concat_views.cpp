@@ -331,6 +331,36 @@ TEST(StridedViews, SlicesSplitsExpandsAndConstantGathersReadByElementwiseOpsAreV
   }
 }
 
+// A slice along the leading dim of dense memory is dense memory at an offset: a view whatever
+// reads it (a reduction, a row norm), also once a reshape of it is a view (Swin V2's q and k of
+// its head split: the reshapes take the slice's root and offset).
+TEST(StridedViews, LeadingSlicesOfDenseMemoryAreViewsForAnyReader) {
+  for (DType dt : {DType::F32, DType::F16}) {
+    SCOPED_TRACE(dname(dt));
+    auto g = std::make_shared<Graph>("head_split");
+    Tensor x = g->input("x", dt, {"N", 8, 96});
+    Tensor split = g->transpose(g->reshape(x, {"N", 8, 3, 32}), {2, 0, 1, 3});  // [3, N, 8, 32]
+    std::vector<Tensor> parts;
+    for (int64_t i = 0; i < 2; ++i)
+      parts.push_back(g->reshape(g->slice(split, {i}, {i + 1}, {0}), {"N", 8, 32}));
+    g->output(g->reduce("reduce_l2", parts[0], {-1}, true));
+    g->output(g->softmax(parts[1], -1));
+    Lowered l = lower(g);
+    const Graph& f = *l.g;
+    EXPECT_EQ(count_kind(l.plan, GroupKind::Copy), 1) << plan_to_string(f, l.plan);  // the split
+    const std::string root = g->tensor(split.id).name;
+    for (int64_t i = 0; i < 2; ++i) {
+      const Dim at = Dim(i) * Dim("N") * Dim(8 * 32);
+      const Node& reshape = g->nodes()[g->tensor(parts[i].id).producer];
+      expect_view(f, g->tensor(parts[i].id).name, root, at, {});
+      expect_view(f, g->tensor(reshape.inputs[0]).name, root, at, {});  // the slice's result
+    }
+    expect_same_values(*g, f);
+    expect_arena_sound(f, l.plan);
+    expect_compiles(*g);
+  }
+}
+
 TEST(ConcatViews, CopiesStayWhereAViewWouldNotDo) {
   // Inputs only: nothing writes in place, one concat kernel beats two copies.
   {

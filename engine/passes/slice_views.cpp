@@ -3,6 +3,8 @@
 // kernel.
 #include <fmt/format.h>
 
+#include <optional>
+
 #include "engine/ir/gather_ops.hpp"
 #include "engine/ir/graph_queries.hpp"
 #include "engine/ir/movement_ops.hpp"
@@ -92,6 +94,69 @@ std::string dense_reader(const Graph& g, int t) {
   return "";
 }
 
+// A slice along the leading dim alone (step 1) of row-major memory keeps whole rows: dense
+// memory at an offset, symbolic where the inner dims are (Swin V2's q, k and v of its head split,
+// [3, 49 N, 3, 64, 32]). The offset, and in `*factor` a static factor of it.
+std::optional<Dim> leading_slice_offset(const Graph& g, const Node& n, int64_t* factor) {
+  const TensorDesc& id = g.tensor(n.inputs[0]).desc;
+  if (n.op != OpKind::Slice || id.layout != Layout::NCHW || id.rank() < 2 ||
+      !id.shape[0].is_static())
+    return std::nullopt;
+  std::vector<int64_t> dims(id.rank(), 1);
+  dims[0] = id.shape[0].value();
+  for (int64_t ax : slice_axis_list(n, id.rank(), n.name))
+    if (ax != 0) return std::nullopt;
+  const std::vector<SliceAxis> sa = slice_axes(n, dims);
+  if (sa[0].step != 1) return std::nullopt;
+  Dim inner(1);
+  *factor = sa[0].start;
+  for (int d = 1; d < id.rank(); ++d) {
+    inner = inner * id.shape[d];
+    if (id.shape[d].is_static()) *factor *= id.shape[d].value();
+  }
+  return Dim(sa[0].start) * inner;
+}
+
+// How node `n` reads its input as a view: strides (empty: dense row-major) and an offset into
+// the input, true; else false with `*why`.
+bool view_of_input(const Graph& g, const Node& n, std::vector<int64_t>* strides, Dim* offset,
+                   bool* dense, std::string* why) {
+  const TensorDesc& id = g.tensor(n.inputs[0]).desc;
+  const int64_t es = static_cast<int64_t>(dtype_size(id.dtype));
+  int64_t factor = 0;
+  if (std::optional<Dim> lead = leading_slice_offset(g, n, &factor)) {
+    if (!offset_aligned(Dim(1), factor, es)) {
+      *why = fmt::format("it starts {} elements in, not 16 bytes aligned", lead->str());
+      return false;
+    }
+    strides->clear();
+    *offset = *lead;
+    *dense = true;
+    return true;
+  }
+  auto in_strides = static_strides(id);
+  if (!in_strides) {
+    *why = "its input's strides are not static";
+    return false;
+  }
+  int64_t off = 0;
+  const bool ok = n.op == OpKind::Gather ? gather_strides(g, n, *in_strides, strides, &off)
+                                         : view_strides(g, n, *in_strides, strides, &off);
+  if (!ok) {
+    *why = n.op == OpKind::Gather ? "its indices are no constant progression in range"
+                                  : "a negative step or a symbolic sliced dim";
+    return false;
+  }
+  // The input's own offset is aligned (a view made by a pass) or 0.
+  if (!offset_aligned(Dim(off), 1, es)) {
+    *why = fmt::format("it starts {} elements in, not 16 bytes aligned", off);
+    return false;
+  }
+  *offset = Dim(off);
+  *dense = layout_of_strides(*strides, g.tensor(n.outputs[0]).desc.shape) != Layout::Strided;
+  return true;
+}
+
 // Movement node `i` as a view (true), or, for a slice, expand or gather that stays a copy
 // kernel, why (false, `*why`; empty for other nodes).
 bool try_view(Graph& g, int i, std::string* what, std::string* why) {
@@ -100,13 +165,15 @@ bool try_view(Graph& g, int i, std::string* what, std::string* why) {
   const int in = n.inputs[0], out = n.outputs[0];
   const TensorInfo& ti = g.tensor(in);
   if (ti.desc.dtype != g.tensor(out).desc.dtype) return false;
-  if (!may_become_view(g, out)) {
+  // A root of views (a reshape of it folded first) may still become a view when it is dense:
+  // its views then take its root and offset.
+  const bool reroot = n.op == OpKind::Slice && !may_become_view(g, out) && is_view_root(g, out);
+  if (!may_become_view(g, out) && !reroot) {
     *why = "its output is a graph output or already has views";
     return false;
   }
-  if (!all_readers_strided(g, out)) {
-    const std::string r = dense_reader(g, out);
-    *why = r.empty() ? "nothing reads it" : fmt::format("{} reads dense memory only", r);
+  if (consumers_of(g, out).empty()) {
+    *why = "nothing reads it";
     return false;
   }
   const int root = memory_root(g, in);
@@ -115,28 +182,36 @@ bool try_view(Graph& g, int i, std::string* what, std::string* why) {
     *why = "it reads a constant";
     return false;
   }
-  auto in_strides = static_strides(ti.desc);
-  if (!in_strides) {
-    *why = "its input's strides are not static";
-    return false;
-  }
   std::vector<int64_t> strides;
-  int64_t offset = 0;
-  const bool ok = n.op == OpKind::Gather ? gather_strides(g, n, *in_strides, &strides, &offset)
-                                         : view_strides(g, n, *in_strides, &strides, &offset);
-  if (!ok) {
-    *why = n.op == OpKind::Gather ? "its indices are no constant progression in range"
-                                  : "a negative step or a symbolic sliced dim";
+  Dim offset(0);
+  bool dense = false;
+  if (!view_of_input(g, n, &strides, &offset, &dense, why)) return false;
+  // Dense memory at an offset is what any kernel reads; strided memory only elementwise readers
+  // take.
+  if (reroot && !dense) {
+    *why = "its output already has views and the slice is not dense";
     return false;
   }
-  // The input's own offset is aligned (a view made by a pass) or 0.
-  if (!offset_aligned(Dim(offset), 1, static_cast<int64_t>(dtype_size(ti.desc.dtype)))) {
-    *why = fmt::format("it starts {} elements in, not 16 bytes aligned", offset);
+  if (!dense && !all_readers_strided(g, out)) {
+    *why = fmt::format("{} reads dense memory only", dense_reader(g, out));
     return false;
   }
-  const Dim at = ti.view_offset + Dim(offset);
+  const Dim at = ti.view_offset + offset;
   *what = fmt::format("{} ({})", n.name, op_name(n.op));
-  make_view(g, out, root, strides, at);
+  for (TensorInfo& t : g.mutable_tensors())
+    if (t.view_of == out) {  // views of `out`, at their offsets into it
+      t.view_of = root;
+      t.view_offset = at + t.view_offset;
+    }
+  if (strides.empty()) {  // dense row-major rows of the input
+    TensorInfo& t = g.mutable_tensors()[out];
+    t.view_of = root;
+    t.view_offset = at;
+    t.desc.layout = Layout::NCHW;
+    t.desc.strides.clear();
+  } else {
+    make_view(g, out, root, strides, at);
+  }
   return true;
 }
 

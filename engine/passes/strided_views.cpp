@@ -70,6 +70,14 @@ bool may_become_view(const Graph& g, int t) {
   return true;
 }
 
+bool is_view_root(const Graph& g, int t) {
+  const TensorInfo& ti = g.tensor(t);
+  if (ti.role != TensorRole::Intermediate || ti.view_of >= 0 || is_graph_output(g, t)) return false;
+  for (const TensorInfo& o : g.tensors())
+    if (o.view_of == t) return true;
+  return false;
+}
+
 bool is_strided_view(const Graph& g, int t) {
   const TensorInfo& ti = g.tensor(t);
   return ti.view_of >= 0 && ti.desc.layout == Layout::Strided;

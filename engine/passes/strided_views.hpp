@@ -43,6 +43,9 @@ void make_view(Graph& g, int view, int root, const std::vector<int64_t>& strides
 // view and no root of one yet.
 bool may_become_view(const Graph& g, int t);
 
+// Whether tensor `t` is a private intermediate, no view itself, that views were made of.
+bool is_view_root(const Graph& g, int t);
+
 // Whether tensor `t` is a view laid out with explicit strides (a slice, an expand or a concat
 // input that is not dense memory of its own).
 bool is_strided_view(const Graph& g, int t);
