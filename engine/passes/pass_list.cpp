@@ -50,6 +50,12 @@ std::string run_fold_matmul_scales(Graph& g) {
   return listed("scalar scales folded into the projection's weights", folded);
 }
 
+std::string run_l2_normalizations(Graph& g) {
+  std::vector<std::string> rewritten;
+  l2_normalizations_as_rmsnorms(g, &rewritten);
+  return listed("l2 normalizations as row norms", rewritten);
+}
+
 std::string run_scales_before_matmuls(Graph& g) {
   std::vector<std::string> moved;
   scales_before_matmuls(g, &moved);
@@ -203,6 +209,7 @@ constexpr EnginePass kEnginePasses[] = {
     {has_pool_before_narrowing_conv, run_pools_after_convs},
     {has_scaled_matmul, run_fold_matmul_scales},
     {has_batch_scaled_matmul, run_scales_before_matmuls},
+    {has_l2_normalization, run_l2_normalizations},
     {has_sibling_matmuls, run_merge_sibling_matmuls},
     {has_reshape_of_channels_last, run_channel_shuffles},
     {has_channels_last_conv_with_nchw_filter, run_channels_last_filters},

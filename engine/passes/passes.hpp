@@ -41,6 +41,13 @@ bool has_pool_before_narrowing_conv(const Graph& g);
 int fold_matmul_scales(Graph& g, std::vector<std::string>* folded = nullptr);
 bool has_scaled_matmul(const Graph& g);
 
+// An f16 l2 normalization over the last dim as exported (div(x, expand(clamp(reduce_l2(x),
+// eps)))), Swin V2's cosine attention's q and k: two kernels, the norms between them in memory)
+// is one row norm, rmsnorm(x, eps^2 / D) / sqrt(D) = x / sqrt(|x|^2 + eps^2), which for f16 rows
+// differs from x / max(|x|, eps) by under 1.5e-6 (eps <= 1e-10). Returns the number rewritten.
+int l2_normalizations_as_rmsnorms(Graph& g, std::vector<std::string>* rewritten = nullptr);
+bool has_l2_normalization(const Graph& g);
+
 // A matmul result scaled by one factor per batch index (a [..., 1, 1] tensor: Swin V2's per-head
 // logit scale on its cosine attention scores) is the matmul of the left operand so scaled:
 // (A @ B) * s = (A * s) @ B. The scale then fuses into A's producer, and the scores reach the
