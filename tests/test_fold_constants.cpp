@@ -70,6 +70,21 @@ TEST(FoldConstants, LargeResultsStayKernels) {
   EXPECT_EQ(fold_constants(g, nullptr), g);
 }
 
+// A chain of constant ops folds to a bounded depth (the data of a folded constant is made by
+// recursion through the chain): the rest runs as kernels, with the same values.
+TEST(FoldConstants, LongChainsFoldToABoundedDepth) {
+  auto g = std::make_shared<Graph>("chain");
+  Tensor x = g->input("x", DType::F32, {"N", 8});
+  Tensor c = normal(*g, "c", {8}, 5);
+  for (int i = 0; i < 300; ++i) c = g->tanh(c);
+  g->output(g->add(x, c));
+  std::string note;
+  std::shared_ptr<const Graph> f = fold_constants(g, &note);
+  EXPECT_NE(note.find("(64 nodes)"), std::string::npos) << note;
+  EXPECT_EQ(test::count_op(*f, OpKind::Tanh), 300 - 64);
+  test::expect_same_values(*g, *f);
+}
+
 TEST(FoldConstants, DataMadeOnFirstUse) {
   auto calls = std::make_shared<std::atomic<int>>(0);
   auto g = std::make_shared<Graph>("lazy");

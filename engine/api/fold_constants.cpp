@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <map>
+#include <unordered_map>
 #include <vector>
 
 #include "engine/ir/graph_queries.hpp"
@@ -27,9 +28,15 @@ int64_t static_numel(const TensorDesc& d) {
   return n.is_static() ? n.value() : -1;
 }
 
-bool foldable(const Graph& g, const Node& n) {
+// A folded constant is at most this many folds from the graph's own constants: its data is made
+// by recursion through the chain (a hostile chain of constant ops must not exhaust the stack).
+constexpr int kMaxDepth = 64;
+
+// Whether node `n` (its inputs `ins`, already folded where they were) computes constants only
+// within the bounds.
+bool foldable(const Graph& g, const Node& n, const std::vector<int>& ins) {
   std::vector<int64_t> in;
-  for (int t : n.inputs) {
+  for (int t : ins) {
     const TensorInfo& ti = g.tensor(t);
     if (ti.role != TensorRole::Constant || !ti.data.has_value()) return false;
     in.push_back(static_numel(ti.desc));
@@ -68,24 +75,40 @@ HostTensor evaluate(const std::vector<TensorInfo>& inputs, const Node& n, size_t
 std::shared_ptr<const Graph> fold_constants(std::shared_ptr<const Graph> g, std::string* note) {
   std::shared_ptr<Graph> out;
   std::vector<std::string> folded;
+  // Folded tensor -> its constant, and each such constant's depth. Readers are rewired once at
+  // the end: one pass over the nodes, whatever the number of folds.
+  std::unordered_map<int, int> to, depth;
+  auto resolved = [&](int t) {
+    auto it = to.find(t);
+    return it == to.end() ? t : it->second;
+  };
   for (size_t i = 0; i < g->nodes().size(); ++i) {
     const Graph& cur = out ? *out : *g;
-    if (!foldable(cur, cur.nodes()[i])) continue;
+    std::vector<int> ins;
+    int d = 1;
+    for (int t : cur.nodes()[i].inputs) {
+      ins.push_back(resolved(t));
+      if (auto it = depth.find(ins.back()); it != depth.end()) d = std::max(d, it->second + 1);
+    }
+    if (d > kMaxDepth || !foldable(cur, cur.nodes()[i], ins)) continue;
     if (!out) out = std::make_shared<Graph>(*g);
     const Node n = out->nodes()[i];
     std::vector<TensorInfo> inputs;
-    for (int t : n.inputs) inputs.push_back(out->tensor(t));
+    for (int t : ins) inputs.push_back(out->tensor(t));
     for (size_t k = 0; k < n.outputs.size(); ++k) {
-      const TensorInfo& y = out->tensor(n.outputs[k]);
-      TensorDesc d = y.desc;
-      if (d.layout == Layout::Strided) d.layout = Layout::NCHW;
-      const Tensor c = out->constant_deferred(fresh_name(*out, y.name + "_folded"), d,
-                                              [inputs, n, k] { return evaluate(inputs, n, k); });
-      replace_uses(*out, n.outputs[k], c.id);
+      TensorDesc desc = out->tensor(n.outputs[k]).desc;
+      if (desc.layout == Layout::Strided) desc.layout = Layout::NCHW;
+      const std::string name = fresh_name(*out, out->tensor(n.outputs[k]).name + "_folded");
+      const Tensor c =
+          out->constant_deferred(name, desc, [inputs, n, k] { return evaluate(inputs, n, k); });
+      to[n.outputs[k]] = c.id;
+      depth[c.id] = d;
     }
     folded.push_back(n.name);
   }
   if (!out) return g;
+  for (Node& n : out->mutable_nodes())
+    for (int& t : n.inputs) t = resolved(t);
   out->prune();
   if (note)
     *note = fmt::format("constant subgraphs folded ({} nodes): {}", folded.size(),
