@@ -37,6 +37,21 @@ TEST(AttentionBatchSplits, SwinWindowMaskIsOneFusedAttention) {
   EXPECT_EQ(names, want);
 }
 
+// q scaled by a per-head tensor: the mul stays before the split (the kernel making q applies it),
+// only a scalar scale is rebuilt after it for the attention to take.
+TEST(AttentionBatchSplits, PerHeadScaleStaysBeforeTheSplit) {
+  auto g = test::window_attention(4, 2, 16, 32, DType::F32, true);
+  Graph c = *g;
+  EXPECT_EQ(split_attention_batches(c), 1);
+  ASSERT_EQ(count_op(c, OpKind::Mul), 1);
+  for (const Node& n : c.nodes())
+    if (n.op == OpKind::Mul) {
+      const int q = n.inputs[0] == c.find("scale") ? n.inputs[1] : n.inputs[0];
+      EXPECT_EQ(c.tensor(q).desc.shape, (Shape{Dim("N") * Dim(4), Dim(2), Dim(16), Dim(32)}));
+    }
+  test::expect_same_values(*g, c, 1e-6);
+}
+
 TEST(AttentionBatchSplits, WhatMustStayStays) {
   {  // the attention's result is a graph output
     auto g = std::make_shared<Graph>("g");

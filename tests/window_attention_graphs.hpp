@@ -12,16 +12,20 @@
 
 namespace kiln::test {
 
+// `per_head`: q scaled by a [H, 1, 1] tensor (Swin V2's logit scale moved onto q) instead of a
+// scalar.
 inline std::shared_ptr<Graph> window_attention(int64_t w, int64_t h, int64_t s, int64_t d,
-                                               DType dt = DType::F16) {
+                                               DType dt = DType::F16, bool per_head = false) {
   auto g = std::make_shared<Graph>("window_attention");
   const Dim nw = Dim("N") * Dim(w);
   auto windows = [&](const char* name) {  // [N, W, H, S, D] as the [N W, H, S, D] Swin has
     return g->reshape(g->input(name, dt, {"N", w, h, s, d}), {nw, h, s, d});
   };
   Tensor q = windows("q"), k = windows("k"), v = windows("v");
-  Tensor scale = g->constant("scale", TensorDesc{dt, {}, Layout::NCHW, {}},
-                             HostTensor::from_f64(dt, {}, {0.125}));
+  Tensor scale = per_head ? g->constant_random("scale", TensorDesc{dt, {h, 1, 1}, Layout::NCHW, {}},
+                                               "uniform", 0.1, 0.3, 4)
+                          : g->constant("scale", TensorDesc{dt, {}, Layout::NCHW, {}},
+                                        HostTensor::from_f64(dt, {}, {0.125}));
   Tensor bias =
       g->constant_random("bias", TensorDesc{dt, {h, s, s}, Layout::NCHW, {}}, "normal", 0, 0.5, 3);
   std::vector<double> mv(static_cast<size_t>(w * s * s));

@@ -123,11 +123,13 @@ class Builder {
     ++count_;
     return g_.add_node(op, ins, attrs, nm, {nm})[0];
   }
-  // `t` [d0 d1, rest..] as [d0, d1, rest..]; a private elementwise op making it (the scale of q)
-  // is rebuilt over the split input instead, so that the attention matcher still finds it.
+  // `t` [d0 d1, rest..] as [d0, d1, rest..]; a private elementwise op by scalars making it (the
+  // scale of q) is rebuilt over the split input instead, so that the attention matcher still
+  // finds it. (An op by a tensor, Swin V2's per-head scale, stays where it is: in the epilogue of
+  // the kernel before it.)
   Tensor split(int t, const Dim& d0, const Dim& d1) {
     const int p = g_.tensor(t).producer;
-    if (p >= 0 && read_by_one(g_, t) && is_elementwise(g_.nodes()[p])) {
+    if (p >= 0 && read_by_one(g_, t) && is_elementwise(g_.nodes()[p]) && by_scalars(p)) {
       const Node pn = g_.nodes()[p];
       const int c = chain_input(g_, pn);
       if (c >= 0) return redo(pn, c, split_plain(c, d0, d1));
@@ -143,6 +145,14 @@ class Builder {
   int count() const { return count_; }
 
  private:
+  // Whether node `p`'s inputs other than its chain input are scalars.
+  bool by_scalars(int p) const {
+    const Node& n = g_.nodes()[p];
+    const int c = chain_input(g_, n);
+    for (int t : n.inputs)
+      if (t != c && !(shape_numel(g_.tensor(t).desc.shape) == Dim(1))) return false;
+    return true;
+  }
   Tensor split_plain(int t, const Dim& d0, const Dim& d1) {
     Shape s = g_.tensor(t).desc.shape;
     s.erase(s.begin());
