@@ -8,7 +8,9 @@
 #include <string>
 
 #include "engine/api/fold_constants.hpp"
+#include "kiln/error.hpp"
 #include "kiln/lowering.hpp"
+#include "kiln/reference.hpp"
 #include "tests/count_ops.hpp"
 #include "tests/same_values.hpp"
 
@@ -83,6 +85,27 @@ TEST(FoldConstants, LongChainsFoldToABoundedDepth) {
   EXPECT_NE(note.find("(64 nodes)"), std::string::npos) << note;
   EXPECT_EQ(test::count_op(*f, OpKind::Tanh), 300 - 64);
   test::expect_same_values(*g, *f);
+}
+
+// A folded node that fails (a constant gather out of range) plans, and its error reaches the
+// first use of the data as a user error naming the graph and the node.
+TEST(FoldConstants, AFailingNodeFailsWhereItsDataIsUsed) {
+  auto g = std::make_shared<Graph>("bad_lookup");
+  Tensor x = g->input("x", DType::F32, {"N", 4});
+  Tensor idx = g->constant("idx", TensorDesc{DType::I64, {1}, Layout::NCHW, {}},
+                           HostTensor::from_i64(DType::I64, {1}, {7}));
+  g->output(g->add(x, g->gather(normal(*g, "table", {3, 4}, 4), idx, 0)));
+  std::shared_ptr<const Graph> f = fold_constants(g, nullptr);
+  ASSERT_NE(f, g);
+  try {
+    run_reference(*f, {{"x", HostTensor::zeros(DType::F32, {2, 4})}});
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::User);
+    const std::string w = e.what();
+    EXPECT_NE(w.find("bad_lookup"), std::string::npos) << w;
+    EXPECT_NE(w.find("index out of range"), std::string::npos) << w;
+  }
 }
 
 TEST(FoldConstants, DataMadeOnFirstUse) {

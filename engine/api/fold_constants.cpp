@@ -60,8 +60,9 @@ bool foldable(const Graph& g, const Node& n, const std::vector<int>& ins) {
 
 // The data of output `k` of node `n` (its inputs' data made first): the node alone, run by the
 // reference, as row-major logical values.
-HostTensor evaluate(const std::vector<TensorInfo>& inputs, const Node& n, size_t k) {
-  Graph sub("fold");
+HostTensor evaluate(const std::string& graph, const std::vector<TensorInfo>& inputs, const Node& n,
+                    size_t k) {
+  Graph sub(graph + ", folding constants");
   std::vector<Tensor> ins;
   for (const TensorInfo& ti : inputs) ins.push_back(sub.constant(ti.name, ti.desc, *ti.data));
   const std::vector<Tensor> outs = sub.add_node(op_name(n.op), ins, n.attrs, n.name);
@@ -99,8 +100,8 @@ std::shared_ptr<const Graph> fold_constants(std::shared_ptr<const Graph> g, std:
       TensorDesc desc = out->tensor(n.outputs[k]).desc;
       if (desc.layout == Layout::Strided) desc.layout = Layout::NCHW;
       const std::string name = fresh_name(*out, out->tensor(n.outputs[k]).name + "_folded");
-      const Tensor c =
-          out->constant_deferred(name, desc, [inputs, n, k] { return evaluate(inputs, n, k); });
+      const Tensor c = out->constant_deferred(
+          name, desc, [graph = g->name(), inputs, n, k] { return evaluate(graph, inputs, n, k); });
       to[n.outputs[k]] = c.id;
       depth[c.id] = d;
     }
