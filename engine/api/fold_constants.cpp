@@ -111,9 +111,13 @@ std::shared_ptr<const Graph> fold_constants(std::shared_ptr<const Graph> g, std:
   for (Node& n : out->mutable_nodes())
     for (int& t : n.inputs) t = resolved(t);
   out->prune();
-  if (note)
-    *note = fmt::format("constant subgraphs folded ({} nodes): {}", folded.size(),
-                        fmt::join(folded, ", "));
+  if (note) {  // the first names (a graph of thousands of constant ops keeps a short note)
+    const size_t shown = std::min<size_t>(folded.size(), 200);
+    *note = fmt::format("constant subgraphs folded ({} nodes): {}{}", folded.size(),
+                        fmt::join(folded.begin(), folded.begin() + shown, ", "),
+                        shown < folded.size() ? fmt::format(", and {} more", folded.size() - shown)
+                                              : std::string());
+  }
   return out;
 }
 
