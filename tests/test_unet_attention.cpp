@@ -18,6 +18,7 @@
 #include "engine/planner/plan.hpp"
 #include "kiln/error.hpp"
 #include "kiln/reference.hpp"
+#include "tests/golden_file.hpp"
 #include "tests/random_input.hpp"
 #include "tests/unet_attention.hpp"
 
@@ -197,6 +198,26 @@ TEST(UnetAttention, EveryKernelCompiles) {
     }
   EXPECT_EQ(compiled, 2 * 3 * 3);
   EXPECT_EQ(attention, 2 * 3);
+}
+
+// The plan (the channels-last rewrite of O^T, the attention group taking the head split) and the
+// attention kernel's generated part (strides and offsets over the QKV conv's result, O^T's
+// strides into the projection's input) are pinned (UPDATE_GOLDEN=1 rewrites
+// tests/golden/attention_unet.cu).
+TEST(UnetAttention, GoldenPlanAndSource) {
+  Planned p = plan_block(DType::F16);
+  std::string text = plan_to_string(*p.g, p.plan);
+  CodegenOptions co;
+  co.sm = 90;
+  for (const KernelSpec& k : generate_kernels(*p.g, p.plan, co)) {
+    if (k.name.rfind("attention_", 0) != 0) continue;
+    const size_t at = k.source.find("struct KcScores");
+    ASSERT_NE(at, std::string::npos) << k.name;
+    text += fmt::format("// ---- {} grid=({}) block={} smem={} args={}\n", k.name, k.grid[0].str(),
+                        k.block[0], k.smem_bytes, k.args.size());
+    text += k.source.substr(at);
+  }
+  test::expect_golden("attention_unet.cu", text);
 }
 
 }  // namespace
