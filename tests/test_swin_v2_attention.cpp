@@ -11,6 +11,7 @@
 #include "codegen/nvrtc.hpp"
 #include "kiln/error.hpp"
 #include "kiln/lowering.hpp"
+#include "tests/golden_file.hpp"
 #include "tests/same_values.hpp"
 #include "tests/swin_v2_attention.hpp"
 
@@ -69,6 +70,21 @@ TEST(SwinV2Attention, EveryKernelCompiles) {
         }
       }
   EXPECT_GE(compiled, 4 * 4);
+}
+
+// The passes' note, the plan (folded constants, the row norms, v read in place) and the attention
+// kernel's score functor (the per-head scale gone from it, the folded bias read as its mask) are
+// pinned (UPDATE_GOLDEN=1 rewrites tests/golden/attention_swin_v2.cu).
+TEST(SwinV2Attention, GoldenPlanAndSource) {
+  const Lowering l = lower_block(DType::F16, "sm_90");
+  std::string text = l.passes_note + "\n" + l.plan_text;
+  for (const LoweredKernel& k : l.kernels) {
+    if (k.name.rfind("attention_", 0) != 0) continue;
+    const size_t at = k.source.find("struct KcScores");
+    ASSERT_NE(at, std::string::npos) << k.name;
+    text += "// ---- " + k.name + "\n" + k.source.substr(at);
+  }
+  test::expect_golden("attention_swin_v2.cu", text);
 }
 
 }  // namespace
