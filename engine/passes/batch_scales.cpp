@@ -21,8 +21,7 @@ int batch_scaled_matmul(const Graph& g, int mi, int* factor) {
   for (int side = 0; side < 2; ++side) {
     const int y = m.inputs[side], s = m.inputs[1 - side];
     const int p = g.tensor(y).producer;
-    if (p < 0 || g.nodes()[p].op != OpKind::Matmul || is_graph_output(g, y)) continue;
-    if (consumers_of(g, y).size() != 1) continue;
+    if (p < 0 || g.nodes()[p].op != OpKind::Matmul || !read_by_one(g, y)) continue;
     const Node& mm = g.nodes()[p];
     if (mm.inputs.size() != 2 || mm.attr_int("transpose_a") != 0) continue;
     const TensorDesc& yd = g.tensor(y).desc;

@@ -17,19 +17,16 @@ namespace {
 // row.
 constexpr double kMaxEps = 1e-10;
 
-// The producer of `t` when it is op `op` and `t` feeds nothing but `reader`, else -1.
-int private_producer(const Graph& g, int t, OpKind op, int reader) {
+// The producer of `t` when it is op `op` and `t` feeds nothing else (the chain's next node).
+int private_producer(const Graph& g, int t, OpKind op) {
   const int p = g.tensor(t).producer;
-  if (p < 0 || g.nodes()[p].op != op || is_graph_output(g, t)) return -1;
-  const std::vector<int> cs = consumers_of(g, t);
-  return cs.size() == 1 && cs[0] == reader ? p : -1;
+  return p >= 0 && g.nodes()[p].op == op && read_by_one(g, t) ? p : -1;
 }
 
+// div(x, [expand](clamp([cast](reduce_l2(x)), eps))): the rows and the clamp's lower bound.
 struct L2Norm {
-  int div = -1;            // div(x, [expand](clamp([cast](reduce_l2(x)))))
-  int x = -1;              // the rows
-  double eps = 0;          // the clamp's lower bound
-  std::vector<int> nodes;  // the div's denominator chain (it goes)
+  int x = -1;
+  double eps = 0;
 };
 
 // Div node `di` as an f16 l2 normalization over the last dim.
@@ -37,43 +34,31 @@ std::optional<L2Norm> match(const Graph& g, int di) {
   const Node& d = g.nodes()[di];
   if (d.op != OpKind::Div || d.inputs.size() != 2) return std::nullopt;
   L2Norm m;
-  m.div = di;
   m.x = d.inputs[0];
   const TensorDesc& xd = g.tensor(m.x).desc;
   if (xd.dtype != DType::F16 || xd.rank() < 1 || !xd.shape.back().is_static() ||
       g.tensor(d.outputs[0]).desc.dtype != DType::F16 ||
       !(g.tensor(d.outputs[0]).desc.shape == xd.shape))
     return std::nullopt;
-  int t = d.inputs[1], reader = di;
-  int p = private_producer(g, t, OpKind::Expand, reader);
-  if (p >= 0) {
-    m.nodes.push_back(p);
-    reader = p;
-    t = g.nodes()[p].inputs[0];
-  }
-  p = private_producer(g, t, OpKind::Clamp, reader);
-  if (p < 0) return std::nullopt;
-  const Node& c = g.nodes()[p];
+  int t = d.inputs[1];
+  if (int p = private_producer(g, t, OpKind::Expand); p >= 0) t = g.nodes()[p].inputs[0];
+  const int ci = private_producer(g, t, OpKind::Clamp);
+  if (ci < 0) return std::nullopt;
+  const Node& c = g.nodes()[ci];
   m.eps = c.attr_float("min");
   if (!(m.eps > 0 && m.eps <= kMaxEps) || !(c.attr_float("max") == INFINITY)) return std::nullopt;
-  m.nodes.push_back(p);
-  reader = p;
   t = c.inputs[0];
-  if ((p = private_producer(g, t, OpKind::Cast, reader)) >= 0) {
-    if (g.tensor(g.nodes()[p].inputs[0]).desc.dtype != DType::F16 &&
-        g.tensor(g.nodes()[p].inputs[0]).desc.dtype != DType::F32)
-      return std::nullopt;
-    m.nodes.push_back(p);
-    reader = p;
+  if (int p = private_producer(g, t, OpKind::Cast); p >= 0) {
+    const DType from = g.tensor(g.nodes()[p].inputs[0]).desc.dtype;
+    if (from != DType::F16 && from != DType::F32) return std::nullopt;
     t = g.nodes()[p].inputs[0];
   }
-  p = private_producer(g, t, OpKind::ReduceL2, reader);
-  if (p < 0 || g.nodes()[p].inputs[0] != m.x || g.nodes()[p].attr_int("keepdims") != 1)
+  const int ri = private_producer(g, t, OpKind::ReduceL2);
+  if (ri < 0 || g.nodes()[ri].inputs[0] != m.x || g.nodes()[ri].attr_int("keepdims") != 1)
     return std::nullopt;
-  const std::vector<int64_t>& axes = g.nodes()[p].attr_ints("axes");
+  const std::vector<int64_t>& axes = g.nodes()[ri].attr_ints("axes");
   const int64_t r = xd.rank();
   if (axes.size() != 1 || (axes[0] != -1 && axes[0] != r - 1)) return std::nullopt;
-  m.nodes.push_back(p);
   return m;
 }
 

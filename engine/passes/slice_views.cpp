@@ -198,20 +198,13 @@ bool try_view(Graph& g, int i, std::string* what, std::string* why) {
   }
   const Dim at = ti.view_offset + offset;
   *what = fmt::format("{} ({})", n.name, op_name(n.op));
-  for (TensorInfo& t : g.mutable_tensors())
-    if (t.view_of == out) {  // views of `out`, at their offsets into it
-      t.view_of = root;
-      t.view_offset = at + t.view_offset;
-    }
-  if (strides.empty()) {  // dense row-major rows of the input
-    TensorInfo& t = g.mutable_tensors()[out];
-    t.view_of = root;
-    t.view_offset = at;
-    t.desc.layout = Layout::NCHW;
-    t.desc.strides.clear();
-  } else {
-    make_view(g, out, root, strides, at);
-  }
+  if (reroot)
+    for (TensorInfo& t : g.mutable_tensors())
+      if (t.view_of == out) {  // views of `out`, at their offsets into it
+        t.view_of = root;
+        t.view_offset = at + t.view_offset;
+      }
+  make_view(g, out, root, strides, at);
   return true;
 }
 

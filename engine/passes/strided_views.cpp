@@ -58,7 +58,7 @@ void make_view(Graph& g, int view, int root, const std::vector<int64_t>& strides
   KILN_ASSERT(t.view_of < 0 && root != view, "tensor {} is already a view", t.name);
   t.view_of = root;
   t.view_offset = offset;
-  t.desc.layout = layout_of_strides(strides, t.desc.shape);
+  t.desc.layout = strides.empty() ? Layout::NCHW : layout_of_strides(strides, t.desc.shape);
   t.desc.strides = t.desc.layout == Layout::Strided ? strides : std::vector<int64_t>{};
 }
 

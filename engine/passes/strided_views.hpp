@@ -35,7 +35,8 @@ bool offset_aligned(const Dim& start, int64_t stride, int64_t es);
 Layout layout_of_strides(const std::vector<int64_t>& strides, const Shape& shape);
 
 // Tensor `view` becomes a view of `root` at element `offset`, laid out with `strides` there (a
-// dense layout where the strides are one, Strided otherwise).
+// dense layout where the strides are one, Strided otherwise; no strides: dense row-major, symbolic
+// dims included).
 void make_view(Graph& g, int view, int root, const std::vector<int64_t>& strides,
                const Dim& offset);
 

@@ -175,13 +175,17 @@ std::optional<AttentionChain> match_attention(const Graph& g, int qk) {
   std::optional<Operand> qo = read_operand(g, c.q, true), ko = read_operand(g, c.k, true),
                          vo = read_operand(g, c.v, false), oo = write_result(g, c.o);
   if (!qo || !ko || !vo || !oo) return std::nullopt;
-  if (!reads_stay_inside(g, chain_views(c, {&*qo, &*ko, &*vo, &*oo}), oo->read,
-                         {qo->read, ko->read, vo->read})) {
+  // The operands' movement ops join the group, so none of their tensors may be read elsewhere.
+  auto inside = [&] {
+    c = chain_views(c, {&*qo, &*ko, &*vo, &*oo});
+    return reads_stay_inside(g, c, oo->read, {qo->read, ko->read, vo->read});
+  };
+  if (!inside()) {
     // A chain reaches a tensor read outside the attention: each operand's private chain alone.
     qo = read_operand(g, c.q, true, true);
     ko = read_operand(g, c.k, true, true);
     vo = read_operand(g, c.v, false, true);
-    if (!qo || !ko || !vo) return std::nullopt;
+    if (!qo || !ko || !vo || !inside()) return std::nullopt;
   }
   auto qs = operand_strides(g, *qo, c.q, r - 1, batch, false);
   auto ks = operand_strides(g, *ko, c.k, c.k_rows ? r - 1 : r - 2, batch, true);
@@ -192,8 +196,6 @@ std::optional<AttentionChain> match_attention(const Graph& g, int qk) {
   c.k_strides = *ks;
   c.v_strides = *vs;
   c.o_strides = *os;
-  c = chain_views(c, {&*qo, &*ko, &*vo, &*oo});
-  if (!reads_stay_inside(g, c, oo->read, {qo->read, ko->read, vo->read})) return std::nullopt;
   c.operand_scale = qo->scale * ko->scale;
   c.batch = batch;
   c.q_len = qd.shape[r - 2];
