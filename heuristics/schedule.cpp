@@ -19,6 +19,7 @@ constexpr OverrideKey kOverrideKeys[] = {
     {"pointwise.vecs", &ScheduleOverrides::pointwise_vecs, 1, 8},
     {"pointwise.threads", &ScheduleOverrides::pointwise_threads, 64, 1024},
     {"rownorm.threads", &ScheduleOverrides::rownorm_threads, 64, 1024},
+    {"rownorm.lanes", &ScheduleOverrides::rownorm_lanes, 1, 32},
     {"channelnorm.slice_kb", &ScheduleOverrides::channelnorm_slice_kb, 8, 200},
     {"channelnorm.cluster", &ScheduleOverrides::channelnorm_cluster, 1, 8},
     {"channelnorm.cb", &ScheduleOverrides::channelnorm_cb, 1, 1 << 20},
@@ -52,7 +53,8 @@ bool ScheduleOverrides::empty() const {
 
 const char* schedule_override_keys() {
   return "pointwise.vecs (1..8), pointwise.threads (64..1024, multiple of 32), rownorm.threads "
-         "(power of two 64..1024), channelnorm.slice_kb (8..200), channelnorm.cluster (1, 2, 4, "
+         "(power of two 64..1024), rownorm.lanes (power of two 1..32), channelnorm.slice_kb "
+         "(8..200), channelnorm.cluster (1, 2, 4, "
          "8), channelnorm.cb (channels per cluster), channelnorm.algo (split, cluster, pergroup), "
          "channelnorm.vecs (1..16), channelnorm.threads (32..1024), channelnorm.iters (1..64), "
          "channelnorm.onewave (1 on, 2 off), "
@@ -111,8 +113,8 @@ ScheduleOverrides parse_schedule_overrides(const std::string& spec) {
                "schedule override '{}': {} must be an integer in {}..{}", item, key, k->lo, k->hi);
     KILN_CHECK(key != "pointwise.threads" || v % 32 == 0,
                "schedule override '{}': pointwise.threads must be a multiple of 32", item);
-    KILN_CHECK(key != "rownorm.threads" || pow2(v),
-               "schedule override '{}': rownorm.threads must be a power of two", item);
+    KILN_CHECK((key != "rownorm.threads" && key != "rownorm.lanes") || pow2(v),
+               "schedule override '{}': {} must be a power of two", item, key);
     KILN_CHECK(key != "channelnorm.cluster" || pow2(v),
                "schedule override '{}': channelnorm.cluster must be 1, 2, 4 or 8", item);
     o.*(k->field) = v;
@@ -149,13 +151,20 @@ RowSchedule choose_rownorm(int64_t row_len, int max_elem_bytes, bool contiguous,
   s.vec = vec;
   int64_t nvec = (row_len + vec - 1) / vec;
   if (row_len <= 1024) {
-    // One warp per row; 4 rows per CTA (128 threads).
+    // A warp or less per row, 128 threads per CTA. A row of fewer than ~100 vectors takes a
+    // power-of-two share of a warp, about 3-4 vectors per lane, at least 4 lanes where it has
+    // that many vectors (64 contiguous bytes per row and load): a whole warp on Swin V2's
+    // 32-element rows would leave 28 lanes idle with one 64-byte load in flight per warp.
+    int64_t lanes = 4;
+    while (lanes < 32 && lanes * 4 < nvec) lanes *= 2;
+    while (lanes > 1 && lanes / 2 >= nvec) lanes /= 2;
+    if (o.rownorm_lanes) lanes = o.rownorm_lanes;
     s.warp_per_row = true;
     s.threads = 128;
-    s.rows_per_cta = 4;
-    s.row_threads = 32;
-    s.vecs_per_thread = static_cast<int>((nvec + 31) / 32);
-    s.exact = int64_t{s.vecs_per_thread} * 32 == nvec;
+    s.row_threads = static_cast<int>(lanes);
+    s.rows_per_cta = s.threads / s.row_threads;
+    s.vecs_per_thread = static_cast<int>((nvec + lanes - 1) / lanes);
+    s.exact = s.vecs_per_thread * lanes == nvec;
     s.equal_counts = s.exact;
     return s;
   }

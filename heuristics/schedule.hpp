@@ -23,6 +23,7 @@ struct ScheduleOverrides {
   int pointwise_vecs = 0;        // 16-byte vectors per thread, 1..8
   int pointwise_threads = 0;     // threads per CTA, 64..1024, a multiple of 32
   int rownorm_threads = 0;       // threads per row (CTA-per-row rows), a power of two 64..1024
+  int rownorm_lanes = 0;         // lanes per row (rows of a warp or less), a power of two 1..32
   int channelnorm_slice_kb = 0;  // cluster groupnorm: shared-memory slice per CTA, 8..200 KiB
   int channelnorm_cluster = 0;   // cluster groupnorm: CTAs per cluster, 1, 2, 4 or 8
   int channelnorm_cb = 0;        // cluster groupnorm: channels per cluster (divides C)
@@ -62,10 +63,12 @@ struct RowSchedule {
   bool registers = true;  // whole row held in registers (static row length); else looped passes
   bool warp_per_row = false;
   int threads = 256;     // per CTA
-  int rows_per_cta = 1;  // warp-per-row: warps per CTA
+  int rows_per_cta = 1;  // warp-per-row: rows per CTA (threads / row_threads)
   int vec = 1;           // elements per vector access
   int vecs_per_thread = 1;
-  int row_threads = 256;  // threads per row: 32 (warp per row) or `threads`
+  // Threads per row: `threads` (a CTA per row), else (warp_per_row) the lanes of one warp that
+  // share a row, a power of two up to 32: short rows pack several to a warp.
+  int row_threads = 256;
   // Registers: threads x vectors cover the row exactly, so no slot needs a bounds check.
   bool exact = false;
   // Exact, with a power-of-two tree of equal per-thread counts: layernorm merges its Welford

@@ -11,6 +11,7 @@
 #include <functional>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include "codegen/kernel_spec.hpp"
 #include "codegen/nvrtc.hpp"
@@ -268,6 +269,20 @@ TEST(Codegen, RowNormScheduleChoice) {
   RowSchedule warp_odd = choose_rownorm(7, 4, true, 90);
   EXPECT_TRUE(warp_odd.warp_per_row);
   EXPECT_FALSE(warp_odd.exact);
+  // Short rows share a warp, about 3-4 vectors per lane: Swin V2's 32-element f16 rows (4
+  // vectors) take 4 lanes, 32 rows per CTA; Swin's 96 (12 vectors) 4 lanes x 3, 192 8 x 3,
+  // 768 a warp x 3.
+  for (auto [len, lanes, vecs] :
+       {std::tuple{32, 4, 1}, {96, 4, 3}, {192, 8, 3}, {768, 32, 3}, {8, 1, 1}, {16, 2, 1}}) {
+    RowSchedule s = choose_rownorm(len, 2, true, 90);
+    EXPECT_EQ(s.row_threads, lanes) << len;
+    EXPECT_EQ(s.vecs_per_thread, vecs) << len;
+    EXPECT_EQ(s.rows_per_cta * s.row_threads, s.threads) << len;
+    EXPECT_TRUE(s.exact && s.equal_counts) << len;
+  }
+  ScheduleOverrides whole;
+  whole.rownorm_lanes = 32;
+  EXPECT_EQ(choose_rownorm(96, 2, true, 90, whole).rows_per_cta, 4);
   RowSchedule sym = choose_rownorm(-1, 2, true, 90);
   EXPECT_FALSE(sym.registers);
   EXPECT_EQ(sym.row_threads, sym.threads);
@@ -404,19 +419,24 @@ TEST(Codegen, RowNormKernelShape) {
   EXPECT_NE(ks[0].source.find(" + q * 8, pr1);"), std::string::npos);
   EXPECT_NE(ks[0].source.find(" + q * 8, pr2);"), std::string::npos);
   EXPECT_NE(ks[0].source.find("kiln_gelu_erf_fast("), std::string::npos);
-  // Short rows: one warp per row, 4 rows per CTA.
+  // Short rows: 4 lanes per row (7 scalars: 2 each), 32 rows per CTA, reduced by 4-lane
+  // shuffles.
   Graph h("short");
   Tensor a = h.input("a", DType::F32, {"N", 7});
   h.output(h.softmax(a));
   auto ks2 = generate_kernels(h, plan_fusion(h));
-  EXPECT_EQ(ks2[0].grid[0].eval({{"N", 9}}), 3);
-  EXPECT_NE(ks2[0].source.find("kiln_warp_maxsum("), std::string::npos);
-  // Short rows covered exactly (256 f32 = 32 lanes x 2 vectors): equal-count warp merge.
+  EXPECT_EQ(ks2[0].grid[0].eval({{"N", 9}}), 1);
+  EXPECT_EQ(ks2[0].grid[0].eval({{"N", 33}}), 2);
+  EXPECT_NE(ks2[0].source.find("kiln_warp_maxsum<4>("), std::string::npos);
+  EXPECT_NE(ks2[0].source.find("threadIdx.x >> 2"), std::string::npos);
+  EXPECT_NO_THROW(nvrtc_compile(ks2[0].source, ks2[0].name, "sm_90"));
+  // Short rows covered exactly (256 f32 = 16 lanes x 4 vectors): equal-count merges within
+  // each half warp.
   Graph e("exact");
   Tensor c = e.input("c", DType::F32, {"N", 256});
   e.output(e.layernorm(c));
   auto ks4 = generate_kernels(e, plan_fusion(e));
-  EXPECT_NE(ks4[0].source.find("kiln_block_welford_equal<32>(st.mean, st.m2, 8.0f, nullptr)"),
+  EXPECT_NE(ks4[0].source.find("kiln_block_welford_equal<16>(st.mean, st.m2, 16.0f, nullptr)"),
             std::string::npos);
   EXPECT_NO_THROW(nvrtc_compile(ks4[0].source, ks4[0].name, "sm_90"));
   // Long softmax rows: one (max, sum) block reduction, exponentiated once per element.

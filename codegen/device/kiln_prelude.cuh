@@ -241,19 +241,23 @@ KILN_DEVICE void kiln_ldv_plain(const T* p, float* v) {
 }
 
 // ---------------------------------------------------------------- reductions
+// Warp reductions over aligned groups of W lanes (a power of two; a whole warp by default).
+template <int W = 32>
 KILN_DEVICE float kiln_warp_sum(float v) {
 #pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  for (int o = W / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;
 }
+template <int W = 32>
 KILN_DEVICE float kiln_warp_max(float v) {
 #pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  for (int o = W / 2; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
   return v;
 }
+template <int W = 32>
 KILN_DEVICE float kiln_warp_min(float v) {
 #pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v = fminf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  for (int o = W / 2; o > 0; o >>= 1) v = fminf(v, __shfl_xor_sync(0xffffffffu, v, o));
   return v;
 }
 
@@ -399,9 +403,10 @@ KILN_DEVICE kiln_welford kiln_welford_merge(kiln_welford a, kiln_welford b) {
   r.m2 = a.m2 + b.m2 + d * d * a.n * fb;
   return r;
 }
+template <int W = 32>
 KILN_DEVICE kiln_welford kiln_warp_welford(kiln_welford w) {
 #pragma unroll
-  for (int o = 16; o > 0; o >>= 1) {
+  for (int o = W / 2; o > 0; o >>= 1) {
     kiln_welford b;
     b.n = __shfl_xor_sync(0xffffffffu, w.n, o);
     b.mean = __shfl_xor_sync(0xffffffffu, w.mean, o);
@@ -436,11 +441,12 @@ KILN_DEVICE kiln_welford kiln_block_welford_once(kiln_welford w, float* red) {
 
 // The same when every thread holds `n` elements (a row covered exactly): equal-count merges
 // (mean = average, M2 += d^2 n / 2) are symmetric, so every lane gets bit-identical statistics,
-// with no division or branch. THREADS: a power of two; `red`: 64 floats of unused scratch.
+// with no division or branch. THREADS: a power of two (below 32: aligned groups of THREADS lanes,
+// a row each); `red`: 64 floats of unused scratch.
 template <int THREADS>
 KILN_DEVICE void kiln_block_welford_equal(float& mean, float& m2, float n, float* red) {
 #pragma unroll
-  for (int o = 1; o < 32; o <<= 1) {
+  for (int o = 1; o < (THREADS < 32 ? THREADS : 32); o <<= 1) {
     const float mb = __shfl_xor_sync(0xffffffffu, mean, o);
     const float m2b = __shfl_xor_sync(0xffffffffu, m2, o);
     const float d = mb - mean;
@@ -482,9 +488,10 @@ KILN_DEVICE kiln_maxsum kiln_maxsum_merge(kiln_maxsum a, kiln_maxsum b) {
   r.s = a.s * expf(a.m - r.m) + b.s * expf(b.m - r.m);
   return r;
 }
+template <int W = 32>
 KILN_DEVICE kiln_maxsum kiln_warp_maxsum(kiln_maxsum w) {
 #pragma unroll
-  for (int o = 16; o > 0; o >>= 1) {
+  for (int o = W / 2; o > 0; o >>= 1) {
     kiln_maxsum b;
     b.m = __shfl_xor_sync(0xffffffffu, w.m, o);
     b.s = __shfl_xor_sync(0xffffffffu, w.s, o);

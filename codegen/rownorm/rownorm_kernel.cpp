@@ -91,10 +91,14 @@ KernelSpec RowNormKernel::emit() {
 void RowNormKernel::preamble() {
   if (!sch_.warp_per_row) w_.line("__shared__ float kiln_red[96];");
   if (sch_.warp_per_row) {
-    w_.line("const long long row = static_cast<long long>(blockIdx.x) * {} + (threadIdx.x >> 5);",
-            sch_.rows_per_cta);
+    // TT_ lanes per row (a power of two up to 32). A row's lanes leave together, so the
+    // reductions' shuffles (within TT_ lanes) never read a lane that has returned.
+    int shift = 0;
+    while ((1 << shift) < TT_) ++shift;
+    w_.line("const long long row = static_cast<long long>(blockIdx.x) * {} + (threadIdx.x >> {});",
+            sch_.rows_per_cta, shift);
     w_.line("if (row >= {}) return;", dp_.ref(rows_));
-    w_.line("const int tid = threadIdx.x & 31;");
+    w_.line("const int tid = threadIdx.x & {};", TT_ - 1);
   } else {
     w_.line("const long long row = blockIdx.x;");
     w_.line("const int tid = threadIdx.x;");
@@ -220,7 +224,9 @@ void RowNormKernel::emit_epilogue(ElementLoader& ld, const std::string& y,
 }
 
 std::string RowNormKernel::reduce(const char* op, const std::string& v, int width) {
-  if (sch_.warp_per_row) return fmt::format("kiln_warp_{}({})", op, v);
+  if (sch_.warp_per_row)
+    return TT_ == 32 ? fmt::format("kiln_warp_{}({})", op, v)
+                     : fmt::format("kiln_warp_{}<{}>({})", op, TT_, v);
   KILN_ASSERT(red_used_ + 32 * width <= 96, "rownorm: block reduction scratch exhausted");
   std::string e = fmt::format("kiln_block_{}_once<{}>({}, kiln_red + {})", op, T_, v, red_used_);
   red_used_ += 32 * width;

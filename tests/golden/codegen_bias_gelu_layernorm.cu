@@ -52,20 +52,20 @@ extern "C" __global__ void __launch_bounds__(256) pointwise_f16_add_gelu(const k
     }
   }
 }
-// ---- rownorm_bf16_r96_add_layernorm_gelu grid=((N+3)/4) block=128 args=3
+// ---- rownorm_bf16_r96_add_layernorm_gelu grid=((N+31)/32) block=128 args=3
 
 // group: layernorm over bf16[N, 96] (rows of 96)
 extern "C" __global__ void __launch_bounds__(128) rownorm_bf16_r96_add_layernorm_gelu(const kiln_bf16* __restrict__ t_0, kiln_bf16* __restrict__ t_1, long long d0) {
-  const long long row = static_cast<long long>(blockIdx.x) * 4 + (threadIdx.x >> 5);
+  const long long row = static_cast<long long>(blockIdx.x) * 32 + (threadIdx.x >> 2);
   if (row >= d0) return;
-  const int tid = threadIdx.x & 31;
+  const int tid = threadIdx.x & 3;
   float mean = 0.0f, rstd = 1.0f, inv_sum = 1.0f, row_max = 0.0f;
   (void)mean; (void)rstd; (void)inv_sum; (void)row_max;
-  float x[1][8];
+  float x[3][8];
   #pragma unroll
-  for (int k = 0; k < 1; ++k) {
-    const int q = k * 32 + tid;
-    if (q < 12) {
+  for (int k = 0; k < 3; ++k) {
+    const int q = k * 4 + tid;
+    if (true) {  // the row is covered exactly
       float a_0[8];
       kiln_ldv_plain(t_0 + row * 96 + q * 8, a_0);
       #pragma unroll
@@ -82,8 +82,8 @@ extern "C" __global__ void __launch_bounds__(128) rownorm_bf16_r96_add_layernorm
   {
     float acc = 0.0f, cnt = 0.0f;
     #pragma unroll
-    for (int k = 0; k < 1; ++k) {
-      const bool valid = k * 32 + tid < 12;
+    for (int k = 0; k < 3; ++k) {
+      const bool valid = true;
       (void)valid;
       #pragma unroll
       for (int l = 0; l < 8; ++l) if (valid) { acc += x[k][l]; cnt += 1.0f; }
@@ -93,21 +93,20 @@ extern "C" __global__ void __launch_bounds__(128) rownorm_bf16_r96_add_layernorm
     st.mean = cnt > 0.0f ? acc / cnt : 0.0f;
     acc = 0.0f;
     #pragma unroll
-    for (int k = 0; k < 1; ++k) {
-      const bool valid = k * 32 + tid < 12;
+    for (int k = 0; k < 3; ++k) {
+      const bool valid = true;
       (void)valid;
       #pragma unroll
       for (int l = 0; l < 8; ++l) { const float d = x[k][l] - st.mean; if (valid) acc += d * d; }
     }
     st.m2 = acc;
-    st = kiln_warp_welford(st);
+    kiln_block_welford_equal<4>(st.mean, st.m2, 24.0f, nullptr);
     mean = st.mean;
     rstd = rsqrtf(st.m2 / 96.0f + 1e-05f);
   }
   #pragma unroll
-  for (int k = 0; k < 1; ++k) {
-    const int q = k * 32 + tid;
-    if (q >= 12) break;
+  for (int k = 0; k < 3; ++k) {
+    const int q = k * 4 + tid;
     float o_1[8];
     #pragma unroll
     for (int l = 0; l < 8; ++l) {
