@@ -361,6 +361,59 @@ TEST(StridedViews, LeadingSlicesOfDenseMemoryAreViewsForAnyReader) {
   }
 }
 
+TEST(StridedViews, RowNormsReadStridedRowsInPlace) {
+  // Swin V2's head split: q and k read by row norms, v by a matmul, all in place in the QKV
+  // projection's output ([N, 7, 3, 2, 32] -> [3, N, 2, 7, 32], sliced and squeezed): no copy.
+  for (DType dt : {DType::F32, DType::F16}) {
+    SCOPED_TRACE(dname(dt));
+    auto g = std::make_shared<Graph>("heads");
+    Tensor x = g->input("x", dt, {"N", 7, 48});
+    Tensor qkv = g->matmul(
+        x, g->constant_random("w", {dt, {48, 192}, Layout::NCHW, {}}, "normal", 0, 0.2, 5));
+    Tensor t = g->transpose(g->reshape(qkv, {"N", 7, 3, 2, 32}), {2, 0, 3, 1, 4});
+    std::vector<Tensor> p;
+    for (int64_t i = 0; i < 3; ++i)
+      p.push_back(g->reshape(g->slice(t, {i}, {i + 1}, {0}), {"N", 2, 7, 32}));
+    g->output(g->rmsnorm(p[0]));
+    g->output(g->softmax(p[1]));
+    g->output(g->matmul(g->input("a", dt, {"N", 2, 5, 7}), p[2]));
+    Lowered l = lower(g);
+    const Graph& f = *l.g;
+    EXPECT_EQ(count_kind(l.plan, GroupKind::Copy), 0) << plan_to_string(f, l.plan);
+    EXPECT_NE(l.note.find("transpose read row by row"), std::string::npos) << l.note;
+    const std::string root = g->tensor(qkv.id).name;
+    for (int64_t i = 0; i < 3; ++i)  // [N, 2, 7, 32] at (i, head, token) strides (64, 192)
+      expect_view(f, g->tensor(p[i].id).name, root, Dim(i * 64), {7 * 192, 32, 192, 1});
+    CodegenOptions co;
+    co.sm = 90;
+    int strided_rows = 0;
+    for (const KernelSpec& k : generate_kernels(f, l.plan, co))
+      strided_rows +=
+          k.name.rfind("rownorm", 0) == 0 && k.source.find(" + rb") != std::string::npos;
+    EXPECT_EQ(strided_rows, 2);  // 16-byte vectors from each row's start
+    expect_same_values(*g, f);
+    expect_arena_sound(f, l.plan);
+    expect_compiles(*g);
+  }
+  // An unpadding slice of H, then of W, read by a layernorm: one strided view, no copy. A row
+  // of 60 f16 does not start 16 bytes aligned in every row: the slices stay copies there.
+  for (int64_t c : {64, 60}) {
+    SCOPED_TRACE(c);
+    auto g = std::make_shared<Graph>("unpad");
+    Tensor r = g->relu(g->input("x", DType::F16, {"N", 12, 12, c}));
+    Tensor h = g->slice(g->slice(r, {0}, {10}, {1}), {0}, {10}, {2});
+    g->output(g->layernorm(h));
+    Lowered l = lower(g);
+    const Graph& f = *l.g;
+    EXPECT_EQ(count_kind(l.plan, GroupKind::Copy), c == 64 ? 0 : 2) << plan_to_string(f, l.plan);
+    if (c == 64)
+      expect_view(f, g->tensor(h.id).name, g->tensor(r.id).name, Dim(0),
+                  {12 * 12 * c, 12 * c, c, 1});
+    expect_same_values(*g, f);
+    expect_compiles(*g);
+  }
+}
+
 TEST(ConcatViews, CopiesStayWhereAViewWouldNotDo) {
   // Inputs only: nothing writes in place, one concat kernel beats two copies.
   {

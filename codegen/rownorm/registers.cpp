@@ -11,6 +11,8 @@
 namespace kiln {
 
 std::string RowNormKernel::vec_ptr(int t) const {
+  if (std::find(strided_rows_.begin(), strided_rows_.end(), t) != strided_rows_.end())
+    return fmt::format("{} + rb{} + q * {}", tensor_param(t), t, V_);
   return fmt::format("{} + row * {} + q * {}", tensor_param(t), Lr_, V_);
 }
 

@@ -58,7 +58,11 @@ RowNormKernel::RowNormKernel(const EmitContext& cx, const FusionGroup& grp)
       const TensorDesc& d = g_.tensor(t).desc;
       if (d.shape != X_) continue;
       max_bytes = std::max<int>(max_bytes, dtype_size(d.dtype));
-      if (tensor_strides(d) != rm_) contiguous_ = false;
+      if (tensor_strides(d) == rm_) continue;
+      if (contiguous_ && rows_dense(d))
+        strided_rows_.push_back(t);
+      else
+        contiguous_ = false;
     }
   const int64_t Ls = L_.is_static() ? L_.value() : -1;
   sch_ = choose_rownorm(Ls, max_bytes, contiguous_, cx.opts.sm, cx.opts.schedule);
@@ -103,9 +107,38 @@ void RowNormKernel::preamble() {
     w_.line("const long long row = blockIdx.x;");
     w_.line("const int tid = threadIdx.x;");
   }
+  row_bases();
   w_.line("float mean = 0.0f, rstd = 1.0f, inv_sum = 1.0f, row_max = 0.0f;");
   w_.line("(void)mean; (void)rstd; (void)inv_sum; (void)row_max;");
   if (log_softmax_) w_.line("float log_sum = 0.0f;");
+}
+
+bool RowNormKernel::rows_dense(const TensorDesc& d) const {
+  if (d.layout != Layout::Strided || inner_.empty()) return false;
+  const Shape st = tensor_strides(d);
+  const Shape inner_rm = row_major_strides(inner_shape_);
+  for (size_t k = 0; k < inner_.size(); ++k)
+    if (!(st[inner_[k]] == inner_rm[k])) return false;
+  for (int o : outer_)
+    if (!st[o].is_static() || st[o].value() * dtype_size(d.dtype) % 16 != 0) return false;
+  return true;
+}
+
+void RowNormKernel::row_bases() {
+  if (!contiguous_ || strided_rows_.empty()) return;
+  const std::vector<std::string> oc =
+      decompose("row", outer_shape_, row_major_strides(outer_shape_), dp_);
+  for (int t : strided_rows_) {
+    const Shape st = tensor_strides(g_.tensor(t).desc);
+    std::string base;
+    for (size_t k = 0; k < outer_.size(); ++k) {
+      const int64_t s = st[outer_[k]].value();
+      if (s == 0 || (outer_shape_[k].is_static() && outer_shape_[k].value() == 1)) continue;
+      base += fmt::format("{}static_cast<long long>({}) * {}", base.empty() ? "" : " + ", oc[k], s);
+    }
+    w_.line("const long long rb{} = {};", t, base.empty() ? "0" : base);
+    w_.line("(void)rb{};", t);
+  }
 }
 
 std::vector<std::string> RowNormKernel::coords_of(const std::string& j) {

@@ -81,8 +81,16 @@ class RowNormKernel {
   // Fused gathers (embedding lookups read by the prologue) and their error word parameters.
   std::vector<int> gathers_;
   std::vector<std::string> gather_errors_;
-  Shape rm_;                // row-major strides of X
-  bool contiguous_ = true;  // inner dims trailing and every full-shape tensor row-major
+  Shape rm_;  // row-major strides of X
+  // Inner dims trailing and every full-shape tensor's rows contiguous: row-major, or a strided
+  // view whose rows are dense and 16-byte aligned (strided_rows_: Swin V2's q and k read in
+  // place from the QKV projection, an unpadding slice read by the layernorm after it).
+  bool contiguous_ = true;
+  std::vector<int> strided_rows_;
+  // Whether tensor desc `d` (of X's shape) has dense rows at 16-byte aligned row starts.
+  bool rows_dense(const TensorDesc& d) const;
+  // Declares rb<t>, the row's first element in each tensor of strided_rows_.
+  void row_bases();
   RowSchedule sch_;
   int V_ = 1, T_ = 256, TT_ = 256;  // vector, threads per CTA, threads per row
   GroupParams gp_;

@@ -9,6 +9,7 @@
 #include "engine/ir/graph_queries.hpp"
 #include "engine/ir/op_table.hpp"
 #include "engine/passes/passes.hpp"
+#include "engine/passes/strided_views.hpp"
 
 namespace kiln {
 
@@ -140,6 +141,15 @@ bool try_view(Graph& g, int i, std::string* what) {
     if (all_consumers_matmul(g, out) && !os.empty() && os.back() == 1) {
       set_view(g, out, root, os);
       *what = fmt::format("{} (transpose of a matmul operand)", n.name);
+      return true;
+    }
+    // Rows kept contiguous for readers that take them at any stride: row norms and matmul
+    // operands, also through slices and squeezes (Swin V2's head split: q and k read by their
+    // row norms, v by the attention, all in place in the QKV projection's output).
+    if (l == Layout::Strided && !os.empty() && os.back() == 1 &&
+        readers_take_strided(g, out, os, /*rows_only=*/true)) {
+      set_view(g, out, root, os);
+      *what = fmt::format("{} (transpose read row by row)", n.name);
       return true;
     }
   }

@@ -3,6 +3,7 @@
 // kernel.
 #include <fmt/format.h>
 
+#include <map>
 #include <optional>
 
 #include "engine/ir/gather_ops.hpp"
@@ -14,41 +15,6 @@
 namespace kiln {
 
 namespace {
-
-// The output of slice or expand node `n` as strides (and an element offset) over the input's
-// memory, if it is one: a slice with positive steps moves its start and scales its strides; an
-// expand reads a broadcast dim (or a new leading one) at stride 0.
-bool view_strides(const Graph& g, const Node& n, const std::vector<int64_t>& in_strides,
-                  std::vector<int64_t>* strides, int64_t* offset) {
-  const TensorDesc& id = g.tensor(n.inputs[0]).desc;
-  const TensorDesc& od = g.tensor(n.outputs[0]).desc;
-  *offset = 0;
-  if (n.op == OpKind::Slice) {
-    std::vector<int64_t> dims(id.rank(), 1);
-    for (int64_t ax : slice_axis_list(n, id.rank(), n.name)) {
-      if (!id.shape[ax].is_static()) return false;
-      dims[ax] = id.shape[ax].value();
-    }
-    const std::vector<SliceAxis> sa = slice_axes(n, dims);
-    *strides = in_strides;
-    for (size_t d = 0; d < sa.size(); ++d) {
-      if (sa[d].step < 1) return false;
-      *offset += sa[d].start * in_strides[d];
-      (*strides)[d] *= sa[d].step;
-    }
-    return true;
-  }
-  const int ro = od.rank(), ri = id.rank();
-  strides->assign(ro, 0);
-  for (int d = 0; d < ro; ++d) {
-    const int s = d - (ro - ri);
-    if (s < 0) continue;
-    const bool broadcast = id.shape[s].is_static() && id.shape[s].value() == 1 &&
-                           !(od.shape[d].is_static() && od.shape[d].value() == 1);
-    (*strides)[d] = broadcast ? 0 : in_strides[s];
-  }
-  return true;
-}
 
 // Constant index tensors up to this many elements are read to see whether they are a
 // progression (ViT's x[:, 0], a constant row selection).
@@ -141,7 +107,7 @@ bool view_of_input(const Graph& g, const Node& n, std::vector<int64_t>* strides,
   }
   int64_t off = 0;
   const bool ok = n.op == OpKind::Gather ? gather_strides(g, n, *in_strides, strides, &off)
-                                         : view_strides(g, n, *in_strides, strides, &off);
+                                         : slice_view_strides(g, n, *in_strides, strides, &off);
   if (!ok) {
     *why = n.op == OpKind::Gather ? "its indices are no constant progression in range"
                                   : "a negative step or a symbolic sliced dim";
@@ -155,6 +121,32 @@ bool view_of_input(const Graph& g, const Node& n, std::vector<int64_t>* strides,
   *offset = Dim(off);
   *dense = layout_of_strides(*strides, g.tensor(n.outputs[0]).desc.shape) != Layout::Strided;
   return true;
+}
+
+// The strides of each view of `out` (a root of views: reshapes of it folded first) once `out`
+// is laid out with `strides`, where each is a reshape of `out` at offset 0 that strided memory
+// holds (reshape_view_strides: a squeeze after a slice, Swin V2's q, k and v) and its readers
+// take those strides; else nothing.
+std::optional<std::map<int, std::vector<int64_t>>> strided_views_of(
+    const Graph& g, int out, const std::vector<int64_t>& strides) {
+  std::map<int, std::vector<int64_t>> vs;
+  const TensorDesc& od = g.tensor(out).desc;
+  for (int t = 0; t < static_cast<int>(g.tensors().size()); ++t) {
+    const TensorInfo& v = g.tensor(t);
+    if (v.view_of != out) continue;
+    if (!(v.view_offset == Dim(0)) || v.desc.layout != Layout::NCHW) return std::nullopt;
+    auto s = reshape_view_strides(od.shape, strides, v.desc.shape);
+    if (!s || !readers_take_strided(g, t, *s)) return std::nullopt;
+    vs[t] = *s;
+  }
+  // Every other reader of `out` itself.
+  for (int c : consumers_of(g, out)) {
+    const Node& n = g.nodes()[c];
+    if (vs.count(n.outputs[0])) continue;
+    if (!reader_takes_strides(g, n, out, strides) && !matmul_reads_operand(n, out, strides))
+      return std::nullopt;
+  }
+  return vs;
 }
 
 // Movement node `i` as a view (true), or, for a slice, expand or gather that stays a copy
@@ -186,24 +178,33 @@ bool try_view(Graph& g, int i, std::string* what, std::string* why) {
   Dim offset(0);
   bool dense = false;
   if (!view_of_input(g, n, &strides, &offset, &dense, why)) return false;
-  // Dense memory at an offset is what any kernel reads; strided memory only elementwise readers
-  // take.
+  // Dense memory at an offset is what any kernel reads; strided memory only the readers
+  // readers_take_strided names take.
+  std::map<int, std::vector<int64_t>> rerooted;
   if (reroot && !dense) {
-    *why = "its output already has views and the slice is not dense";
-    return false;
-  }
-  if (!dense && !all_readers_strided(g, out)) {
+    auto vs = strided_views_of(g, out, strides);
+    if (!vs) {
+      *why = "its output already has views and the slice is not dense";
+      return false;
+    }
+    rerooted = *vs;
+  } else if (!dense && !readers_take_strided(g, out, strides)) {
     *why = fmt::format("{} reads dense memory only", dense_reader(g, out));
     return false;
   }
   const Dim at = ti.view_offset + offset;
   *what = fmt::format("{} ({})", n.name, op_name(n.op));
   if (reroot)
-    for (TensorInfo& t : g.mutable_tensors())
-      if (t.view_of == out) {  // views of `out`, at their offsets into it
-        t.view_of = root;
-        t.view_offset = at + t.view_offset;
+    for (int v = 0; v < static_cast<int>(g.tensors().size()); ++v) {
+      TensorInfo& t = g.mutable_tensors()[v];
+      if (t.view_of != out) continue;  // views of `out`, at their offsets into it
+      t.view_of = root;
+      t.view_offset = at + t.view_offset;
+      if (rerooted.count(v)) {
+        t.desc.layout = layout_of_strides(rerooted[v], t.desc.shape);
+        t.desc.strides = t.desc.layout == Layout::Strided ? rerooted[v] : std::vector<int64_t>{};
       }
+    }
   make_view(g, out, root, strides, at);
   return true;
 }

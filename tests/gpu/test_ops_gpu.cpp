@@ -545,6 +545,39 @@ void add_rownorm_cases(std::vector<Case>& cases) {
         cases.push_back(c);
       }
     }
+  // Row norms reading their rows in place in strided memory: an unpadding slice of H then of W
+  // (Swin V2's window attention output) read by a layernorm with a residual epilogue, and q and
+  // k of a head split ([N, T, 3, H, D] -> [3, N, H, T, D], sliced) read by an rmsnorm and a
+  // softmax from the projection's output.
+  for (DType dt : kDtypes) {
+    Case c;
+    c.name = fmt::format("layernorm_unpadded_rows_{}", dtype_name(dt));
+    c.inputs = {{"x", {{3, 12, 12, 64}}}, {"r", {{3, 10, 10, 64}}}};
+    c.build = [dt] {
+      auto g = std::make_shared<Graph>("unpad");
+      Tensor x = g->input("x", dt, {"N", 12, 12, 64}), r = g->input("r", dt, {"N", 10, 10, 64});
+      Tensor h = g->slice(g->slice(x, {0}, {10}, {1}), {0}, {10}, {2});
+      Tensor y = g->layernorm(h, cst(*g, "s", dt, {64}), cst(*g, "b", dt, {64}, -0.5, 0.5));
+      g->output(g->add(y, r));
+      return g;
+    };
+    cases.push_back(c);
+    Case d;
+    d.name = fmt::format("rownorm_head_split_rows_{}", dtype_name(dt));
+    d.inputs = {{"x", {{3, 7, 48}}}};
+    d.build = [dt] {
+      auto g = std::make_shared<Graph>("heads");
+      Tensor x = g->input("x", dt, {"N", 7, 48});
+      Tensor qkv = g->matmul(x, cst(*g, "w", dt, {48, 192}, -0.2, 0.2));
+      Tensor t = g->transpose(g->reshape(qkv, {"N", 7, 3, 2, 32}), {2, 0, 3, 1, 4});
+      Tensor q = g->reshape(g->slice(t, {0}, {1}, {0}), {"N", 2, 7, 32});
+      Tensor k = g->reshape(g->slice(t, {1}, {2}, {0}), {"N", 2, 7, 32});
+      g->output(g->rmsnorm(q, cst(*g, "s", dt, {32})));
+      g->output(g->softmax(k));
+      return g;
+    };
+    cases.push_back(d);
+  }
   // softmax over a middle axis / NHWC layernorm (strided rows), symbolic row length
   for (DType dt : kDtypes) {
     Case c;
