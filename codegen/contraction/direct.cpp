@@ -49,7 +49,9 @@ std::vector<std::string> conv_element(Writer& b, const Problem& p, ArgList& a,
   b.close();
   *name = fmt::format("conv_{}_{}_{}x{}", dtype_name(p.dtype),
                       o.xd.layout == Layout::NHWC ? "nhwc" : "nchw", c.r, c.s);
-  if (c.stride_h != 1 || c.stride_w != 1) *name += fmt::format("_s{}", c.stride_h);
+  if (c.stride_h != 1 || c.stride_w != 1)
+    *name += (c.stride_h == c.stride_w ? fmt::format("_s{}", c.stride_h)
+                                       : fmt::format("_s{}x{}", c.stride_h, c.stride_w));
   if (c.groups > 1) *name += c.groups == c.c && cg == 1 ? "_dw" : fmt::format("_g{}", c.groups);
   return {"n", "ko", "oh", "ow"};
 }

@@ -39,7 +39,9 @@ void conv_view(const Problem& p, GemmView* v) {
     b.ws3 = v->wst[3];
   }
   v->name = fmt::format("conv_{}_nhwc_{}x{}", dtype_name(p.dtype), c.r, c.s);
-  if (c.stride_h != 1 || c.stride_w != 1) v->name += fmt::format("_s{}", c.stride_h);
+  if (c.stride_h != 1 || c.stride_w != 1)
+    v->name += (c.stride_h == c.stride_w ? fmt::format("_s{}", c.stride_h)
+                                         : fmt::format("_s{}x{}", c.stride_h, c.stride_w));
   if (v->conv_a_half)
     v->name += "_c4";
   else if (!v->conv_a_vec)

@@ -78,6 +78,18 @@ void set_row_major_view(Graph& g, int view, int root) {
   t.desc.strides.clear();
 }
 
+// Whether channels-last tensors `a` and `b` (shapes equal but for unit dims) hold their elements
+// at the same offsets: b's strides are a's, unit dims left out.
+bool same_channels_last_memory(const TensorDesc& a, const TensorDesc& b) {
+  auto as = static_strides(a), bs = static_strides(b);
+  if (!as || !bs) return false;
+  auto rv = reshape_view_strides(a.shape, *as, b.shape);
+  if (!rv) return false;
+  for (size_t k = 0; k < b.shape.size(); ++k)
+    if (!(b.shape[k].is_static() && b.shape[k].value() == 1) && (*rv)[k] != (*bs)[k]) return false;
+  return true;
+}
+
 bool all_consumers_matmul(const Graph& g, int t) {
   std::vector<int> cs = consumers_of(g, t);
   if (cs.empty()) return false;
@@ -104,6 +116,14 @@ bool try_view(Graph& g, int i, std::string* what) {
   if (g.tensor(root).role == TensorRole::Constant) return false;
 
   if (n.op == OpKind::Reshape) {
+    // A channels-last map with a unit dim dropped or added, channels-last (a 1-D conv's [N, C, W]
+    // and [N, C, 1, W]: conv1d_channels_last), is the same memory in the same order.
+    if (ti.desc.layout == Layout::NHWC && to.desc.layout == Layout::NHWC &&
+        !is_graph_output(g, out) && same_channels_last_memory(ti.desc, to.desc)) {
+      g.mutable_tensors()[out].view_of = root;
+      *what = fmt::format("{} (reshape of channels-last memory)", n.name);
+      return true;
+    }
     // A row-major input read in another row-major shape is the same memory: the output is a
     // view of the input, or, when the output is a graph output (the caller's buffer), the
     // input, if only this reshape reads it, is a view of the output.

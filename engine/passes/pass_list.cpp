@@ -107,6 +107,12 @@ std::string run_channel_shuffles(Graph& g) {
   return listed("channel shuffles as one channels-last gather", rewritten);
 }
 
+std::string run_conv1d_channels_last(Graph& g) {
+  std::vector<std::string> rewritten;
+  conv1d_channels_last(g, &rewritten);
+  return listed("1-D convs channels-last (tensor-core convs)", rewritten);
+}
+
 std::string run_channels_last_filters(Graph& g) {
   const int n = channels_last_filters(g);
   return n == 0 ? std::string()
@@ -212,6 +218,7 @@ constexpr EnginePass kEnginePasses[] = {
     {has_l2_normalization, run_l2_normalizations},
     {has_sibling_matmuls, run_merge_sibling_matmuls},
     {has_reshape_of_channels_last, run_channel_shuffles},
+    {has_row_major_conv1d, run_conv1d_channels_last},
     {has_channels_last_conv_with_nchw_filter, run_channels_last_filters},
     {has_spatial_mean, run_spatial_means_as_pools},
     {has_paddable_conv, run_pad_conv_channels},

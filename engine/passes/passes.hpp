@@ -117,6 +117,13 @@ bool has_reshape_of_channels_last(const Graph& g);
 // contiguous run and take NHWC filters only (codegen/contraction/support.cpp), as the ONNX
 // importer writes them. A filter several such convs read is relaid once. Returns the number of
 // filters relaid.
+// 1-D convs (reshape [N, C, W] -> [N, C, 1, W], a 16-bit conv2d, reshape back) over row-major
+// maps read and write channels-last, and so do the 3-D maps around them (the reshapes are views;
+// a row-major map entering the first conv takes one transpose copy): tensor-core convs instead of
+// SIMT ones (Whisper's stem). `rewritten` gets each conv's name. Returns how many.
+int conv1d_channels_last(Graph& g, std::vector<std::string>* rewritten);
+bool has_row_major_conv1d(const Graph& g);
+
 int channels_last_filters(Graph& g);
 bool has_channels_last_conv_with_nchw_filter(const Graph& g);
 

@@ -23,6 +23,7 @@
 #include "tests/movement_graphs.hpp"
 #include "tests/pool_graphs.hpp"
 #include "tests/resize_graphs.hpp"
+#include "tests/whisper_stem.hpp"
 
 namespace kiln {
 namespace {
@@ -577,6 +578,15 @@ void add_rownorm_cases(std::vector<Case>& cases) {
       return g;
     };
     cases.push_back(d);
+  }
+  // Whisper's stem: 1-D convs channels-last (a copy transposes the input), gelus in their
+  // epilogues, the tokens a view read by the layernorm.
+  for (DType dt : {DType::F16, DType::BF16}) {
+    Case c;
+    c.name = fmt::format("whisper_stem_{}", dtype_name(dt));
+    c.inputs = {{"x", {{3, 16, 40}}}};
+    c.build = [dt] { return test::whisper_stem(dt, 40); };
+    cases.push_back(c);
   }
   // softmax over a middle axis / NHWC layernorm (strided rows), symbolic row length
   for (DType dt : kDtypes) {
