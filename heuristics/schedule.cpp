@@ -64,7 +64,7 @@ const char* schedule_override_keys() {
          "2 off), attention.fused (1 on: the rule, 2 off), attention.wgmma (1 on: the rule, 2 off: "
          "the mma.sync kernel), attention.splits (1 none, 2..256: key splits of a decode-shaped "
          "attention), attention.pingpong (1 on, 2 off: the rule), window.vec (1 on: the rule, 2 "
-         "off), launch.pdl (1 on, 2 off: the rule until its A/B has run on a GPU)";
+         "off), launch.pdl (1 on: the rule, 2 off)";
 }
 
 ScheduleOverrides env_schedule_overrides() {

@@ -122,7 +122,7 @@ Executor::Executor(std::shared_ptr<const Graph> g, std::vector<ExecutorKernel> k
         const int producer = a.tensor >= 0 ? graph_->tensor(a.tensor).producer : -1;
         error_sites_.push_back(producer >= 0 ? graph_->nodes()[producer].name : k.spec.name);
       }
-  programmatic_launches_ = env_schedule_overrides().launch_pdl == 1;
+  programmatic_launches_ = env_schedule_overrides().launch_pdl != 2;
   if (!modules_) return;
   if (deferred_errors && !error_sites_.empty())
     readback_ = std::make_unique<ErrorReadback>(4 * error_sites_.size());

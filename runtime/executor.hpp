@@ -161,7 +161,7 @@ class Executor {
   Bases bases(const LaunchPlan& p, const std::map<std::string, DeviceTensor>& inputs,
               const std::map<std::string, DeviceTensor>& outputs, uint64_t workspace) const;
   // `after_kernel`: the stream's last operation was a kernel of this run, so a kernel that waits
-  // for its predecessors itself is launched as a programmatic dependent (with launch.pdl=1).
+  // for its predecessors itself is launched as a programmatic dependent (unless launch.pdl=2).
   void launch(const PlannedLaunch& l, const Bindings& b, const uint64_t* base, void* stream,
               bool after_kernel = false) const;
   // Zeroes the counters and error words, launches every kernel (`verb` for KILN_DUMP=launch),
@@ -200,7 +200,7 @@ class Executor {
   std::vector<std::string> error_sites_;
   // EngineOptions.deferred_errors on a graph with error words: their readback without waiting.
   mutable std::unique_ptr<ErrorReadback> readback_;
-  bool programmatic_launches_ = false;  // KILN_SCHEDULE launch.pdl=1
+  bool programmatic_launches_ = true;  // KILN_SCHEDULE launch.pdl (2: off)
 
   mutable std::mutex mu_;
   mutable std::map<Bindings, std::shared_ptr<const ArenaPlan>> arenas_;
