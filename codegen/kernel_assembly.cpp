@@ -19,7 +19,6 @@ std::string assemble_kernel(const std::string& device, const KernelDecl& d,
   std::string src = device;
   src += kernel_declaration(d);
   src += '\n';
-  src += kGridDependencyEntry;
   std::string_view rest = body;
   while (!rest.empty()) {  // one level of indentation; empty lines stay empty
     size_t nl = rest.find('\n');

@@ -20,21 +20,8 @@ struct KernelDecl {
 // {`
 std::string kernel_declaration(const KernelDecl& d);
 
-// The first lines of every kernel on sm_90 and newer: wait until the kernels before it in the
-// stream have completed and flushed their writes (a no-op unless it was launched as a
-// programmatic dependent, runtime/executor.cpp), then let the next kernel launch. Launched that
-// way, a kernel's launch and block scheduling overlap its predecessor's last wave instead of
-// following its completion; nothing it reads or writes is touched before the wait, so the
-// order of memory effects is the stream's.
-inline constexpr const char* kGridDependencyEntry =
-    "#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900\n"
-    "  asm volatile(\"griddepcontrol.wait;\" ::: \"memory\");\n"
-    "  asm volatile(\"griddepcontrol.launch_dependents;\" ::: \"memory\");\n"
-    "#endif\n";
-
-// `device` (prelude and device helpers, each ending in a newline), then the declaration, the
-// grid-dependency entry, `body` (a Writer's text at depth 0) indented one level, and the closing
-// brace.
+// `device` (prelude and device helpers, each ending in a newline), then the declaration, `body`
+// (a Writer's text at depth 0) indented one level, and the closing brace.
 std::string assemble_kernel(const std::string& device, const KernelDecl& d,
                             const std::string& body);
 

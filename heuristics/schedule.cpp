@@ -37,7 +37,6 @@ constexpr OverrideKey kOverrideKeys[] = {
     {"attention.wgmma", &ScheduleOverrides::attention_wgmma, 1, 2},
     {"attention.splits", &ScheduleOverrides::attention_splits, 1, 256},
     {"attention.pingpong", &ScheduleOverrides::attention_pingpong, 1, 2},
-    {"launch.pdl", &ScheduleOverrides::launch_pdl, 1, 2},
 };
 // channelnorm.algo by name (index = value).
 constexpr const char* kChannelNormAlgos[] = {"rule", "split", "cluster", "pergroup"};
@@ -64,7 +63,7 @@ const char* schedule_override_keys() {
          "2 off), attention.fused (1 on: the rule, 2 off), attention.wgmma (1 on: the rule, 2 off: "
          "the mma.sync kernel), attention.splits (1 none, 2..256: key splits of a decode-shaped "
          "attention), attention.pingpong (1 on, 2 off: the rule), window.vec (1 on: the rule, 2 "
-         "off), launch.pdl (1 on: the rule, 2 off)";
+         "off)";
 }
 
 ScheduleOverrides env_schedule_overrides() {

@@ -41,8 +41,6 @@ struct ScheduleOverrides {
   int attention_wgmma = 0;       // the sm_90a wgmma attention kernel: 1 on (the rule), 2 mma.sync
   int attention_splits = 0;      // decode attention's key splits: 1 none, N (2..256) N splits
   int attention_pingpong = 0;    // wgmma attention consumers taking turns: 1 on, 2 off (the rule)
-  // Programmatic dependent launches (sm_90 kernels): 1 on (the rule), 2 off
-  int launch_pdl = 0;
   bool empty() const;
 };
 // Parses "family.key=value,..." (the keys above); throws kiln::Error(User) naming a bad item and

@@ -52,7 +52,7 @@ namespace {
 // Optional entry points: a driver without them still runs everything else (TMA needs a CUDA 12
 // driver; kernels that use it say so when the entry point is missing).
 #define KILN_CU_OPTIONAL_FUNCS(X) \
-  X(cuTensorMapEncodeTiled) X(cuTensorMapEncodeIm2col) X(cuMemGetInfo) X(cuLaunchKernelEx)
+  X(cuTensorMapEncodeTiled) X(cuTensorMapEncodeIm2col) X(cuMemGetInfo)
 
 struct Api {
 #define KILN_X(name) decltype(&::name) name = nullptr;
@@ -388,31 +388,9 @@ void func_set_max_dynamic_smem(void* function, int bytes) {
 }
 
 void launch(void* function, const uint32_t grid[3], const uint32_t block[3], uint32_t smem,
-            void* stream, void** params, const std::string& what, bool programmatic) {
+            void* stream, void** params, const std::string& what) {
   const Call call;
   const Api& a = call.fns();
-  if (programmatic && a.cuLaunchKernelEx) {
-    CUlaunchAttribute attr{};
-    attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
-    attr.value.programmaticStreamSerializationAllowed = 1;
-    CUlaunchConfig cfg{};
-    cfg.gridDimX = grid[0];
-    cfg.gridDimY = grid[1];
-    cfg.gridDimZ = grid[2];
-    cfg.blockDimX = block[0];
-    cfg.blockDimY = block[1];
-    cfg.blockDimZ = block[2];
-    cfg.sharedMemBytes = smem;
-    cfg.hStream = as_stream(stream);
-    cfg.attrs = &attr;
-    cfg.numAttrs = 1;
-    check(a.cuLaunchKernelEx(&cfg, static_cast<CUfunction>(function), params, nullptr), [&] {
-      return fmt::format(
-          "cuLaunchKernelEx({}, grid [{},{},{}], block [{},{},{}], smem {}, programmatic)", what,
-          grid[0], grid[1], grid[2], block[0], block[1], block[2], smem);
-    });
-    return;
-  }
   check(a.cuLaunchKernel(static_cast<CUfunction>(function), grid[0], grid[1], grid[2], block[0],
                          block[1], block[2], smem, as_stream(stream), params, nullptr),
         [&] {

@@ -78,11 +78,8 @@ void* module_function(void* module, const std::string& entry);  // cuModuleGetFu
 // cuFuncSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES).
 void func_set_max_dynamic_smem(void* function, int bytes);
 // cuLaunchKernel; `params` points at each argument's storage. `what` names it in errors.
-// `programmatic`: a programmatic dependent launch (cuLaunchKernelEx with programmatic stream
-// serialization) of a kernel that waits for its predecessors itself (griddepcontrol.wait,
-// codegen/kernel_assembly.hpp); a driver without cuLaunchKernelEx launches it plainly.
 void launch(void* function, const uint32_t grid[3], const uint32_t block[3], uint32_t smem,
-            void* stream, void** params, const std::string& what, bool programmatic = false);
+            void* stream, void** params, const std::string& what);
 
 // cuTensorMapEncodeTiled: `dims` innermost first, byte strides of dims 1.. in `strides_bytes`,
 // boxes of `box` elements walked with `elem_strides`, `swizzle`-byte swizzle (128 or 0: none),

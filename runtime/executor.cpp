@@ -10,7 +10,6 @@
 #include "engine/base/check.hpp"
 #include "engine/base/env.hpp"
 #include "engine/base/memory_budget.hpp"
-#include "heuristics/schedule.hpp"
 #include "runtime/event_timer.hpp"
 #include "runtime/run_text.hpp"
 
@@ -122,7 +121,6 @@ Executor::Executor(std::shared_ptr<const Graph> g, std::vector<ExecutorKernel> k
         const int producer = a.tensor >= 0 ? graph_->tensor(a.tensor).producer : -1;
         error_sites_.push_back(producer >= 0 ? graph_->nodes()[producer].name : k.spec.name);
       }
-  programmatic_launches_ = env_schedule_overrides().launch_pdl != 2;
   if (!modules_) return;
   if (deferred_errors && !error_sites_.empty())
     readback_ = std::make_unique<ErrorReadback>(4 * error_sites_.size());
@@ -403,7 +401,6 @@ void Executor::launch_all(const LaunchPlan& p, const uint64_t* base, void* strea
     cuda::memset_d8_async(address(p.counters, base), 0, p.counters_bytes, stream);
   if (p.errors_bytes) cuda::memset_d8_async(address(p.errors, base), 0, p.errors_bytes, stream);
   const EnvConfig& cfg = env();
-  bool after_kernel = false;  // the memsets above come first: the first kernel follows them
   for (const PlannedLaunch& l : p.launches) {
     if (cfg.dump_launch) {
       const KernelSpec& s = l.kernel->spec;
@@ -412,8 +409,7 @@ void Executor::launch_all(const LaunchPlan& p, const uint64_t* base, void* strea
                  s.smem_bytes, bindings_str(p.bindings), l.empty ? " skipped: empty" : "");
     }
     NvtxRange r(cfg.nvtx && !l.empty, l.kernel->spec.name);
-    launch(l, p.bindings, base, stream, after_kernel);
-    after_kernel |= !l.empty;
+    launch(l, p.bindings, base, stream);
   }
   for (const PlannedCopy& c : p.copies)
     cuda::memcpy_dtod_async(address(c.dst, base), address(c.src, base), c.bytes, stream);

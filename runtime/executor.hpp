@@ -50,9 +50,6 @@ struct ExecutorKernel {
   KernelSpec spec;
   CachedKernel cached;
   void* function = nullptr;  // set when loaded
-  // Compiled for sm_90 or newer: the kernel waits for its predecessors (griddepcontrol.wait,
-  // codegen/kernel_assembly.hpp), so it may be launched as a programmatic dependent.
-  bool waits_for_grid = false;
 };
 
 class Executor {
@@ -160,10 +157,7 @@ class Executor {
   // The slots' addresses; the internal arena grows to the plan's workspace when none is given.
   Bases bases(const LaunchPlan& p, const std::map<std::string, DeviceTensor>& inputs,
               const std::map<std::string, DeviceTensor>& outputs, uint64_t workspace) const;
-  // `after_kernel`: the stream's last operation was a kernel of this run, so a kernel that waits
-  // for its predecessors itself is launched as a programmatic dependent (unless launch.pdl=2).
-  void launch(const PlannedLaunch& l, const Bindings& b, const uint64_t* base, void* stream,
-              bool after_kernel = false) const;
+  void launch(const PlannedLaunch& l, const Bindings& b, const uint64_t* base, void* stream) const;
   // Zeroes the counters and error words, launches every kernel (`verb` for KILN_DUMP=launch),
   // then the output copies, all on `stream`.
   void launch_all(const LaunchPlan& p, const uint64_t* base, void* stream, const char* verb) const;
@@ -200,7 +194,6 @@ class Executor {
   std::vector<std::string> error_sites_;
   // EngineOptions.deferred_errors on a graph with error words: their readback without waiting.
   mutable std::unique_ptr<ErrorReadback> readback_;
-  bool programmatic_launches_ = true;  // KILN_SCHEDULE launch.pdl (2: off)
 
   mutable std::mutex mu_;
   mutable std::map<Bindings, std::shared_ptr<const ArenaPlan>> arenas_;

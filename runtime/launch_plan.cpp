@@ -253,8 +253,8 @@ std::shared_ptr<const Executor::LaunchPlan> Executor::plan_for(
   return fresh;
 }
 
-void Executor::launch(const PlannedLaunch& l, const Bindings& b, const uint64_t* base, void* stream,
-                      bool after_kernel) const {
+void Executor::launch(const PlannedLaunch& l, const Bindings& b, const uint64_t* base,
+                      void* stream) const {
   if (l.empty) return;
   const KernelSpec& s = l.kernel->spec;
   constexpr size_t kSmall = 24;
@@ -289,7 +289,7 @@ void Executor::launch(const PlannedLaunch& l, const Bindings& b, const uint64_t*
     params[m.arg] = const_cast<uint64_t*>(bytes->v);  // the driver copies the parameters
   }
   cuda::launch(l.kernel->function, l.grid, l.block, static_cast<uint32_t>(s.smem_bytes), stream,
-               params, s.name, after_kernel && programmatic_launches_ && l.kernel->waits_for_grid);
+               params, s.name);
 }
 
 }  // namespace kiln

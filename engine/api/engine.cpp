@@ -288,8 +288,6 @@ std::shared_ptr<GraphCore> build_core(const std::shared_ptr<EngineState>& stp,
     if (auto it = tuning_notes.find(specs[i].group); it != tuning_notes.end())
       info.tuning = it->second;
     core->infos.push_back(std::move(info));
-    kernels[i].waits_for_grid =
-        parse_arch(specs[i].arch.empty() ? e.info.arch : specs[i].arch) >= 90;
     kernels[i].spec = std::move(specs[i]);
   }
 

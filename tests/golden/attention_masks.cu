@@ -15,10 +15,6 @@ struct KcScores {
 typedef KcAttention<32, false, 4, 64, true, KcScores> KA;
 static_assert(KA::SMEM_BYTES == 25600, "attention shared memory");
 extern "C" __global__ void __launch_bounds__(KA::THREADS) attention_f16_d32_q64_maskadd(const unsigned short* __restrict__ t_0, unsigned short* __restrict__ t_1, long long s0, long long s1, long long s2, const unsigned short* __restrict__ t_2, long long s3, long long s4, long long s5) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
   extern __shared__ __align__(128) unsigned short kc_smem[];
   const long long qt = (long long)blockIdx.x % s1;
   long long bz = (long long)blockIdx.x / s1;
@@ -41,10 +37,6 @@ struct KcScores {
 typedef KcAttention<40, false, 4, 64, true, KcScores> KA;
 static_assert(KA::SMEM_BYTES == 35840, "attention shared memory");
 extern "C" __global__ void __launch_bounds__(KA::THREADS) attention_f16_d40_q64_causal_s100x100(const unsigned short* __restrict__ t_0, const unsigned short* __restrict__ t_1, const unsigned short* __restrict__ t_2, unsigned short* __restrict__ t_3, long long s0) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
   extern __shared__ __align__(128) unsigned short kc_smem[];
   const long long qt = (long long)blockIdx.x % 2LL;
   long long bz = (long long)blockIdx.x / 2LL;
@@ -69,10 +61,6 @@ struct KcScores {
 typedef KcAttention<256, true, 4, 32, false, KcScores> KA;
 static_assert(KA::SMEM_BYTES == 101376, "attention shared memory");
 extern "C" __global__ void __launch_bounds__(KA::THREADS) attention_bf16_d256_q64_maskbool_gqa(const unsigned short* __restrict__ t_0, const unsigned short* __restrict__ t_1, const unsigned short* __restrict__ t_2, unsigned short* __restrict__ t_3, long long s0, long long s1, long long s2, long long s3, const unsigned char* __restrict__ t_4, long long s4, long long s5, long long s6, long long s7, long long s8) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
   extern __shared__ __align__(128) unsigned short kc_smem[];
   const long long qt = (long long)blockIdx.x % s2;
   long long bz = (long long)blockIdx.x / s2;

@@ -111,10 +111,6 @@ struct KcScores {
 typedef KcAttention<32, false, 4, 64, true, KcScores> KA;
 static_assert(KA::SMEM_BYTES == 25600, "attention shared memory");
 extern "C" __global__ void __launch_bounds__(KA::THREADS) attention_f16_d32_q64_maskadd_s49x49(const unsigned short* __restrict__ t_0, const unsigned short* __restrict__ t_1, const unsigned short* __restrict__ t_2, unsigned short* __restrict__ t_3, long long s0, const unsigned short* __restrict__ t_4) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
   extern __shared__ __align__(128) unsigned short kc_smem[];
   const long long qt = (long long)blockIdx.x % 1LL;
   long long bz = (long long)blockIdx.x / 1LL;

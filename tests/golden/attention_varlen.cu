@@ -11,10 +11,6 @@ struct KcScores {
 typedef KcAttention<64, false, 4, 64, true, KcScores> KA;
 static_assert(KA::SMEM_BYTES == 46080, "attention shared memory");
 extern "C" __global__ void __launch_bounds__(KA::THREADS) attention_varlen_f16_d64_q64_causal_gqa(const unsigned short* __restrict__ t_0, const unsigned short* __restrict__ t_1, const unsigned short* __restrict__ t_2, unsigned short* __restrict__ t_3, const int* __restrict__ t_4, const int* __restrict__ t_5, long long s0, long long s1, long long s2, unsigned* __restrict__ kc_err) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
   extern __shared__ __align__(128) unsigned short kc_smem[];
   kc_varlen_check(t_4, t_5, (int)s2, s0, s1, kc_err);
   KcVarlenBlock blk;
@@ -38,10 +34,6 @@ struct KcScores {
 typedef KcAttention<128, true, 4, 64, true, KcScores> KA;
 static_assert(KA::SMEM_BYTES == 87040, "attention shared memory");
 extern "C" __global__ void __launch_bounds__(KA::THREADS) attention_varlen_bf16_d128_q64_right_window(const unsigned short* __restrict__ t_0, const unsigned short* __restrict__ t_1, const unsigned short* __restrict__ t_2, unsigned short* __restrict__ t_3, const int* __restrict__ t_4, const int* __restrict__ t_5, long long s0, long long s1, long long s2, unsigned* __restrict__ kc_err) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
   extern __shared__ __align__(128) unsigned short kc_smem[];
   kc_varlen_check(t_4, t_5, (int)s2, s0, s1, kc_err);
   KcVarlenBlock blk;

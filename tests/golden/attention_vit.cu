@@ -36,10 +36,6 @@ struct KcScores {
 typedef KcAttention<64, false, 4, 64, true, KcScores> KA;
 static_assert(KA::SMEM_BYTES == 46080, "attention shared memory");
 extern "C" __global__ void __launch_bounds__(KA::THREADS) attention_f16_d64_q64_s5x5(const unsigned short* __restrict__ t_0, unsigned short* __restrict__ t_1, long long s0, long long s1) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
   extern __shared__ __align__(128) unsigned short kc_smem[];
   const long long qt = (long long)blockIdx.x % 1LL;
   long long bz = (long long)blockIdx.x / 1LL;

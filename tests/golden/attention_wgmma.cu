@@ -15,10 +15,6 @@ struct KcAttnMma {
 typedef KcAttentionWg<64, false, 128, 3, 4, 4, 4, KcScores, KcAttnMma, false> KA;
 static_assert(KA::SMEM_BYTES == 115816 && KA::THREADS == 384, "attention layout");
 extern "C" __global__ void __launch_bounds__(KA::THREADS, 1) attention_f16_d64_wg128x128_causal_s300x300(const unsigned short* __restrict__ t_0, const __grid_constant__ KcTmaDesc kc_tmap1, const unsigned short* __restrict__ t_1, const __grid_constant__ KcTmaDesc kc_tmap3, const unsigned short* __restrict__ t_2, const __grid_constant__ KcTmaDesc kc_tmap5, unsigned short* __restrict__ t_3, long long s0) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
   extern __shared__ __align__(1024) unsigned short kc_smem[];
   const long long qt = (long long)blockIdx.x % 3LL;
   long long bz = (long long)blockIdx.x / 3LL;
@@ -48,10 +44,6 @@ struct KcAttnMma {
 typedef KcAttentionWg<128, true, 128, 2, 5, 4, 4, KcScores, KcAttnMma, false> KA;
 static_assert(KA::SMEM_BYTES == 164936 && KA::THREADS == 384, "attention layout");
 extern "C" __global__ void __launch_bounds__(KA::THREADS, 1) attention_bf16_d128_wg128x128_maskbool_gqa(const unsigned short* __restrict__ t_0, const __grid_constant__ KcTmaDesc kc_tmap1, const unsigned short* __restrict__ t_1, const __grid_constant__ KcTmaDesc kc_tmap3, const unsigned short* __restrict__ t_2, const __grid_constant__ KcTmaDesc kc_tmap5, unsigned short* __restrict__ t_3, long long s0, long long s1, long long s2, long long s3, const unsigned char* __restrict__ t_4, long long s4, long long s5, long long s6) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
   extern __shared__ __align__(1024) unsigned short kc_smem[];
   const long long qt = (long long)blockIdx.x % s2;
   long long bz = (long long)blockIdx.x / s2;

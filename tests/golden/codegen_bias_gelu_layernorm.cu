@@ -2,10 +2,6 @@
 
 // group: pointwise_f16_add_gelu
 extern "C" __global__ void __launch_bounds__(256) pointwise_f16_add_gelu(const kiln_f16* __restrict__ t_0, const kiln_f16* __restrict__ t_1, kiln_f16* __restrict__ t_2, long long d0) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
   const long long n = d0;
   (void)n;
   const long long blk = static_cast<long long>(blockIdx.x) * 2048;
@@ -60,10 +56,6 @@ extern "C" __global__ void __launch_bounds__(256) pointwise_f16_add_gelu(const k
 
 // group: layernorm over bf16[N, 96] (rows of 96)
 extern "C" __global__ void __launch_bounds__(128) rownorm_bf16_r96_add_layernorm_gelu(const kiln_bf16* __restrict__ t_0, kiln_bf16* __restrict__ t_1, long long d0) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
   const long long row = static_cast<long long>(blockIdx.x) * 32 + (threadIdx.x >> 2);
   if (row >= d0) return;
   const int tid = threadIdx.x & 3;
