@@ -44,8 +44,9 @@ TEST(SwinV2AttentionGpu, BlockMatchesTheReference) {
         cg.run(tensors_of(din), tensors_of(dout), stream);
         cuda::stream_synchronize(stream);
         // bf16: the reference rounds the scores to bf16 before its softmax, the kernel keeps them
-        // in f32 (tests/gpu/test_attention_masks_gpu.cpp): two bf16 units
-        const double rtol = dt == DType::BF16 ? 2e-2 : default_rtol(dt);
+        // in f32 (tests/gpu/test_attention_masks_gpu.cpp), and the logit scale (up to 10 here)
+        // multiplies that rounding and the normalized q's and k's: three bf16 units
+        const double rtol = dt == DType::BF16 ? 3e-2 : default_rtol(dt);
         for (auto& [name, d] : dout) EXPECT_TRUE(all_close(download(d), want.at(name), rtol));
       }
     }
