@@ -6,6 +6,8 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <map>
 #include <string>
 
@@ -45,9 +47,17 @@ TEST(SwinV2AttentionGpu, BlockMatchesTheReference) {
         cuda::stream_synchronize(stream);
         // bf16: the reference rounds the scores to bf16 before its softmax, the kernel keeps them
         // in f32 (tests/gpu/test_attention_masks_gpu.cpp), and the logit scale (up to 10 here)
-        // multiplies that rounding and the normalized q's and k's: three bf16 units
-        const double rtol = dt == DType::BF16 ? 3e-2 : default_rtol(dt);
-        for (auto& [name, d] : dout) EXPECT_TRUE(all_close(download(d), want.at(name), rtol));
+        // multiplies that rounding and the normalized q's and k's: three bf16 units, of the
+        // output's scale (a softmax-weighted sum that cancels to near zero keeps the error of
+        // the values it summed; run 127: one element of 28224, -0.0145 for -0.0464)
+        const bool bf16 = dt == DType::BF16;
+        const double rtol = bf16 ? 3e-2 : default_rtol(dt);
+        for (auto& [name, d] : dout) {
+          double atol = rtol;
+          if (bf16)
+            for (double v : want.at(name).to_f64()) atol = std::max(atol, rtol * std::abs(v));
+          EXPECT_TRUE(all_close(download(d), want.at(name), rtol, atol));
+        }
       }
     }
   cuda::stream_destroy(stream);
