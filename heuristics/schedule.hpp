@@ -60,11 +60,11 @@ struct PointwiseSchedule {
 PointwiseSchedule choose_pointwise(int max_elem_bytes, int sm, const ScheduleOverrides& o = {});
 
 struct RowSchedule {
-  bool registers = true;  // whole row held in registers (static row length); else looped passes
-  bool warp_per_row = false;
-  int threads = 256;     // per CTA
-  int rows_per_cta = 1;  // warp-per-row: rows per CTA (threads / row_threads)
-  int vec = 1;           // elements per vector access
+  bool registers = true;      // whole row held in registers (static row length); else looped passes
+  bool warp_per_row = false;  // a warp or less per row (row_threads lanes), shuffle reductions
+  int threads = 256;          // per CTA
+  int rows_per_cta = 1;       // warp-per-row: rows per CTA (threads / row_threads)
+  int vec = 1;                // elements per vector access
   int vecs_per_thread = 1;
   // Threads per row: `threads` (a CTA per row), else (warp_per_row) the lanes of one warp that
   // share a row, a power of two up to 32: short rows pack several to a warp.

@@ -1,7 +1,7 @@
 // The register-resident row norm: a static row held in registers, each thread K 16-byte vectors
-// (a warp per row for short rows, a CTA per row for long ones), so the input is read from DRAM
-// exactly once. Statistics take one warp/block reduction: layernorm merges per-thread (count,
-// mean, centered M2) Welford triples (each two-pass over its registers: no cancellation);
+// (a power-of-two group of a warp's lanes per short row, a CTA per long one), so the input is read
+// from DRAM exactly once. Statistics take one shuffle/block reduction: layernorm merges per-thread
+// (count, mean, centered M2) Welford triples (each two-pass over its registers: no cancellation);
 // softmax and log_softmax merge per-thread (max, sum of exp) pairs.
 #include <algorithm>
 
