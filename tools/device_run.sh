@@ -157,10 +157,17 @@ json.dump(b.make_cases()['groupnorm_silu']['graph'], open('/tmp/gn.json', 'w'))"
           --gtest_filter="*WgmmaAndMmaSync.Kernels/$p" > "$OUT/gpu_attn_$p.log" 2>&1 &
       done
       wait
+      # --gtest_brief prints failures and the summary only: a log without its "... ran." line
+      # was cut off by the limit (its output, buffered, is lost with it)
       for f in "$OUT"/gpu_*.log; do
-        echo "$(basename "$f"): $(grep -ac '^\[       OK \]' "$f") ok, $(grep -ac '^\[  FAILED  \]' "$f") failed"
+        if grep -aq '^\[==========\] .* ran\.' "$f"; then
+          echo "$(basename "$f"): $(grep -ah '^\[  PASSED  \]' "$f" | tr -s ' ')" \
+            "$(grep -ah '^\[  FAILED  \] [0-9]* test' "$f" | tr -s ' ')"
+        else
+          echo "$(basename "$f"): no summary: ran past SHARDS_TIMEOUT (${SHARDS_TIMEOUT:-200} s)"
+        fi
       done
-      grep -ah '^\[  FAILED' "$OUT"/gpu_*.log | head -20 ;;
+      grep -ah '^\[  FAILED' "$OUT"/gpu_*.log | sort -u | head -20 ;;
     pyext)  # the Python package for the device's own Python, in /tmp/kpy (export PYTHONPATH=/tmp/kpy
             # after it): the extension built against $B/libkiln.a with the image's nanobind and
             # CMake, the package and its torch_dynamo_backends entry point laid out beside it
