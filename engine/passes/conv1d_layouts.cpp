@@ -7,8 +7,6 @@
 // memory, the same bytes as [N, C, 1, W] channels-last, so the reshapes are views, and it is the
 // token layout that an encoder transposes the stem's output to next (that transpose becomes a
 // view too). A row-major map entering the first conv is transposed once by a copy kernel.
-#include <fmt/format.h>
-
 #include "engine/ir/graph_queries.hpp"
 #include "engine/ir/op_table.hpp"
 #include "engine/passes/graph_edit.hpp"
@@ -62,8 +60,8 @@ void set_channels_last(Graph& g, int t) {
 
 // Unary elementwise ops after squeeze node `sq` (a gelu) move before it, onto the conv's 4-D
 // output, so that they join the conv's epilogue (the planner fuses ops of its output's shape):
-// e(squeeze(y)) = squeeze(e(y)). Returns the squeeze node that ends up last.
-int lift_unary_ops(Graph& g, int sq) {
+// e(squeeze(y)) = squeeze(e(y)).
+void lift_unary_ops(Graph& g, int sq) {
   for (int depth = 0; depth < 8; ++depth) {
     const int s3 = g.nodes()[sq].outputs[0], y = g.nodes()[sq].inputs[0];
     const std::vector<int> cs = consumers_of(g, s3);
@@ -80,7 +78,6 @@ int lift_unary_ops(Graph& g, int sq) {
     replace_uses(g, e.outputs[0], r.id);
     sq = at + 1;
   }
-  return sq;
 }
 
 }  // namespace

@@ -52,11 +52,14 @@ bool gather_strides(const Graph& g, const Node& n, const std::vector<int64_t>& i
   return true;
 }
 
-// The reader of `t` that takes only dense memory (not an elementwise op), as "op 'name'", or "".
-std::string dense_reader(const Graph& g, int t) {
-  for (int c : consumers_of(g, t))
-    if (op_info(g.nodes()[c].op).role != FusionRole::Elementwise)
-      return fmt::format("{} '{}'", op_name(g.nodes()[c].op), g.nodes()[c].name);
+// The reader of `t` that does not take it laid out with `strides` (readers_take_strided: a
+// slice or reshape whose own readers refuse is named itself), as "op 'name'", or "".
+std::string dense_reader(const Graph& g, int t, const std::vector<int64_t>& strides) {
+  for (int c : consumers_of(g, t)) {
+    const Node& n = g.nodes()[c];
+    if (!reader_takes_strides(g, n, t, strides) && !matmul_reads_operand(n, t, strides))
+      return fmt::format("{} '{}'", op_name(n.op), n.name);
+  }
   return "";
 }
 
@@ -189,7 +192,7 @@ bool try_view(Graph& g, int i, std::string* what, std::string* why) {
     }
     rerooted = *vs;
   } else if (!dense && !readers_take_strided(g, out, strides)) {
-    *why = fmt::format("{} reads dense memory only", dense_reader(g, out));
+    *why = fmt::format("{} reads dense memory only", dense_reader(g, out, strides));
     return false;
   }
   const Dim at = ti.view_offset + offset;
