@@ -10,6 +10,11 @@ torch.cudnn_convolution_relu (cuDNN's fused conv+bias+relu) and eager conv -> ad
 Then matmul + bias + gelu(tanh), bf16, 8192x4096x16384 vs F.gelu(torch.addmm(...), 'tanh').
 Prints one JSON line per case with TFLOP/s and the ratios kiln / anchor.
 
+    python3 bench/bench_conv.py --suite gemm [--batches 32] [--autotune] [--configs ...]
+The transformer GEMMs of the zoo (ViT-B/16 at 197 tokens, BERT-base / GPT-2 at 128) with their
+bias and activation, f16, rows = batch x tokens, kiln's static-shape kernel against cuBLAS (torch
+addmm, and torch._addmm_activation: cuBLASLt's fused bias + gelu epilogue).
+
     python3 bench/bench_conv.py --suite grouped [--batches 32]
 The grouped and depthwise layers instead (ResNeXt-50 32x4d and RegNetY-800MF grouped 3x3,
 MobileNetV2 and EfficientNet-B0 depthwise 3x3 / 5x5, ConvNeXt-T depthwise 7x7), f16 NHWC, conv +
@@ -83,6 +88,59 @@ GROUPED_LAYERS = [
     ("convnext-t dw7 x9 384 14", 384, 384, 14, 7, 1, 384, "none"),
     ("convnext-t dw7 x3 768 7", 768, 768, 7, 7, 1, 768, "none"),
 ]
+
+
+# name, tokens per sample, N, K, act: one row per distinct projection.
+GEMM_LAYERS = [
+    ("vit_b16 qkv", 197, 2304, 768, "none"),
+    ("vit_b16 out proj", 197, 768, 768, "none"),
+    ("vit_b16 fc1 gelu", 197, 3072, 768, "gelu"),
+    ("vit_b16 fc2", 197, 768, 3072, "none"),
+    ("bert qkv", 128, 2304, 768, "none"),
+    ("bert fc1 gelu", 128, 3072, 768, "gelu"),
+    ("bert fc2", 128, 768, 3072, "none"),
+]
+
+
+def gemm_suite(binary, batches, out, autotune, configs):
+    """GEMM_LAYERS: kiln's matmul + bias + act (one kernel, static M) vs cuBLAS."""
+    dev = "cuda"
+    rows = []
+    hdr = (f"{'layer':22s} {'M':>6s} {'kiln ms':>8s} {'TFLOP/s':>7s} {'cublas ms':>9s} {'ratio':>6s}"
+           f" {'lt+act ms':>9s} {'ratio':>6s}  kernel")
+    for n in batches:
+        print(hdr, flush=True)
+        for name, tokens, N, K, act in GEMM_LAYERS:
+            M = n * tokens
+            flops = 2.0 * M * N * K
+            A = torch.randn(M, K, device=dev, dtype=torch.half)
+            B = torch.randn(K, N, device=dev, dtype=torch.half) * 0.05
+            bias = torch.randn(N, device=dev, dtype=torch.half)
+            gelu = act == "gelu"
+            plain = bench(lambda: F.gelu(torch.addmm(bias, A, B), approximate="tanh") if gelu
+                          else torch.addmm(bias, A, B))
+            lt = bench(lambda: torch._addmm_activation(bias, A, B, use_gelu=gelu))
+            del A, B, bias
+            torch.cuda.empty_cache()
+            base = ["matmul", M, N, K, "gelu_tanh" if gelu else "none", "f16", "--static"]
+            variants = [("kiln", base)] + ([("tuned", base + ["--autotune"])] if autotune else []) + \
+                [(c, base + ["--config=" + c]) for c in configs]
+            for label, args in variants:
+                res = run_kiln(binary, args)
+                r = {"case": f"{name} N={n}", "M": M, "variant": label, "GFLOP": round(flops / 1e9, 2),
+                     "cublas_ms": round(plain, 4), "cublaslt_act_ms": round(lt, 4)}
+                if "error" in res:
+                    r["kiln_error"] = res["error"]
+                    print(f"{name:22s} {label}: kiln error: {res['error'][:200]}", flush=True)
+                else:
+                    ms = res["ms"]
+                    r.update({"kiln_kernel": res["kernel"], "kiln_ms": round(ms, 4),
+                              "vs_cublas": round(plain / ms, 3), "vs_cublaslt_act": round(lt / ms, 3)})
+                    print(f"{name:22s} {M:6d} {ms:8.4f} {flops / ms / 1e9:7.0f} {plain:9.4f} {plain / ms:6.2f}"
+                          f" {lt:9.4f} {lt / ms:6.2f}  {label} {res['kernel']}", flush=True)
+                rows.append(r)
+            with open(out, "w") as f:
+                json.dump(rows, f, indent=1)
 
 
 def eager_act(y, act):
@@ -191,8 +249,9 @@ def main():
     ap.add_argument("--batches", default="32,128")
     ap.add_argument("--out", default=os.path.join(os.environ.get("OUT", "/tmp"), "bench_conv.json"))
     ap.add_argument("--skip-matmul", action="store_true")
-    ap.add_argument("--suite", default="dense", choices=("dense", "grouped"),
-                    help="dense: the ResNet-50 layers and the matmul; grouped: GROUPED_LAYERS")
+    ap.add_argument("--suite", default="dense", choices=("dense", "grouped", "gemm"),
+                    help="dense: the ResNet-50 layers and the matmul; grouped: GROUPED_LAYERS; "
+                         "gemm: GEMM_LAYERS")
     ap.add_argument("--no-static", action="store_true",
                     help="skip the run with a static batch dim (--static: tiles from the concrete M)")
     ap.add_argument("--configs", default="",
@@ -226,6 +285,10 @@ def main():
     rows = []
     if a.suite == "grouped":
         grouped_suite(binary, [int(b) for b in a.batches.split(",")], a.out)
+        return
+    if a.suite == "gemm":
+        gemm_suite(binary, [int(b) for b in a.batches.split(",")], a.out, a.autotune,
+                   [c for c in a.configs.split(",") if c])
         return
 
     def rec(r):

@@ -117,6 +117,13 @@ GroupedConvLayout grouped_conv_layout(const GroupedConvShape& s) {
     L.ok = true;
     return L;
   }
+  L.tile = choose_depthwise_tile(s);
+  if (L.tile.ok) {
+    L.smem_bytes = L.tile.smem_bytes;
+    L.threads = L.tile.threads;
+    L.ok = true;
+    return L;
+  }
   const int vmax = 16 / s.elem_bytes;
   L.vec = choose_vec(s.k, L.cg, L.kg, vmax);
   L.groups_per_thread = L.vec > L.kg ? static_cast<int>(L.vec / L.kg) : 1;

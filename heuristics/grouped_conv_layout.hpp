@@ -9,14 +9,16 @@
 #include <cstdint>
 #include <string>
 
+#include "heuristics/depthwise_tile.hpp"
+
 namespace kiln {
 
 struct GroupedConvShape {
   int64_t c = 0, k = 0, groups = 1;  // input / output channels, groups
   int64_t r = 1, s = 1;              // filter rows / columns
-  int64_t stride_w = 1, dil_w = 1;
-  int64_t ow = -1;     // output width when static, else -1
-  int elem_bytes = 2;  // storage bytes per element (2: f16 / bf16, 4: f32)
+  int64_t stride_h = 1, stride_w = 1, dil_h = 1, dil_w = 1;
+  int64_t oh = -1, ow = -1;  // output height / width when static, else -1
+  int elem_bytes = 2;        // storage bytes per element (2: f16 / bf16, 4: f32)
   int smem_limit = 48 * 1024;
   // Output pixels (N x OH x OW, a symbolic batch estimated) and the SMs: how many pixel groups
   // a thread runs one after the other (the CTA's filters loaded once for all of them).
@@ -27,7 +29,10 @@ struct GroupedConvShape {
 
 struct GroupedConvLayout {
   bool ok = false;
-  std::string why_not;     // when !ok: why the direct kernel stays
+  std::string why_not;  // when !ok: why the direct kernel stays
+  // Depthwise (one channel per group, 16-bit, static output size): the input tile staged in
+  // shared memory (heuristics/depthwise_tile.hpp); the fields below then stay unset.
+  DepthwiseTile tile;
   int64_t cg = 0, kg = 0;  // input / output channels per group
   // Tensor cores (16-bit storage, sm_80+, 8 | cg, 8 | kg): implicit GEMM per group, one group's
   // mma_n output channels per CTA of mma_warps warps, each warp mma_mt m16 tiles of output

@@ -80,7 +80,7 @@ TEST(MovementChains, GoldenKernels) {
   g->output(test::maxvit_layer(*g, x, DType::F16, 64, 2, 300));
   // the pre-norm batchnorm folded into the first 1x1 conv (fold_batchnorm)
   const std::vector<std::string> want = {"conv_f16_nhwc_1x1_wg128x64x64_s3_tma_bias_gelu",
-                                         "conv_f16_nhwc_dw3x3_c8x7_gelu",
+                                         "conv_f16_nhwc_dw3x3_t14x16c32_gelu",
                                          "conv_f16_nhwc_1x1_wg64x64x64_s3_tma_add",
                                          "copy_f16_transpose",
                                          "rownorm_f16_r64_layernorm",

@@ -39,11 +39,11 @@ TEST(RelabelEpilogues, LayerScaleAndResidualJoinFc2) {
 
 // The layout decisions pinned: the sm_90a kernels of two blocks of 96 channels (stage 1's width).
 TEST(RelabelEpilogues, GoldenKernels) {
-  const std::vector<std::string> want = {"conv_f16_nhwc_dw7x7_c8x5_bias",
+  const std::vector<std::string> want = {"conv_f16_nhwc_dw7x7_t6x5c96_bias",
                                          "rownorm_f16_r96_layernorm",
                                          "matmul_f16_wg128x128x64_s3_tma_bias_gelu",
                                          "matmul_f16_wg128x128x64_s5_tma_bias_mul_add",
-                                         "conv_f16_nhwc_dw7x7_c8x5_bias_g7",
+                                         "conv_f16_nhwc_dw7x7_t6x5c96_bias_g7",
                                          "rownorm_f16_r96_layernorm_g9",
                                          "matmul_f16_wg128x128x64_s3_tma_bias_gelu_g10",
                                          "matmul_f16_wg128x128x64_s5_tma_bias_mul_add_g11",

@@ -5,7 +5,7 @@
 // registers once and reused over its pixels. Depthwise-like convs (one input channel per group)
 // keep a whole filter row in registers and slide along the input row: each input column of the
 // thread's window is one 16-byte load (8 channels) for every tap that reads it.
-#include "codegen/contraction_common.hpp"
+#include "codegen/contraction/grouped_kernel.hpp"
 #include "codegen/kernel_assembly.hpp"
 #include "engine/base/check.hpp"
 #include "heuristics/grouped_conv_layout.hpp"
@@ -26,8 +26,11 @@ GroupedConvShape grouped_shape(const Problem& p, int sm) {
   s.groups = c.groups;
   s.r = c.r;
   s.s = c.s;
+  s.stride_h = c.stride_h;
   s.stride_w = c.stride_w;
+  s.dil_h = c.dil_h;
   s.dil_w = c.dil_w;
+  s.oh = c.oh.is_static() ? c.oh.value() : -1;
   s.ow = c.ow.is_static() ? c.ow.value() : -1;
   s.elem_bytes = p.dtype == DType::F32 ? 4 : 2;
   // A symbolic batch at the planner's guess (problem_info's), for the pixel groups per thread.
@@ -41,17 +44,6 @@ GroupedConvShape grouped_shape(const Problem& p, int sm) {
 }
 
 namespace {
-
-// What the emitting steps share.
-struct GroupedKernel {
-  const Problem& p;
-  const GroupedConvLayout& L;
-  ArgList a = ArgList();
-  Writer b = Writer();
-  std::string xs = "", ws = "";
-  std::vector<std::string> xst = {}, wst = {};
-  int tcv = 0;  // output channels of a CTA
-};
 
 // The CTA's filters into shared memory (zero past K), then the thread's tile origin.
 void emit_origin(GroupedKernel& k, const std::string& total_pg, const std::string& owt) {
@@ -189,22 +181,21 @@ void emit_chunked(GroupedKernel& k) {
   b.close();  // the filter row
 }
 
-// The fused epilogue per pixel and channel, then each output's channel vector: 16-byte (or
-// narrower) stores where the output is dense NHWC, else one element at a time.
-void emit_stores(GroupedKernel& k) {
+}  // namespace
+
+void emit_grouped_stores(GroupedKernel& k, int vec, int pixels) {
   const ConvProblem& c = k.p.conv;
-  const GroupedConvLayout& L = k.L;
   const Graph& g = *k.p.graph;
   Writer& b = k.b;
   b.line("#pragma unroll");
-  auto lp = b.block("for (int p = 0; p < {}; ++p) {{", L.pixels);
+  auto lp = b.block("for (int p = 0; p < {}; ++p) {{", pixels);
   b.line("const long long ow = ow0 + p;");
   b.line("if (ow >= {}) continue;", k.a.dim(c.ow));
-  for (int t : k.p.group->outputs) b.line("float o{}[{}];", t, L.vec);
+  for (int t : k.p.group->outputs) b.line("float o{}[{}];", t, vec);
   EpilogueCode e = epilogue(k.p, k.a, {"n", "col", "oh", "ow"}, "acc_v", "", "o", "v");
   {
     b.line("#pragma unroll");
-    auto lv = b.block("for (int v = 0; v < {}; ++v) {{", L.vec);
+    auto lv = b.block("for (int v = 0; v < {}; ++v) {{", vec);
     b.line("const long long col = k0 + v;");
     b.line("const float acc_v = acc[p][v];");
     for (auto& l : e.lines) b.put(l);
@@ -215,20 +206,20 @@ void emit_stores(GroupedKernel& k) {
     const std::string ptr = k.a.tensor(g, t, false);
     if (td.layout == Layout::NHWC && st[1] == "1LL") {
       int w = td.dtype == DType::F32 ? 4 : 8;
-      while (L.vec % w != 0) w /= 2;
-      for (int i = 0; i < L.vec; i += w)
+      while (vec % w != 0) w /= 2;
+      for (int i = 0; i < vec; i += w)
         b.line("kg_st_{}<{}>({} + n * {} + (k0 + {}) + oh * {} + ow * {}, o{} + {});",
                dtype_name(td.dtype), w, ptr, st[0], i, st[2], st[3], t, i);
     } else {
       b.line("#pragma unroll");
-      b.line("for (int v = 0; v < {}; ++v)", L.vec);
+      b.line("for (int v = 0; v < {}; ++v)", vec);
       b.line("  {}({} + n * {} + (k0 + v) * {} + oh * {} + ow * {}, o{}[v]);", store_fn(td.dtype),
              ptr, st[0], st[1], st[2], st[3], t);
     }
   }
 }
 
-std::string kernel_name(const Problem& p, const GroupedConvLayout& L) {
+std::string grouped_kernel_name(const Problem& p, const GroupedConvLayout& L) {
   const ConvProblem& c = p.conv;
   std::string name = fmt::format("conv_{}_nhwc_", dtype_name(p.dtype));
   if (L.cg == 1)
@@ -239,10 +230,11 @@ std::string kernel_name(const Problem& p, const GroupedConvLayout& L) {
     name += c.stride_h == c.stride_w ? fmt::format("_s{}", c.stride_h)
                                      : fmt::format("_s{}x{}", c.stride_h, c.stride_w);
   if (c.dil_h != 1 || c.dil_w != 1) name += fmt::format("_d{}", std::max(c.dil_h, c.dil_w));
+  if (L.tile.ok)
+    return name + fmt::format("_t{}x{}c{}", L.tile.tile_h, L.tile.tile_w, L.tile.nv * 8) +
+           epilogue_suffix(p);
   return name + fmt::format("_c{}x{}", L.vec, L.pixels) + epilogue_suffix(p);
 }
-
-}  // namespace
 
 bool grouped_supported(const Problem& p, int sm) {
   if (!p.is_conv || p.conv.groups < 2) return false;
@@ -259,6 +251,7 @@ KernelSpec emit_grouped(const Problem& p, int sm) {
   const Graph& g = *p.graph;
   const GroupedConvLayout L = grouped_conv_layout(grouped_shape(p, sm));
   if (L.mma) return emit_grouped_mma(p, L);
+  if (L.tile.ok) return emit_depthwise_tiled(p, L);
   GroupedKernel k{p, L};
   k.tcv = L.threads_c * L.vec;
   const TensorDesc& xd = g.tensor(p.x).desc;
@@ -275,10 +268,10 @@ KernelSpec emit_grouped(const Problem& p, int sm) {
     emit_sliding(k);
   else
     emit_chunked(k);
-  emit_stores(k);
+  emit_grouped_stores(k, L.vec, L.pixels);
   k.b.close();  // the pixel groups
 
-  const std::string name = kernel_name(p, L);
+  const std::string name = grouped_kernel_name(p, L);
   KernelSpec s;
   s.name = name;
   s.entry = name;

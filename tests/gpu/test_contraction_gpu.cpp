@@ -355,7 +355,8 @@ namespace {
 // counts, strides 1 / 2, filters 3x3 to 9x9, padding, dilation 2, partial pixel and channel
 // tiles, batch 1 to 3, f32 / f16 / bf16, bias + activation + residual epilogues; the
 // tensor-core variant (8 | channels per group, 16-bit) with k8 and k16 steps and 8 to 32
-// output channels per CTA. The last case has 128 channels per group: the direct kernel.
+// output channels per CTA; the tiled depthwise kernel (16-bit, 8 | C). The last case has 128
+// channels per group: the direct kernel.
 std::vector<ConvCase> grouped_conv_cases() {
   const Layout H = Layout::NHWC;
   return {
@@ -379,6 +380,12 @@ std::vector<ConvCase> grouped_conv_cases() {
       {DType::F32, 2, 64, 10, 10, 64, 3, 3, {1, 1}, {1, 1}, {1, 1}, 32, H, true, "relu"},
       {DType::F16, 2, 32, 10, 10, 64, 3, 5, {1, 2}, {0, 2, 1, 1}, {1, 1}, 4, H, true, "relu"},
       {DType::F16, 2, 144, 28, 28, 144, 3, 3, {1, 1}, {1, 1}, {1, 1}, 144, H, true, "relu"},
+      // The tiled depthwise kernel over several tiles: dilation 2, a 7x7 with a residual, a
+      // stride-2 5x5 on 18 channel vectors, 960 channels on 7x7.
+      {DType::F16, 3, 24, 10, 12, 24, 3, 3, {1, 1}, {2, 2}, {2, 2}, 24, H, true, "add_relu"},
+      {DType::F16, 2, 96, 30, 29, 96, 7, 7, {1, 1}, {3, 3}, {1, 1}, 96, H, true, "add"},
+      {DType::BF16, 2, 144, 27, 28, 144, 5, 5, {2, 2}, {2, 2}, {1, 1}, 144, H, true, "silu"},
+      {DType::F16, 3, 960, 7, 7, 960, 3, 3, {1, 1}, {1, 1}, {1, 1}, 960, H, true, "relu"},
       // Tensor cores: 32 / 16 channels per group, stride 2, dilation 2, partial M tiles.
       {DType::BF16, 3, 128, 9, 9, 128, 3, 3, {2, 2}, {1, 1}, {1, 1}, 4, H, true, "add_relu"},
       {DType::F16, 2, 320, 9, 11, 320, 3, 3, {1, 1}, {2, 2}, {2, 2}, 20, H, true, "relu"},
