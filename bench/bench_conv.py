@@ -147,7 +147,7 @@ def eager_act(y, act):
     return F.relu(y) if act == "relu" else F.silu(y) if act == "silu" else y
 
 
-def grouped_suite(binary, batches, out):
+def grouped_suite(binary, batches, out, only=""):
     """The GROUPED_LAYERS table: kiln (conv + bias + act in one kernel) vs cuDNN."""
     dev = "cuda"
     rows = []
@@ -155,6 +155,8 @@ def grouped_suite(binary, batches, out):
     for n in batches:
         print(hdr, flush=True)
         for name, C, K, H, R, s, g, act in GROUPED_LAYERS:
+            if only and not any(o in name for o in only.split(",")):
+                continue
             p = R // 2
             P = (H + 2 * p - R) // s + 1
             x = torch.randn(n, C, H, H, device=dev, dtype=torch.half).to(memory_format=torch.channels_last)
@@ -252,6 +254,9 @@ def main():
     ap.add_argument("--suite", default="dense", choices=("dense", "grouped", "gemm"),
                     help="dense: the ResNet-50 layers and the matmul; grouped: GROUPED_LAYERS; "
                          "gemm: GEMM_LAYERS")
+    ap.add_argument("--layers", default="",
+                    help="--suite grouped: only the layers whose name contains one of these "
+                         "comma-separated strings (e.g. 'dw' for the depthwise ones)")
     ap.add_argument("--no-static", action="store_true",
                     help="skip the run with a static batch dim (--static: tiles from the concrete M)")
     ap.add_argument("--configs", default="",
@@ -284,7 +289,7 @@ def main():
                       "cudnn": torch.backends.cudnn.version(), "gpu": torch.cuda.get_device_name()}), flush=True)
     rows = []
     if a.suite == "grouped":
-        grouped_suite(binary, [int(b) for b in a.batches.split(",")], a.out)
+        grouped_suite(binary, [int(b) for b in a.batches.split(",")], a.out, a.layers)
         return
     if a.suite == "gemm":
         gemm_suite(binary, [int(b) for b in a.batches.split(",")], a.out, a.autotune,
