@@ -200,11 +200,8 @@ bool simt_supported(const Problem& p);
 KernelSpec emit_simt(const Problem& p);
 // The heuristics' view of the problem (symbolic dims estimated).
 ContractionProblemInfo problem_info(const Problem& p, int sm, bool arch_specific = false);
-// The value problem_info() assumes for a symbol of the problem: a batch size (32) in a conv, 2048
-// in a matmul dim of symbols alone (tokens); a matmul dim of a symbol times a static count takes
-// the batch size.
+// The value problem_info() assumes for every symbol of the problem.
 int64_t symbol_guess(const Problem& p);
-int64_t symbol_guess_batch();
 
 Dim bytes_moved(const Problem& p);
 Dim flops(const Problem& p);

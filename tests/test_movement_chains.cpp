@@ -84,11 +84,11 @@ TEST(MovementChains, GoldenKernels) {
                                          "conv_f16_nhwc_1x1_wg64x64x64_s3_tma_add",
                                          "copy_f16_transpose",
                                          "rownorm_f16_r64_layernorm",
-                                         "matmul_f16_wg64x64x64_s3_tma_add",
+                                         "matmul_f16_wg128x64x64_s3_tma_add",
                                          "copy_f16_transpose_g10",
                                          "copy_f16_transpose_g13",
                                          "rownorm_f16_r64_layernorm_g15",
-                                         "matmul_f16_wg64x64x64_s3_tma_add_g16",
+                                         "matmul_f16_wg128x64x64_s3_tma_add_g16",
                                          "copy_f16_transpose_g19"};
   EXPECT_EQ(planned(g).kernels, want);
 }

@@ -41,12 +41,12 @@ TEST(RelabelEpilogues, LayerScaleAndResidualJoinFc2) {
 TEST(RelabelEpilogues, GoldenKernels) {
   const std::vector<std::string> want = {"conv_f16_nhwc_dw7x7_t6x5c96_bias",
                                          "rownorm_f16_r96_layernorm",
-                                         "matmul_f16_wg64x64x64_s3_tma_bias_gelu",
-                                         "matmul_f16_wg64x64x64_s4_tma_bias_mul_add",
+                                         "matmul_f16_wg128x128x64_s3_tma_bias_gelu",
+                                         "matmul_f16_wg128x128x64_s5_tma_bias_mul_add",
                                          "conv_f16_nhwc_dw7x7_t6x5c96_bias_g7",
                                          "rownorm_f16_r96_layernorm_g9",
-                                         "matmul_f16_wg64x64x64_s3_tma_bias_gelu_g10",
-                                         "matmul_f16_wg64x64x64_s4_tma_bias_mul_add_g11",
+                                         "matmul_f16_wg128x128x64_s3_tma_bias_gelu_g10",
+                                         "matmul_f16_wg128x128x64_s5_tma_bias_mul_add_g11",
                                          "conv_f16_nhwc_1x1_wg64x64x64_s3_tma",
                                          "window_f16_r30_global_avgpool"};
   EXPECT_EQ(kernels_of(test::convnext_blocks(96)), want);

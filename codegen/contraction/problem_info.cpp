@@ -10,32 +10,20 @@ namespace kiln::contraction {
 int64_t symbol_guess(const Problem& p) {
   // Symbolic dims are estimated: tiles are chosen once per graph. A conv's symbol is the batch
   // size (32 is typical for inference serving); a matmul's is usually tokens (batch x sequence).
-  return p.is_conv ? symbol_guess_batch() : 2048;
-}
-
-int64_t symbol_guess_batch() {
-  return 32;
+  return p.is_conv ? 32 : 2048;
 }
 
 ContractionProblemInfo problem_info(const Problem& p_in, int sm, bool arch_specific) {
   const Problem p = fold_matmul_batch(p_in);  // as emit_mma() sees it
   const int64_t guess = symbol_guess(p);
-  auto at = [](const Dim& d, int64_t value) {
-    std::vector<std::string> syms;
-    d.symbols(&syms);
-    Bindings b;
-    for (auto& s : syms) b[s] = value;
-    return std::max<int64_t>(1, d.eval(b));
-  };
-  // A matmul dim that is a symbol times a static count of 8 or more is a batch of sequences or
-  // images (ViT's N x 197 tokens, ConvNeXt's N x 56 x 56 pixels): its symbol is a batch size,
-  // estimated as a conv's. Symbols alone (tokens, or batch x sequence) come to 2048 rows at least.
   auto est = [&](const Dim& d, bool* estimated) {
     if (d.is_static()) return d.value();
     *estimated = true;
-    if (p.is_conv) return at(d, guess);
-    const int64_t batch = at(d, symbol_guess_batch());
-    return at(d, 1) >= 8 ? batch : std::max<int64_t>(batch, guess);
+    std::vector<std::string> syms;
+    d.symbols(&syms);
+    Bindings b;
+    for (auto& s : syms) b[s] = guess;
+    return std::max<int64_t>(1, d.eval(b));
   };
   ContractionProblemInfo info;
   DeviceInfo dev = default_device_info(fmt::format("sm_{}", sm));
