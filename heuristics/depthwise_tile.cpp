@@ -5,7 +5,6 @@
 #include "heuristics/depthwise_tile.hpp"
 
 #include <algorithm>
-#include <vector>
 
 #include "heuristics/grouped_conv_layout.hpp"
 

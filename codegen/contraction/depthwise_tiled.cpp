@@ -37,7 +37,7 @@ void emit_fill(GroupedKernel& k) {
     b.line("kg_w[i] = {}({} + (c0 + kl) * {} + r * {} + sx * {});", load_fn(wd.dtype), k.ws,
            k.wst[0], k.wst[2], k.wst[3]);
   }
-  b.line("const unsigned xs_u32 = kg_smem_u32(kg_w + {});", c.r * c.s * ct);
+  b.line("const unsigned xs_u32 = kc_smem_u32(kg_w + {});", c.r * c.s * ct);
   b.line("const {}* const xn = {} + n * {} + c0;", raw_type(k.p.dtype), k.xs, k.xst[0]);
   {
     auto l = b.block("for (int i = tid; i < {}; i += {}) {{", int64_t{t.in_h} * t.in_w * t.nv,
@@ -49,9 +49,10 @@ void emit_fill(GroupedKernel& k) {
     b.line(
         "const void* src = ok ? (const void*)(xn + ih * {} + iw * {} + v * 8) : (const void*)xn;",
         k.xst[2], k.xst[3]);
-    b.line("kg_cp_async16(xs_u32 + (iy * {} + ix * {} + v) * 16, src, ok);", t.pitch, t.nv);
+    b.line("kc_cp_async16(xs_u32 + (iy * {} + ix * {} + v) * 16, src, ok);", t.pitch, t.nv);
   }
-  b.line("kg_cp_async_wait_all();");
+  b.line("kc_cp_async_commit();");
+  b.line("kc_cp_async_wait<0>();");
   b.line("__syncthreads();");
 }
 

@@ -73,3 +73,28 @@ __device__ __forceinline__ float kc_round_f16(float v) {
 __device__ __forceinline__ float kc_round_bf16(float v) {
   return kc_bf16_to_f32(kc_f32_to_bf16(v));
 }
+
+// Shared-memory addresses and cp.async (sm_80+): the mma.sync / wgmma pipelines
+// (contraction_mma.cuh) and the tiled depthwise kernel stage their operands with these.
+__device__ __forceinline__ unsigned kc_smem_u32(const void* p) {
+  unsigned r;
+  asm("{ .reg .u64 a; cvta.to.shared.u64 a, %1; cvt.u32.u64 %0, a; }" : "=r"(r) : "l"(p));
+  return r;
+}
+// 16-byte async copy; `valid` false zero-fills the destination without reading `src`.
+__device__ __forceinline__ void kc_cp_async16(unsigned dst, const void* src, bool valid) {
+  int n = valid ? 16 : 0;
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(n));
+}
+// 8-byte async copy (4 channels of 16-bit data: convs with C % 4 == 0 but not % 8).
+__device__ __forceinline__ void kc_cp_async8(unsigned dst, const void* src, bool valid) {
+  int n = valid ? 8 : 0;
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(dst), "l"(src), "r"(n));
+}
+__device__ __forceinline__ void kc_cp_async_commit() {
+  asm volatile("cp.async.commit_group;\n" ::);
+}
+template <int N>
+__device__ __forceinline__ void kc_cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}

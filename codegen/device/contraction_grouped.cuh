@@ -119,17 +119,3 @@ KG_DEFINE_MMA(f16)
 KG_DEFINE_MMA(bf16)
 #undef KG_DEFINE_MMA
 
-// The tiled depthwise kernel's input tile (depthwise_tiled.cpp): 16-byte async copies into shared
-// memory, zero-filled where `valid` is false (outside the image; `src` is then not read).
-__device__ __forceinline__ unsigned kg_smem_u32(const void* p) {
-  unsigned r;
-  asm("{ .reg .u64 a; cvta.to.shared.u64 a, %1; cvt.u32.u64 %0, a; }" : "=r"(r) : "l"(p));
-  return r;
-}
-__device__ __forceinline__ void kg_cp_async16(unsigned dst, const void* src, bool valid) {
-  const int n = valid ? 16 : 0;
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(n));
-}
-__device__ __forceinline__ void kg_cp_async_wait_all() {
-  asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;\n" ::: "memory");
-}

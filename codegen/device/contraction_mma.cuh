@@ -4,28 +4,6 @@
 // and the epilogue; this file owns the shared-memory layout and the math.
 #pragma once
 
-__device__ __forceinline__ unsigned kc_smem_u32(const void* p) {
-  unsigned r;
-  asm("{ .reg .u64 a; cvta.to.shared.u64 a, %1; cvt.u32.u64 %0, a; }" : "=r"(r) : "l"(p));
-  return r;
-}
-// 16-byte async copy; `valid` false zero-fills the destination without reading `src`.
-__device__ __forceinline__ void kc_cp_async16(unsigned dst, const void* src, bool valid) {
-  int n = valid ? 16 : 0;
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(n));
-}
-// 8-byte async copy (4 channels of 16-bit data: convs with C % 4 == 0 but not % 8).
-__device__ __forceinline__ void kc_cp_async8(unsigned dst, const void* src, bool valid) {
-  int n = valid ? 8 : 0;
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(dst), "l"(src), "r"(n));
-}
-__device__ __forceinline__ void kc_cp_async_commit() {
-  asm volatile("cp.async.commit_group;\n" ::);
-}
-template <int N>
-__device__ __forceinline__ void kc_cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
 __device__ __forceinline__ void kc_ldmatrix_x4(unsigned (&r)[4], unsigned addr) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
